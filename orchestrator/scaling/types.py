@@ -1,0 +1,66 @@
+"""The scaler's inputs and outputs. Pure data: no torch, no ultralytics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.spec.devices import DeviceSpec
+
+POLICIES = ("auto", "linear", "sqrt", "table", "none")
+
+
+class ScalingError(ValueError):
+    """A target the scaler cannot honour. Each message names the field and the fix."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+@dataclass(frozen=True)
+class ReferenceHyp:
+    """What the hyperparameters were tuned with (reference scale)."""
+
+    world_size: int = 1  # devices (processes) the reference ran on
+    batch: int = 16  # TOTAL batch over all devices, as Ultralytics' `batch`
+    nbs: int = 64
+    optimizer: str = "auto"
+    lr0: float = 0.01
+    lrf: float = 0.01
+    momentum: float = 0.937
+    weight_decay: float = 0.0005
+    warmup_epochs: float = 3.0
+    warmup_momentum: float = 0.8
+    warmup_bias_lr: float = 0.1
+    epochs: int = 100
+    nc: int | None = None  # number of classes, when known
+    dataset_size: int | None = None  # training images, when known
+
+
+@dataclass(frozen=True)
+class TargetHardware:
+    devices: DeviceSpec
+    batch: int | None = None  # TOTAL batch; exclusive with batch_per_device
+    batch_per_device: int | None = None
+    max_batch_per_device: int | None = None
+
+
+@dataclass
+class ScaleResult:
+    devices: str
+    policy: str
+    passed: dict[str, Any]  # exact Ultralytics train arguments to pass
+    effective: dict[str, Any]  # what Ultralytics will really apply
+    reasons: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "devices": self.devices,
+            "policy": self.policy,
+            "passed": self.passed,
+            "effective": self.effective,
+            "reasons": self.reasons,
+            "warnings": self.warnings,
+        }

@@ -1,0 +1,98 @@
+"""Device spec strings: where a job runs.
+
+Grammar (one string, as in ``--devices`` and ``target.devices``):
+
+    cpu         one CPU process
+    cpu:N       N CPU processes, data-parallel over gloo
+    0 | cuda:K  one GPU (index 0, or index K)
+    0,1,2,3     these GPUs
+    N           the first N GPUs (N >= 1; "0" means GPU 0, as in Ultralytics)
+    MxN         M nodes with N GPUs each (torchrun, one per node)
+    tpu:N       N TPU cores (torch-xla, one process per core)
+    xla:cpu     one XLA process on the host CPU (tests the TPU code path)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+KINDS = ("cpu", "cuda", "tpu", "xla_cpu")
+
+
+class DeviceSpecError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    kind: str  # one of KINDS
+    per_node: int  # processes per node
+    nodes: int = 1
+    gpu_ids: tuple[int, ...] = ()  # explicit CUDA indices, when given
+    text: str = ""
+
+    @property
+    def world_size(self) -> int:
+        return self.per_node * self.nodes
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    def ultralytics_device(self) -> str:
+        """The `device=` value for one Ultralytics process of this spec."""
+        if self.kind == "cuda":
+            if self.gpu_ids:
+                return ",".join(str(i) for i in self.gpu_ids)
+            return ",".join(str(i) for i in range(self.per_node))
+        return "cpu"
+
+    def __str__(self) -> str:
+        return self.text
+
+
+_USAGE = "expected cpu, cpu:N, 0, cuda:K, 0,1,2,3, N, MxN, tpu:N or xla:cpu"
+
+
+def parse_devices(value: str | int) -> DeviceSpec:
+    text = str(value).strip().lower()
+    if not text:
+        raise DeviceSpecError(f"empty device spec; {_USAGE}")
+    if text == "cpu":
+        return DeviceSpec("cpu", 1, text=text)
+    if text in ("xla:cpu", "xla_cpu"):
+        return DeviceSpec("xla_cpu", 1, text="xla:cpu")
+    m = re.fullmatch(r"cpu:(\d+)", text)
+    if m:
+        return DeviceSpec("cpu", _positive(m.group(1), text), text=text)
+    m = re.fullmatch(r"tpu:(\d+)", text)
+    if m:
+        return DeviceSpec("tpu", _positive(m.group(1), text), text=text)
+    if text == "tpu":
+        return DeviceSpec("tpu", 8, text="tpu:8")
+    m = re.fullmatch(r"cuda:(\d+)", text)
+    if m:
+        return DeviceSpec("cuda", 1, gpu_ids=(int(m.group(1)),), text=text)
+    m = re.fullmatch(r"(\d+)x(\d+)", text)
+    if m:
+        nodes, per = _positive(m.group(1), text), _positive(m.group(2), text)
+        return DeviceSpec("cuda", per, nodes=nodes, text=text)
+    if re.fullmatch(r"\d+(,\d+)+,?", text):
+        ids = tuple(int(t) for t in text.strip(",").split(","))
+        if len(set(ids)) != len(ids):
+            raise DeviceSpecError(f"'{value}' lists a GPU twice; {_USAGE}")
+        return DeviceSpec("cuda", len(ids), gpu_ids=ids, text=text)
+    if re.fullmatch(r"\d+", text):
+        n = int(text)
+        if n == 0:
+            return DeviceSpec("cuda", 1, gpu_ids=(0,), text=text)
+        return DeviceSpec("cuda", n, text=text)
+    raise DeviceSpecError(f"'{value}' is not a device spec; {_USAGE}")
+
+
+def _positive(token: str, text: str) -> int:
+    n = int(token)
+    if n < 1:
+        raise DeviceSpecError(f"'{text}' needs a count of at least 1")
+    return n
