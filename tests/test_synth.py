@@ -1,0 +1,318 @@
+"""Tests for the synthetic shapes dataset generator (fast: no training, no torch)."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from PIL import Image
+
+from orchestrator.data import synth
+from orchestrator.data.synth import MANIFEST_NAME, SHAPE_NAMES, SynthConfig, generate_dataset
+
+SMALL = dict(images=12, val_images=4, classes=3, imgsz=64, seed=0)
+
+
+def _tree_digest(root: Path, skip=("data.yaml",)) -> dict[str, str]:
+    """sha256 of every file under root, by relative path (data.yaml holds the abs path)."""
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name not in skip
+    }
+
+
+def _labels(root: Path, split: str) -> dict[str, list[list[str]]]:
+    return {
+        p.stem: [line.split() for line in p.read_text().splitlines()]
+        for p in sorted((root / "labels" / split).glob("*.txt"))
+    }
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory) -> Path:
+    return generate_dataset(tmp_path_factory.mktemp("synth") / "ds", **SMALL)
+
+
+# ----------------------------------------------------------------- determinism
+
+
+def test_same_args_byte_identical(tmp_path, small):
+    other = generate_dataset(tmp_path / "other", **SMALL)
+    a, b = _tree_digest(small.parent), _tree_digest(other.parent)
+    assert a == b
+    assert len(a) == 2 * (SMALL["images"] + SMALL["val_images"]) + 1  # + synth.json
+
+
+def test_data_yaml_identical_for_same_out_dir(tmp_path):
+    p1 = generate_dataset(tmp_path / "d", **SMALL)
+    text1 = p1.read_bytes()
+    shutil.rmtree(tmp_path / "d")
+    p2 = generate_dataset(tmp_path / "d", **SMALL)
+    assert p2.read_bytes() == text1
+
+
+def test_different_seed_differs(tmp_path, small):
+    other = generate_dataset(tmp_path / "s1", **{**SMALL, "seed": 1})
+    a, b = _tree_digest(small.parent), _tree_digest(other.parent)
+    assert a.keys() == b.keys()
+    images = [k for k in a if k.startswith("images/")]
+    assert all(a[k] != b[k] for k in images)
+
+
+def test_image_does_not_depend_on_split_size(tmp_path, small):
+    bigger = generate_dataset(tmp_path / "big", **{**SMALL, "images": SMALL["images"] + 3})
+    a, b = _tree_digest(small.parent), _tree_digest(bigger.parent)
+    for k, v in a.items():
+        if k.startswith(("images/", "labels/")):
+            assert b[k] == v, k
+
+
+def test_deterministic_across_processes(tmp_path, small):
+    """A fresh interpreter (new hash seed) produces the same bytes."""
+    code = (
+        "import sys; from orchestrator.data.synth import generate_dataset; "
+        f"generate_dataset(sys.argv[1], **{SMALL!r})"
+    )
+    repo = Path(__file__).resolve().parents[1]
+    subprocess.run([sys.executable, "-c", code, str(tmp_path / "p")], check=True, cwd=repo)
+    assert _tree_digest(tmp_path / "p") == _tree_digest(small.parent)
+
+
+# ----------------------------------------------------------------- contents
+
+
+def test_counts_and_pairs(small):
+    root = small.parent
+    for split, n in (("train", SMALL["images"]), ("val", SMALL["val_images"])):
+        imgs = sorted(p.stem for p in (root / "images" / split).iterdir())
+        lbls = sorted(p.stem for p in (root / "labels" / split).iterdir())
+        assert len(imgs) == n
+        assert imgs == lbls
+
+
+def test_images_are_rgb_imgsz(small):
+    for p in (small.parent / "images").rglob("*.png"):
+        with Image.open(p) as im:
+            assert im.mode == "RGB"
+            assert im.size == (SMALL["imgsz"], SMALL["imgsz"])
+
+
+@pytest.mark.parametrize("classes", [1, 3, 8])
+def test_labels_valid(tmp_path, classes):
+    imgsz = 96
+    root = generate_dataset(tmp_path / "d", images=40, val_images=8, classes=classes, imgsz=imgsz).parent
+    seen = set()
+    for split in ("train", "val"):
+        for stem, rows in _labels(root, split).items():
+            assert 1 <= len(rows) <= 4, stem
+            boxes = []
+            for row in rows:
+                assert len(row) == 5
+                assert row[0].isdigit()
+                cls = int(row[0])
+                assert 0 <= cls < classes
+                seen.add(cls)
+                cx, cy, w, h = (float(v) for v in row[1:])
+                for v in row[1:]:
+                    assert len(v.split(".")[1]) == 6  # 6 decimals
+                for v in (cx, cy, w, h):
+                    assert 0.0 < v <= 1.0
+                x0, x1, y0, y1 = cx - w / 2, cx + w / 2, cy - h / 2, cy + h / 2
+                eps = 1e-6
+                assert x0 >= -eps and y0 >= -eps and x1 <= 1 + eps and y1 <= 1 + eps
+                # object size 15-50 % of the image side (within a pixel)
+                px = 1.0 / imgsz
+                assert 0.15 - px <= w <= 0.5 + px and 0.15 - px <= h <= 0.5 + px
+                boxes.append((x0, y0, x1, y1))
+            # no two boxes overlap
+            for i in range(len(boxes)):
+                for j in range(i + 1, len(boxes)):
+                    a, b = boxes[i], boxes[j]
+                    iw = min(a[2], b[2]) - max(a[0], b[0])
+                    ih = min(a[3], b[3]) - max(a[1], b[1])
+                    assert iw <= 0 or ih <= 0, (stem, a, b)
+    assert seen == set(range(classes))  # every class appears
+
+
+def test_objects_stand_out_from_background(small):
+    """The middle of every box differs in colour from the pixels outside all boxes."""
+    root = small.parent
+    for stem, rows in _labels(root, "train").items():
+        img = np.asarray(Image.open(root / "images" / "train" / f"{stem}.png"), dtype=np.float32)
+        s = img.shape[0]
+        outside = np.ones(img.shape[:2], bool)
+        boxes = []
+        for row in rows:
+            cx, cy, w, h = (float(v) * s for v in row[1:])
+            x0, y0, x1, y1 = round(cx - w / 2), round(cy - h / 2), round(cx + w / 2), round(cy + h / 2)
+            outside[y0:y1, x0:x1] = False
+            boxes.append((int(row[0]), cx, cy, w, h))
+        bg = img[outside].mean(axis=0)
+        for cls, cx, cy, w, h in boxes:
+            assert SHAPE_NAMES[cls] != "ring"  # hollow in the middle; not in 3 classes
+            crop = img[int(cy - h / 8) : int(cy + h / 8) + 1, int(cx - w / 8) : int(cx + w / 8) + 1]
+            assert np.linalg.norm(crop.reshape(-1, 3).mean(axis=0) - bg) > 50, stem
+
+
+def test_data_yaml(small):
+    cfg = yaml.safe_load(small.read_text())
+    root = Path(cfg["path"])
+    assert root.is_absolute() and root == small.parent
+    assert cfg["train"] == "images/train" and cfg["val"] == "images/val"
+    assert cfg["nc"] == SMALL["classes"]
+    assert cfg["names"] == {i: n for i, n in enumerate(SHAPE_NAMES[: SMALL["classes"]])}
+    for key in ("train", "val"):
+        assert (root / cfg[key]).is_dir()
+        assert any((root / cfg[key]).iterdir())
+        # Ultralytics finds labels by replacing /images/ with /labels/
+        assert (root / cfg[key].replace("images", "labels")).is_dir()
+
+
+def test_names_distinct_and_eight():
+    assert len(SHAPE_NAMES) == len(set(SHAPE_NAMES)) == 8
+    assert SHAPE_NAMES[:3] == ("rectangle", "ellipse", "triangle")
+
+
+def test_relative_out_dir_gives_absolute_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    p = generate_dataset("rel", images=2, val_images=1, imgsz=32)
+    assert p.is_absolute()
+    assert yaml.safe_load(p.read_text())["path"] == str(tmp_path / "rel")
+
+
+# ----------------------------------------------------------------- validation
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        (dict(images=0), "images"),
+        (dict(images=-3), "images"),
+        (dict(val_images=0), "val_images"),
+        (dict(classes=0), "classes"),
+        (dict(classes=9), "classes"),
+        (dict(imgsz=31), "imgsz"),
+        (dict(seed=-1), "seed"),
+        (dict(images=2.5), "images"),
+        (dict(classes=True), "classes"),
+        (dict(imgsz="128"), "imgsz"),
+    ],
+)
+def test_bad_arguments(tmp_path, kwargs, field):
+    with pytest.raises(ValueError) as err:
+        generate_dataset(tmp_path / "bad", **kwargs)
+    assert str(err.value).startswith(f"{field}:")
+    assert not (tmp_path / "bad").exists()
+    assert list(tmp_path.iterdir()) == []  # no temp folder left either
+
+
+def test_bad_argument_message_example():
+    with pytest.raises(ValueError, match=r"^images: must be at least 1 \(got 0\)$"):
+        SynthConfig(images=0)
+    with pytest.raises(ValueError, match=r"^classes: must be at most 8 \(got 9\)$"):
+        SynthConfig(classes=9)
+
+
+# ----------------------------------------------------------------- atomic + reuse
+
+
+def test_reuse_without_rewriting(tmp_path):
+    p = generate_dataset(tmp_path / "d", **SMALL)
+    mtimes = {q: q.stat().st_mtime_ns for q in p.parent.rglob("*")}
+    t = time.perf_counter()
+    p2 = generate_dataset(tmp_path / "d", **SMALL)
+    assert time.perf_counter() - t < 0.5
+    assert p2 == p
+    assert {q: q.stat().st_mtime_ns for q in p.parent.rglob("*")} == mtimes
+
+
+def test_other_config_regenerates(tmp_path):
+    p = generate_dataset(tmp_path / "d", **SMALL)
+    p2 = generate_dataset(tmp_path / "d", **{**SMALL, "images": 5})
+    assert p2 == p
+    assert len(list((tmp_path / "d" / "images" / "train").iterdir())) == 5
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["d"]  # no temp/old left
+
+
+def test_dataset_with_missing_files_is_regenerated(tmp_path):
+    p = generate_dataset(tmp_path / "d", **SMALL)
+    before = _tree_digest(p.parent)
+    (p.parent / "labels" / "train" / "000003.txt").unlink()
+    (p.parent / "data.yaml").unlink()
+    assert generate_dataset(tmp_path / "d", **SMALL) == p
+    assert _tree_digest(p.parent) == before and p.is_file()
+
+
+def test_corrupt_manifest_is_refused(tmp_path):
+    p = generate_dataset(tmp_path / "d", **SMALL)
+    (p.parent / MANIFEST_NAME).write_text("{truncated")
+    # A folder whose manifest is unreadable is not ours to trust, nor to delete.
+    with pytest.raises(FileExistsError, match="out_dir"):
+        generate_dataset(tmp_path / "d", **SMALL)
+
+
+def test_refuses_foreign_nonempty_dir(tmp_path):
+    d = tmp_path / "mine"
+    d.mkdir()
+    (d / "precious.txt").write_text("x")
+    with pytest.raises(FileExistsError, match="out_dir"):
+        generate_dataset(d, **SMALL)
+    assert (d / "precious.txt").read_text() == "x"
+
+
+def test_empty_existing_dir_is_used(tmp_path):
+    d = tmp_path / "empty"
+    d.mkdir()
+    p = generate_dataset(d, **SMALL)
+    assert p.is_file()
+
+
+def test_interrupted_run_leaves_nothing(tmp_path, monkeypatch):
+    calls = {"n": 0}
+    real = synth._render
+
+    def boom(cfg, split, index):
+        calls["n"] += 1
+        if calls["n"] == 5:
+            raise KeyboardInterrupt
+        return real(cfg, split, index)
+
+    monkeypatch.setattr(synth, "_render", boom)
+    with pytest.raises(KeyboardInterrupt):
+        generate_dataset(tmp_path / "d", **SMALL)
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setattr(synth, "_render", real)
+    assert generate_dataset(tmp_path / "d", **SMALL).is_file()
+
+
+def test_interrupted_regeneration_keeps_old_dataset(tmp_path, monkeypatch):
+    p = generate_dataset(tmp_path / "d", **SMALL)
+    before = _tree_digest(p.parent, skip=())
+
+    def boom(*a, **k):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(synth, "_render", boom)
+    with pytest.raises(RuntimeError):
+        generate_dataset(tmp_path / "d", **{**SMALL, "seed": 7})
+    assert _tree_digest(p.parent, skip=()) == before
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["d"]
+
+
+def test_light_import():
+    """The module imports without torch or ultralytics."""
+    code = (
+        "import sys; import orchestrator.data.synth; "
+        "bad = {'torch', 'ultralytics', 'cv2'} & set(sys.modules); "
+        "assert not bad, bad"
+    )
+    repo = Path(__file__).resolve().parents[1]
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=repo)
