@@ -54,6 +54,11 @@ class ScaleResult:
     effective: dict[str, Any]  # what Ultralytics will really apply
     reasons: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # The reference's own effective values (same keys as `effective`, at reference scale,
+    # after resolving optimizer=auto), and the scale factor the rule used: images per optimizer
+    # step target/reference for auto/linear/sqrt, devices target/reference for table, 1 for none.
+    reference_effective: dict[str, Any] = field(default_factory=dict)
+    k: float = 1.0
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -63,4 +68,6 @@ class ScaleResult:
             "effective": self.effective,
             "reasons": self.reasons,
             "warnings": self.warnings,
+            "reference_effective": self.reference_effective,
+            "k": self.k,
         }

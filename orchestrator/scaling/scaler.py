@@ -1,0 +1,482 @@
+"""The hyperparameter scaler: reference hyperparameters -> Ultralytics train arguments for a target.
+
+Pure python: no torch, no ultralytics (``yolo-orch plan`` imports this and must start fast).
+
+The quantity scaled from is the number of images per optimizer step (Ultralytics' effective batch,
+``batch * accumulate``), not the device count: Ultralytics' own accumulation already holds it at
+``nbs`` for any total batch <= nbs. See docs/scaling.md for the rules and a worked table.
+
+    scale(reference, target, policy="auto") -> ScaleResult
+
+Policies
+--------
+auto    keep the reference's images per step when the target's total batch divides it (only the
+        split between batch and accumulation changes); otherwise scale by
+        k = target / reference images per step: linear for SGD-family optimizers, square root for
+        Adam-family ones.
+linear  force lr0 x k.            sqrt    force lr0 x sqrt(k).
+        For every k-rule the effective (optimizer) weight decay follows lr' * wd' = k * lr * wd
+        (decay per epoch kept: the AdamW timescale tau = 1/(lr*wd) in epochs stays fixed; for
+        coupled SGD decay the same product is what is applied per epoch). So linear keeps wd,
+        sqrt multiplies it by sqrt(k). Warmup: when k >= 4, warmup_epochs = max(reference, 5)
+        (Goyal et al. 2017 gradual warmup).
+table   the practitioner rule: k = target devices / reference devices, effective lr0 x k,
+        effective weight decay x k, warmup_epochs at least 5 when k > 1.
+none    the reference's values unchanged (the batch is the target's).
+
+Whatever the policy, the passed weight_decay is computed so that Ultralytics' own factor
+``batch * accumulate / nbs`` lands on the effective value the rule wants (never scaled twice).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any
+
+from orchestrator.scaling import ultralytics_math as um
+from orchestrator.scaling.types import POLICIES, ReferenceHyp, ScaleResult, ScalingError, TargetHardware
+
+__all__ = ["scale", "effective_values", "WARMUP_MIN_EPOCHS", "WARMUP_K_THRESHOLD", "LINEAR_LIMIT_IMAGES"]
+
+WARMUP_MIN_EPOCHS = 5.0  # Goyal et al. 2017: gradual warmup over 5 epochs for large minibatches
+WARMUP_K_THRESHOLD = 4.0  # lengthen warmup when images per step grow at least this much
+LINEAR_LIMIT_IMAGES = 8192  # linear scaling held up to ~8k images per step on ImageNet (Goyal et al.)
+
+PASSED_KEYS = ("batch", "nbs", "optimizer", "lr0", "momentum", "weight_decay", "warmup_epochs", "warmup_bias_lr")
+
+
+def _fmt(x: Any) -> str:
+    if isinstance(x, float):
+        return f"{x:.6g}"
+    return str(x)
+
+
+def _clean(x: float) -> float:
+    """Drop float noise from a computed value (0.30000000000000004 -> 0.3); 12 significant digits."""
+    return float(f"{x:.12g}")
+
+
+def effective_values(
+    passed: dict[str, Any],
+    world_size: int,
+    epochs: int,
+    dataset_size: int | None = None,
+    kind: str = "cuda",
+) -> dict[str, Any]:
+    """What Ultralytics really applies for these train arguments on ``world_size`` devices.
+
+    Every value comes from the formulas in ``ultralytics_math`` (copied from BaseTrainer); nothing
+    from the scaler's plan. ``passed`` needs batch, nbs, optimizer (pinned), lr0, momentum,
+    weight_decay, warmup_epochs, warmup_bias_lr.
+    """
+    batch, nbs = int(passed["batch"]), int(passed["nbs"])
+    b = um.batch_per_device(batch, world_size)
+    acc = um.accumulate(nbs, batch)
+    eff: dict[str, Any] = {
+        "world_size": world_size,
+        "batch": batch,
+        "batch_per_device": b,
+        "nbs": nbs,
+        "accumulate": acc,
+        "images_per_step": b * max(world_size, 1) * acc,
+        "optimizer": passed["optimizer"],
+        "lr0": passed["lr0"],
+        "momentum": passed["momentum"],
+        "weight_decay": um.optimizer_weight_decay(passed["weight_decay"], batch, nbs),
+        "warmup_epochs": um.warmup_epochs_applied(passed["warmup_epochs"], epochs),
+        "warmup_bias_lr": passed["warmup_bias_lr"],
+        "epochs": epochs,
+    }
+    if kind == "tpu":
+        eff["precision"] = "bf16"
+    if dataset_size:
+        nb = um.batches_per_epoch(dataset_size, b, world_size)
+        capped = um.capped_accumulate(acc, nb, epochs)
+        eff["accumulate"] = capped
+        eff["images_per_step"] = b * max(world_size, 1) * capped
+        eff["dataset_size"] = dataset_size
+        eff["samples_per_device"] = um.samples_per_device(dataset_size, world_size)
+        eff["batches_per_epoch"] = nb
+        eff["optimizer_steps_per_epoch"] = round(nb / capped, 3)
+        eff["warmup_iterations"] = um.warmup_iterations(passed["warmup_epochs"], epochs, nb)
+    return eff
+
+
+def _nearest_totals(total: int, world: int) -> str:
+    lo = (total // world) * world
+    hi = lo + world
+    return f"{lo} or {hi}" if lo >= world else f"{hi}"
+
+
+def _validate_reference(ref: ReferenceHyp, problems: list[str]) -> str | None:
+    for name in ("world_size", "batch", "nbs", "epochs"):
+        v = getattr(ref, name)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            extra = " (AutoBatch, batch=-1 or a fraction, cannot be scaled: give the batch it chose)" if name == "batch" else ""
+            problems.append(f"reference.{name}: {v!r} must be an integer >= 1{extra}")
+    opt = um.canonical_optimizer(ref.optimizer)
+    if opt is None:
+        problems.append(
+            f"reference.optimizer: '{ref.optimizer}' is not an Ultralytics optimizer; "
+            f"expected one of {', '.join(um.OPTIMIZERS)} or auto"
+        )
+    if not problems and ref.batch % ref.world_size:
+        problems.append(
+            f"reference.batch: {ref.batch} is not divisible by reference.world_size {ref.world_size} "
+            f"(Ultralytics silently drops the remainder); give the batch it really used: "
+            f"{(ref.batch // ref.world_size) * ref.world_size}"
+        )
+    for name in ("nc", "dataset_size"):
+        v = getattr(ref, name)
+        if v is not None and (not isinstance(v, int) or v < 1):
+            problems.append(f"reference.{name}: {v!r} must be an integer >= 1 or unset")
+    return opt
+
+
+def _target_batch(ref: ReferenceHyp, target: TargetHardware, problems: list[str]) -> tuple[int, str]:
+    world = target.devices.world_size
+    if target.batch is not None and target.batch_per_device is not None:
+        problems.append("target: give batch (total) or batch_per_device, not both")
+        return 0, ""
+    for name in ("batch", "batch_per_device", "max_batch_per_device"):
+        v = getattr(target, name)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+            problems.append(f"target.{name}: {v!r} must be an integer >= 1 (AutoBatch is not scaled)")
+    if problems:
+        return 0, ""
+    if target.batch is not None:
+        total, why = target.batch, "target.batch"
+        if total % world:
+            problems.append(
+                f"target.batch: {total} is not divisible by {world} devices; "
+                f"nearest valid: {_nearest_totals(total, world)}"
+            )
+    elif target.batch_per_device is not None:
+        total, why = target.batch_per_device * world, "target.batch_per_device"
+    else:
+        total, why = (ref.batch // ref.world_size) * world, "the reference's per-device batch"
+    return total, why
+
+
+def _plan_images(policy: str, images_ref: int, total: int, nbs_ref: int) -> int:
+    """Images per optimizer step the target will use."""
+    if policy in ("table", "none"):
+        return total * um.accumulate(nbs_ref, total)  # what stock Ultralytics does with the reference nbs
+    if images_ref % total == 0:
+        return images_ref  # accumulation can hold it exactly
+    # nearest multiple of the total batch (ties: the smaller one, the conservative lr)
+    lo = max(images_ref // total, 1) * total
+    hi = lo + total
+    return lo if (images_ref - lo) <= (hi - images_ref) or images_ref < total else hi
+
+
+def _split(images: int, total: int, world: int, max_b: int | None, nbs_ref: int) -> tuple[int, int, bool]:
+    """(total batch to pass, nbs to pass, lowered?) so that batch * accumulate == images exactly.
+
+    When nbs = images and images is a multiple of batch, accumulate = max(round(images / batch), 1)
+    = images / batch: the quotient is an exact integer (IEEE division of integers whose quotient is a
+    representable integer is exact), so round() has nothing to round.
+    """
+    b = total // world
+    lowered = False
+    if max_b is not None and b > max_b:
+        per_dev_images = images // world  # images is a multiple of total = b * world
+        b = max(d for d in range(1, max_b + 1) if per_dev_images % d == 0)
+        total = b * world
+        lowered = True
+    if not lowered and total * um.accumulate(nbs_ref, total) == images:
+        nbs = nbs_ref
+    else:
+        nbs = images
+    assert total * um.accumulate(nbs, total) == images, (total, nbs, images)
+    return total, nbs, lowered
+
+
+def scale(reference: ReferenceHyp, target: TargetHardware, policy: str = "auto") -> ScaleResult:
+    """Ultralytics train arguments for ``target`` that reproduce ``reference`` under ``policy``."""
+    ref = reference
+    problems: list[str] = []
+    if policy not in POLICIES:
+        problems.append(f"policy: '{policy}' is not one of {', '.join(POLICIES)}")
+    opt_ref = _validate_reference(ref, problems)
+    if problems:
+        raise ScalingError(problems)
+    devices = target.devices
+    world = devices.world_size
+    total_req, batch_source = _target_batch(ref, target, problems)
+    if problems:
+        raise ScalingError(problems)
+
+    reasons_for: dict[str, list[str]] = {k: [] for k in PASSED_KEYS}
+    warnings: list[str] = []
+
+    # ---- 1. resolve the reference's optimizer (what the reference run really trained with)
+    base = {
+        "optimizer": opt_ref,
+        "lr0": ref.lr0,
+        "momentum": ref.momentum,
+        "warmup_bias_lr": ref.warmup_bias_lr,
+    }
+    if opt_ref == "auto":
+        if ref.nc is not None and ref.dataset_size is not None:
+            name, lr, mom = um.resolve_auto_optimizer(ref.nc, ref.dataset_size, ref.batch, ref.nbs, ref.epochs)
+            iters = um.auto_iterations(ref.dataset_size, ref.batch, ref.nbs, ref.epochs)
+            why = (
+                f"optimizer=auto resolved as Ultralytics build_optimizer does at the reference scale "
+                f"(iterations = ceil({ref.dataset_size}/max({ref.batch},{ref.nbs}))*{ref.epochs} = {iters} "
+                f"{'>' if iters > um.AUTO_ITERATIONS_THRESHOLD else '<='} {um.AUTO_ITERATIONS_THRESHOLD})"
+            )
+            base["optimizer"] = name
+            reasons_for["optimizer"].append(f"{why}; pinned so Ultralytics cannot re-pick it at the target")
+            if name == "AdamW":
+                base["lr0"] = lr
+                reasons_for["lr0"].append(f"optimizer=auto used AdamW lr = round(0.002*5/(4+nc={ref.nc}), 6) = {_fmt(lr)}")
+                base["momentum"] = mom
+                reasons_for["momentum"].append("optimizer=auto builds AdamW with betas=(0.9, 0.999)")
+            else:
+                base["lr0"] = lr
+                reasons_for["lr0"].append(f"optimizer=auto used MuSGD lr {_fmt(lr)}")
+                # build_optimizer gives the groups momentum 0.9, but _do_train's warmup then ramps every
+                # group's momentum from warmup_momentum to args.momentum (left at the user's value) and
+                # leaves it there; with no warmup it stays 0.9.
+                nb_ref = um.batches_per_epoch(ref.dataset_size, ref.batch // ref.world_size, ref.world_size)
+                if um.warmup_iterations(ref.warmup_epochs, ref.epochs, nb_ref) == 0:
+                    base["momentum"] = mom
+                    reasons_for["momentum"].append("optimizer=auto built MuSGD with momentum 0.9 and no warmup moved it")
+            base["warmup_bias_lr"] = 0.0
+            reasons_for["warmup_bias_lr"].append("optimizer=auto sets warmup_bias_lr = 0.0 (build_optimizer)")
+            warnings.append(
+                f"reference optimizer=auto: Ultralytics ignored lr0={_fmt(ref.lr0)}"
+                + (f" and momentum={_fmt(ref.momentum)}" if name == "AdamW" else "")
+                + f" and trained with {name} lr0={_fmt(base['lr0'])}; the scaler pins that choice "
+                "(passing optimizer=auto would discard lr0 again)"
+            )
+        else:
+            base["optimizer"] = "SGD"
+            missing = " and ".join(n for n in ("nc", "dataset_size") if getattr(ref, n) is None)
+            reasons_for["optimizer"].append(
+                f"optimizer=auto cannot be resolved without reference.{missing}; pinned SGD with the reference lr0"
+            )
+            warnings.append(
+                f"reference optimizer=auto with {missing} unknown: pinned SGD lr0={_fmt(ref.lr0)}. Ultralytics "
+                "ignores lr0/momentum under auto (it picks AdamW with a fitted lr or MuSGD lr 0.01), so the "
+                "reference run probably did NOT use these values; give nc and dataset_size to resolve it"
+            )
+    elif opt_ref != ref.optimizer:
+        reasons_for["optimizer"].append(f"Ultralytics' spelling of '{ref.optimizer}'")
+    opt = base["optimizer"]
+    family = "SGD-family" if opt in um.SGD_FAMILY else "Adam-family"
+
+    # ---- 2. the reference's effective values
+    ref_passed = {
+        "batch": ref.batch,
+        "nbs": ref.nbs,
+        "optimizer": opt,
+        "lr0": base["lr0"],
+        "momentum": base["momentum"],
+        "weight_decay": ref.weight_decay,
+        "warmup_epochs": ref.warmup_epochs,
+        "warmup_bias_lr": base["warmup_bias_lr"],
+    }
+    ref_eff = effective_values(ref_passed, ref.world_size, ref.epochs, ref.dataset_size)
+    images_ref = ref.batch * um.accumulate(ref.nbs, ref.batch)  # uncapped: the plan, not tiny-data effects
+
+    # ---- 3. plan the target's images per optimizer step and the batch/nbs split
+    images = _plan_images(policy, images_ref, total_req, ref.nbs)
+    total, nbs, lowered = _split(images, total_req, world, target.max_batch_per_device, ref.nbs)
+    b = total // world
+    if lowered:
+        reasons_for["batch"].append(
+            f"per-device batch {total_req // world} ({batch_source}) is above max_batch_per_device "
+            f"{target.max_batch_per_device}; lowered to {b} per device x {world} devices, accumulation "
+            f"({images // total} steps) makes up the planned {images} images per optimizer step"
+        )
+    else:
+        reasons_for["batch"].append(f"{b} per device x {world} devices ({batch_source})")
+    if nbs != ref.nbs:
+        acc = um.accumulate(nbs, total)
+        stock = um.accumulate(ref.nbs, total)
+        reasons_for["nbs"].append(
+            f"set to the planned images per optimizer step: accumulate = max(round({nbs}/{total}), 1) = {acc}, "
+            f"{total} x {acc} = {images} exactly (with nbs {ref.nbs} Ultralytics would accumulate {stock}: "
+            f"{total * stock} images)"
+        )
+
+    # ---- 4. the rule
+    k_images = images / images_ref
+    wd_eff_ref = ref.weight_decay * Fraction(images_ref, ref.nbs)  # exact factor: batch*accumulate/nbs
+    if policy in ("auto", "linear", "sqrt"):
+        rule = policy if policy != "auto" else ("linear" if opt in um.SGD_FAMILY else "sqrt")
+        k = k_images
+        # lr' * wd' = k * lr * wd: linear keeps wd, sqrt multiplies it by sqrt(k)
+        if rule == "linear":
+            lr_mult, wd_mult = Fraction(images, images_ref), Fraction(1)
+        else:
+            lr_mult = wd_mult = math.sqrt(k)
+        k_text = f"k = {images}/{images_ref} = {k:.2f} images per optimizer step"
+        lengthen = k >= WARMUP_K_THRESHOLD
+        lr_why = (
+            f"{rule} scaling"
+            + (f" ({family} {opt})" if policy == "auto" else " (forced by policy)")
+            + f", {k_text}"
+        )
+        wd_why = (
+            f"{rule} rule keeps lr*wd*steps per epoch (AdamW timescale 1/(lr*wd) in epochs): "
+            f"effective wd x {float(wd_mult):.4g}"
+        )
+    elif policy == "table":
+        rule = "table"
+        k = world / ref.world_size
+        lr_mult = wd_mult = Fraction(world, ref.world_size)
+        k_text = f"k = {world}/{ref.world_size} = {k:.2f} devices"
+        lengthen = k > 1
+        lr_why = f"table rule lr0 x k, {k_text}"
+        wd_why = f"table rule effective weight decay x k, {k_text}"
+    else:  # none
+        rule = "none"
+        k = 1.0
+        lr_mult = Fraction(1)
+        # keep the passed value: what stock Ultralytics applies is wd * batch*accumulate/nbs_ref
+        wd_mult = Fraction(images, images_ref)
+        k_text = "no scaling"
+        lengthen = False
+        lr_why = wd_why = "policy none"
+
+    lr0 = base["lr0"] if lr_mult == 1 else _clean(base["lr0"] * float(lr_mult))
+    if lr_mult != 1:
+        reasons_for["lr0"].append(f"{lr_why}: x {float(lr_mult):.4g}")
+
+    # passed wd so that wd_passed * total*acc/nbs == wd_eff_ref * wd_mult (images == total*acc)
+    factor = Fraction(images_ref * nbs, ref.nbs * images)  # (images_ref/nbs_ref) / (images/nbs)
+    m = wd_mult * factor  # exact Fraction unless the sqrt rule made it a float
+    if m == 1:
+        wd = ref.weight_decay
+    else:
+        wd = _clean(ref.weight_decay * float(m))
+        wd_target = float(wd_eff_ref) * float(wd_mult)
+        if wd_mult == 1:
+            head = f"{rule} rule keeps the effective (optimizer) weight decay at {_fmt(wd_target)}"
+        else:
+            head = f"{wd_why}: effective (optimizer) weight decay {_fmt(float(wd_eff_ref))} -> {_fmt(wd_target)}"
+        parts = [
+            head,
+            f"passed value = effective / (batch*accumulate/nbs = {images}/{nbs}), which Ultralytics multiplies "
+            "back in, so its own weight-decay scaling is not applied twice",
+        ]
+        reasons_for["weight_decay"].append("; ".join(parts))
+
+    warmup = ref.warmup_epochs
+    if lengthen and ref.warmup_epochs < WARMUP_MIN_EPOCHS:
+        warmup = WARMUP_MIN_EPOCHS
+        reasons_for["warmup_epochs"].append(
+            f"gradual warmup of at least {WARMUP_MIN_EPOCHS:g} epochs (Goyal et al. 2017) because {k_text} "
+            f"({'>= ' + format(WARMUP_K_THRESHOLD, 'g') if rule != 'table' else '> 1'})"
+        )
+
+    passed: dict[str, Any] = {
+        "batch": total,
+        "nbs": nbs,
+        "optimizer": opt,
+        "lr0": lr0,
+        "momentum": base["momentum"],
+        "weight_decay": wd,
+        "warmup_epochs": warmup,
+        "warmup_bias_lr": base["warmup_bias_lr"],
+    }
+
+    for key in um.FRACTION_KEYS & passed.keys():
+        if not 0.0 <= passed[key] <= 1.0:
+            problems.append(
+                f"{key}: {_fmt(passed[key])} after {rule} scaling ({k_text}) is outside [0, 1], which "
+                f"Ultralytics' check_cfg rejects; use a smaller target batch, policy sqrt, or a lower reference {key}"
+            )
+    if problems:
+        raise ScalingError(problems)
+
+    eff = effective_values(passed, world, ref.epochs, ref.dataset_size, devices.kind)
+
+    if opt_ref == "auto" and ref.nc is not None and ref.dataset_size is not None:
+        name_t, _, _ = um.resolve_auto_optimizer(ref.nc, ref.dataset_size, total, nbs, ref.epochs)
+        if name_t != opt:
+            warnings.append(
+                f"left on optimizer=auto, Ultralytics would pick {name_t} at the target (batch {total}, "
+                f"nbs {nbs}), not the reference's {opt}: another reason it is pinned"
+            )
+
+    # ---- 5. reasons: one line per passed value that differs from the reference
+    reasons = []
+    for key in PASSED_KEYS:
+        old = getattr(ref, key)
+        if passed[key] != old:
+            why = "; ".join(reasons_for[key]) or "derived"
+            reasons.append(f"{key} {_fmt(old)} -> {_fmt(passed[key])}: {why}")
+
+    # ---- 6. warnings
+    if policy == "table":
+        try:
+            auto = scale(ref, target, "auto")
+            auto_text = (
+                f"`auto` would pass lr0 {_fmt(auto.passed['lr0'])} and weight_decay "
+                f"{_fmt(auto.passed['weight_decay'])} (k = {auto.k:.2f})"
+            )
+        except ScalingError as e:
+            auto_text = f"`auto` would refuse: {e}"
+        warnings.append(
+            f"policy table scales by the device count (k = {k:.2f}), but images per optimizer step go "
+            f"{images_ref} -> {images}"
+            + (" (Ultralytics' accumulation held them at nbs)" if images == images_ref else "")
+            + f": lr0 and weight decay are multiplied by {k:.2f} for a {images / images_ref:.2f}x change in "
+            f"images per step; {auto_text}"
+        )
+    if rule in ("linear",) and images > LINEAR_LIMIT_IMAGES and k > 1:
+        warnings.append(
+            f"{images} images per optimizer step: linear scaling held up to about {LINEAR_LIMIT_IMAGES} in "
+            "Goyal et al.; beyond that expect a gap, consider policy sqrt or a smaller batch"
+        )
+    if rule in ("sqrt", "linear") and opt in um.ADAM_FAMILY and opt != "AdamW" and wd_mult != 1:
+        warnings.append(
+            f"{opt} applies weight decay as coupled L2 (torch); the timescale rule for weight decay is derived "
+            "for decoupled decay (AdamW): treat the weight_decay change as an approximation"
+        )
+    if warmup > um.warmup_epochs_applied(warmup, ref.epochs):
+        warnings.append(
+            f"warmup_epochs {_fmt(warmup)} is capped by Ultralytics at epochs - 1 = {max(ref.epochs - 1, 0)}"
+        )
+    if b < ref.batch // ref.world_size:
+        warnings.append(
+            f"per-device batch {ref.batch // ref.world_size} -> {b}: BatchNorm statistics are per device "
+            "(Ultralytics has no SyncBatchNorm) and get noisier with fewer images per device"
+        )
+    if ref.dataset_size and eff["images_per_step"] != images:
+        warnings.append(
+            f"accumulate is capped at batches_per_epoch*epochs = {eff['batches_per_epoch']}*{ref.epochs} by "
+            f"Ultralytics: the dataset is too small for {images} images per step ({eff['images_per_step']} used)"
+        )
+    nw_t, nw_r = eff.get("warmup_iterations"), ref_eff.get("warmup_iterations")
+    if nw_t is not None and nw_r is not None and nw_t < min(nw_r, 100):
+        warnings.append(
+            f"warmup is only {nw_t} iterations per device (reference {nw_r}): warmup_epochs count epochs and "
+            "each device sees fewer batches per epoch; raise warmup_epochs if the first steps diverge"
+        )
+    if devices.kind == "tpu":
+        warnings.append(
+            f"tpu: batch {b} per core x {world} cores, bf16; Ultralytics itself has no XLA path: the "
+            "orchestrator's XLA worker applies these same Ultralytics formulas"
+        )
+    if devices.nodes > 1:
+        warnings.append(
+            f"{devices.nodes} nodes: Ultralytics launches single-node DDP only; the orchestrator runs torchrun "
+            "per node with the same maths"
+        )
+
+    return ScaleResult(
+        devices=str(devices) or devices.kind,
+        policy=policy,
+        passed=passed,
+        effective=eff,
+        reasons=reasons,
+        warnings=warnings,
+        reference_effective=ref_eff,
+        k=k,
+    )

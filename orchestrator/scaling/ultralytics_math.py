@@ -1,0 +1,132 @@
+"""The exact formulas Ultralytics applies to batch, nbs, weight decay, lr and warmup.
+
+Pure python (no torch, no ultralytics import). Each function mirrors one place in the
+Ultralytics source, read in 8.4.190 (``ultralytics/engine/trainer.py`` and
+``ultralytics/data/build.py``); the function named in each docstring is the one copied.
+``tests/test_scaler_vs_ultralytics.py`` builds real trainers and checks these against them.
+
+Notation: ``batch`` is Ultralytics' ``batch`` argument, the TOTAL over all devices.
+"""
+
+from __future__ import annotations
+
+import math
+
+# BaseTrainer.build_optimizer: `optimizers = {...}` and the case-insensitive name lookup.
+OPTIMIZERS = ("SGD", "MuSGD", "RMSprop", "Adam", "Adamax", "AdamW", "NAdam", "RAdam")
+SGD_FAMILY = frozenset({"SGD", "MuSGD", "RMSprop"})
+ADAM_FAMILY = frozenset({"Adam", "Adamax", "AdamW", "NAdam", "RAdam"})
+
+# ultralytics/cfg/__init__.py CFG_FRACTION_KEYS: check_cfg rejects values outside [0.0, 1.0].
+FRACTION_KEYS = frozenset({"lr0", "lrf", "momentum", "weight_decay", "warmup_momentum", "warmup_bias_lr"})
+
+# build_optimizer: `iterations > 10000` picks MuSGD, else AdamW with the lr fit.
+AUTO_ITERATIONS_THRESHOLD = 10000
+
+
+def canonical_optimizer(name: str) -> str | None:
+    """Ultralytics' spelling of an optimizer name, or None if it is not one.
+
+    BaseTrainer.build_optimizer: ``name = {x.lower(): x for x in optimizers}.get(str(name).lower(), ...)``,
+    so 'sgd', 'adamw', 'RMSProp' (the spelling in default.yaml) all work. 'auto' maps to 'auto'.
+    """
+    table = {x.lower(): x for x in (*OPTIMIZERS, "auto")}
+    return table.get(str(name).strip().lower())
+
+
+def batch_per_device(batch: int, world_size: int) -> int:
+    """BaseTrainer._build_train_pipeline: ``batch_size = self.batch_size // max(self.world_size, 1)``.
+
+    A remainder is dropped silently by Ultralytics.
+    """
+    return batch // max(world_size, 1)
+
+
+def accumulate(nbs: int, batch: int) -> int:
+    """BaseTrainer._build_train_pipeline: ``max(round(self.args.nbs / self.batch_size), 1)``.
+
+    From the TOTAL batch. Python's round() rounds halves to even: nbs 64, batch 128 -> round(0.5) = 0 -> 1;
+    nbs 96, batch 64 -> round(1.5) = 2; nbs 160, batch 64 -> round(2.5) = 2.
+    """
+    return max(round(nbs / batch), 1)
+
+
+def optimizer_weight_decay(weight_decay: float, batch: int, nbs: int) -> float:
+    """BaseTrainer._build_train_pipeline: ``weight_decay * batch_size * accumulate / nbs``.
+
+    The value handed to build_optimizer (``decay=``) and put on the 'weight' (and MuSGD 'muon') param
+    groups. Uses the accumulate BEFORE the ``len(train_loader) * epochs`` cap below.
+    """
+    return weight_decay * batch * accumulate(nbs, batch) / nbs
+
+
+def samples_per_device(dataset_size: int, world_size: int) -> int:
+    """Images one rank sees per epoch.
+
+    build_dataloader: rank -1 (one process) has no sampler and sees all N; under DDP each rank gets a
+    torch DistributedSampler (drop_last=False), whose len is ceil(N / world_size) (it pads by repeating).
+    """
+    if world_size <= 1:
+        return dataset_size
+    return math.ceil(dataset_size / world_size)
+
+
+def batches_per_epoch(dataset_size: int, batch_per_dev: int, world_size: int, drop_last: bool = False) -> int:
+    """``len(train_loader)`` on each rank: build_dataloader + InfiniteDataLoader.__len__.
+
+    build_dataloader: ``batch = min(batch, len(dataset))``; ``samples = len(sampler) or len(dataset)``;
+    ``drop_last = drop_last and samples > batch > 0 and samples % batch != 0``; the loader's length is
+    ``samples // batch`` if drop_last else ``ceil(samples / batch)``. DetectionTrainer.get_dataloader passes
+    ``drop_last=self.args.compile and mode == 'train'``: only with compile=True.
+    """
+    if dataset_size <= 0:
+        return 0
+    b = min(batch_per_dev, dataset_size)
+    samples = samples_per_device(dataset_size, world_size)
+    drop = drop_last and samples > b > 0 and samples % b != 0
+    return samples // b if drop else math.ceil(samples / b)
+
+
+def capped_accumulate(acc: int, nb: int, epochs: int) -> int:
+    """BaseTrainer._build_train_pipeline: ``min(self.accumulate, len(self.train_loader) * self.epochs)``
+    (skipped in `time=` mode). Only binds for tiny datasets."""
+    return min(acc, nb * epochs)
+
+
+def warmup_iterations(warmup_epochs: float, epochs: int, nb: int) -> int:
+    """BaseTrainer._get_warmup_iterations (called by _do_train with ``nb = len(self.train_loader)``).
+
+    ``warmup_epochs = min(args.warmup_epochs, max(epochs - 1, 0))``;
+    ``round(warmup_epochs * nb) if warmup_epochs > 0 else 0``. There is no 100-iteration minimum in 8.4.
+    """
+    we = min(warmup_epochs, max(epochs - 1, 0))
+    return round(we * nb) if we > 0 else 0
+
+
+def warmup_epochs_applied(warmup_epochs: float, epochs: int) -> float:
+    """The warmup length in epochs that _get_warmup_iterations really uses (capped at epochs - 1)."""
+    return max(min(warmup_epochs, max(epochs - 1, 0)), 0)
+
+
+def auto_iterations(dataset_size: int, batch: int, nbs: int, epochs: int) -> int:
+    """BaseTrainer._build_train_pipeline: ``ceil(len(train_loader.dataset) / max(batch_size, nbs)) * epochs``
+    (the full dataset length and the TOTAL batch, on every rank)."""
+    return math.ceil(dataset_size / max(batch, nbs)) * epochs
+
+
+def auto_lr_fit(nc: int) -> float:
+    """BaseTrainer.build_optimizer: ``lr_fit = round(0.002 * 5 / (4 + nc), 6)``."""
+    return round(0.002 * 5 / (4 + nc), 6)
+
+
+def resolve_auto_optimizer(nc: int, dataset_size: int, batch: int, nbs: int, epochs: int) -> tuple[str, float, float]:
+    """What ``optimizer='auto'`` becomes: BaseTrainer.build_optimizer.
+
+    ``name, lr, momentum = ("MuSGD", 0.01, 0.9) if iterations > 10000 else ("AdamW", lr_fit, 0.9)``;
+    it also sets ``args.warmup_bias_lr = 0.0`` and ignores args.lr0 / args.momentum.
+    Returns (name, lr0, momentum).
+    """
+    iterations = auto_iterations(dataset_size, batch, nbs, epochs)
+    if iterations > AUTO_ITERATIONS_THRESHOLD:
+        return "MuSGD", 0.01, 0.9
+    return "AdamW", auto_lr_fit(nc), 0.9
