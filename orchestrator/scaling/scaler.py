@@ -53,8 +53,10 @@ def _fmt(x: Any) -> str:
 
 
 def _clean(x: float) -> float:
-    """Drop float noise from a computed value (0.30000000000000004 -> 0.3); 12 significant digits."""
-    return float(f"{x:.12g}")
+    """Drop float noise from a computed value (0.04000000000000001 -> 0.04): the 12-digit form, but only
+    when it is within a few ulps, so a value like 2/3000 keeps its full precision."""
+    c = float(f"{x:.12g}")
+    return c if abs(c - x) <= 4 * math.ulp(x) else x
 
 
 def effective_values(

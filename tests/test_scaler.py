@@ -1,0 +1,393 @@
+"""Worked examples for the hyperparameter scaler (pure python, fast)."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import pytest
+
+from orchestrator.scaling import ultralytics_math as um
+from orchestrator.scaling.scaler import effective_values, scale
+from orchestrator.scaling.types import ReferenceHyp, ScalingError, TargetHardware
+from orchestrator.spec.devices import parse_devices
+
+SGD_REF = ReferenceHyp(optimizer="SGD", batch=16, nbs=64, lr0=0.01, weight_decay=0.0005)
+KEYS = ("batch", "nbs", "optimizer", "lr0", "momentum", "weight_decay", "warmup_epochs", "warmup_bias_lr")
+
+
+def tgt(devices: str, **kw) -> TargetHardware:
+    return TargetHardware(parse_devices(devices), **kw)
+
+
+def reason(result, key: str) -> str:
+    lines = [r for r in result.reasons if r.startswith(f"{key} ")]
+    assert len(lines) == 1, result.reasons
+    return lines[0]
+
+
+# ---------------------------------------------------------------- Ultralytics formulas
+
+
+@pytest.mark.parametrize(
+    "nbs,batch,acc",
+    [(64, 16, 4), (64, 64, 1), (64, 128, 1), (64, 48, 1), (64, 32, 2), (96, 64, 2), (160, 64, 2), (64, 24, 3), (64, 1, 64)],
+)
+def test_accumulate_is_bankers_round_of_total(nbs, batch, acc):
+    # round(0.5) = 0 -> 1; round(1.5) = 2; round(2.5) = 2; round(2.67) = 3
+    assert um.accumulate(nbs, batch) == acc
+
+
+def test_optimizer_weight_decay_factor():
+    assert um.optimizer_weight_decay(0.0005, 16, 64) == pytest.approx(0.0005)  # 16*4/64 = 1
+    assert um.optimizer_weight_decay(0.0005, 128, 64) == pytest.approx(0.001)  # 128*1/64 = 2
+    assert um.optimizer_weight_decay(0.0005, 48, 64) == pytest.approx(0.000375)  # 48*1/64
+
+
+def test_batches_per_epoch_distributed_sampler():
+    # one process: all N; DDP: ceil(N/W) per rank, then ceil(. / b)
+    assert um.batches_per_epoch(1000, 16, 1) == 63
+    assert um.batches_per_epoch(1000, 16, 4) == 16  # ceil(250/16)
+    assert um.batches_per_epoch(1001, 16, 4) == 16  # ceil(251/16)
+    assert um.batches_per_epoch(5, 16, 1) == 1  # batch = min(batch, len(dataset))
+    assert um.batches_per_epoch(1000, 16, 1, drop_last=True) == 62
+
+
+def test_warmup_iterations_no_minimum_and_capped_at_epochs_minus_one():
+    assert um.warmup_iterations(3.0, 100, 63) == 189
+    assert um.warmup_iterations(3.0, 2, 10) == 10  # capped at epochs - 1 = 1
+    assert um.warmup_iterations(3.0, 1, 10) == 0
+    assert um.warmup_iterations(0.5, 100, 5) == 2  # round(2.5) = 2, banker's
+    assert um.warmup_iterations(3.0, 100, 4) == 12  # no max(..., 100) in 8.4
+
+
+def test_auto_optimizer_resolution():
+    assert um.auto_lr_fit(80) == round(0.01 / 84, 6) == 0.000119
+    assert um.auto_lr_fit(3) == 0.001429
+    assert um.resolve_auto_optimizer(3, 1000, 16, 64, 100) == ("AdamW", 0.001429, 0.9)  # 16*100 iterations
+    assert um.resolve_auto_optimizer(80, 118287, 16, 64, 100) == ("MuSGD", 0.01, 0.9)
+    assert um.auto_iterations(640, 16, 64, 1000) == 10000  # not > 10000: AdamW
+    assert um.resolve_auto_optimizer(1, 640, 16, 64, 1000)[0] == "AdamW"
+
+
+def test_canonical_optimizer_names():
+    assert um.canonical_optimizer("sgd") == "SGD"
+    assert um.canonical_optimizer("RMSProp") == "RMSprop"
+    assert um.canonical_optimizer("adamw") == "AdamW"
+    assert um.canonical_optimizer("AUTO") == "auto"
+    assert um.canonical_optimizer("lion") is None
+
+
+# ---------------------------------------------------------------- policy auto
+
+
+def test_one_to_four_gpus_batch16_per_gpu_keeps_images_per_step_and_lr():
+    r = scale(SGD_REF, tgt("4"))
+    assert r.passed == {
+        "batch": 64,
+        "nbs": 64,
+        "optimizer": "SGD",
+        "lr0": 0.01,
+        "momentum": 0.937,
+        "weight_decay": 0.0005,
+        "warmup_epochs": 3.0,
+        "warmup_bias_lr": 0.1,
+    }
+    e = r.effective
+    assert (e["world_size"], e["batch_per_device"], e["accumulate"], e["images_per_step"]) == (4, 16, 1, 64)
+    assert e["weight_decay"] == pytest.approx(0.0005)
+    assert r.reference_effective["accumulate"] == 4 and r.reference_effective["images_per_step"] == 64
+    assert r.k == 1.0
+    assert [x.split(":")[0] for x in r.reasons] == ["batch 16 -> 64"]
+
+
+def test_every_passed_key_present_and_optimizer_pinned():
+    for policy in ("auto", "linear", "sqrt", "table", "none"):
+        r = scale(ReferenceHyp(), tgt("2"), policy)  # reference optimizer=auto, nc unknown
+        assert set(KEYS) <= set(r.passed)
+        assert r.passed["optimizer"] == "SGD"
+        assert set(r.passed) == set(KEYS)
+
+
+def test_four_to_eight_gpus_at_32_per_gpu_scales_linearly():
+    ref = ReferenceHyp(optimizer="SGD", world_size=4, batch=64, nbs=64)
+    r = scale(ref, tgt("8", batch_per_device=32))
+    assert r.passed["batch"] == 256
+    assert r.effective["images_per_step"] == 256 and r.k == 4.0
+    assert r.passed["lr0"] == pytest.approx(0.04)
+    assert reason(r, "lr0") == (
+        "lr0 0.01 -> 0.04: linear scaling (SGD-family SGD), k = 256/64 = 4.00 images per optimizer step: x 4"
+    )
+    # effective wd unchanged (Goyal); Ultralytics multiplies nbs 64 -> factor 256/64 back in
+    assert r.passed["nbs"] == 64
+    assert r.passed["weight_decay"] == pytest.approx(0.000125)
+    assert r.effective["weight_decay"] == pytest.approx(0.0005)
+    assert r.passed["warmup_epochs"] == 5.0
+    assert "weight_decay 0.0005 -> 0.000125" in reason(r, "weight_decay")
+    assert "warmup_epochs 3 -> 5" in reason(r, "warmup_epochs")
+
+
+def test_batch_128_rounding_round_half_to_even():
+    """nbs 64, batch 128: round(0.5) = 0 -> accumulate 1; Ultralytics doubles weight decay."""
+    r = scale(SGD_REF, tgt("cpu", batch=128), "none")
+    assert r.passed["nbs"] == 64 and r.effective["accumulate"] == 1
+    assert r.effective["images_per_step"] == 128
+    assert r.passed["weight_decay"] == 0.0005
+    assert r.effective["weight_decay"] == pytest.approx(0.001)
+    # auto: linear k = 2, effective wd kept at 0.0005 -> pass 0.00025
+    a = scale(SGD_REF, tgt("cpu", batch=128))
+    assert a.passed["lr0"] == pytest.approx(0.02)
+    assert a.effective["accumulate"] == 1 and a.effective["images_per_step"] == 128
+    assert a.effective["weight_decay"] == pytest.approx(0.0005)
+    assert a.passed["weight_decay"] == pytest.approx(0.00025)
+    assert a.passed["warmup_epochs"] == 3.0  # k = 2 < 4
+
+
+def test_reference_batch_128_nbs_64_accumulate_one():
+    ref = ReferenceHyp(optimizer="SGD", batch=128, nbs=64)
+    r = scale(ref, tgt("4", batch=128))  # 32 per device, same images per step
+    assert r.passed["batch"] == 128 and r.passed["nbs"] == 64 and r.k == 1.0
+    assert r.passed["weight_decay"] == 0.0005
+    assert r.effective["weight_decay"] == pytest.approx(r.reference_effective["weight_decay"]) == pytest.approx(0.001)
+
+
+def test_odd_total_uses_nearest_multiple():
+    r = scale(SGD_REF, tgt("3"))  # 48 total: 64 is not a multiple; 48 (A=1) is nearer than 96
+    assert r.effective["images_per_step"] == 48
+    assert r.k == 0.75
+    assert r.passed["lr0"] == pytest.approx(0.0075)
+    assert r.effective["weight_decay"] == pytest.approx(0.0005)
+
+
+def test_small_total_accumulates_to_reference():
+    ref = ReferenceHyp(optimizer="SGD", batch=64, world_size=4, nbs=64)
+    r = scale(ref, tgt("cpu", batch=8))
+    assert r.effective["accumulate"] == 8 and r.effective["images_per_step"] == 64
+    assert r.passed["lr0"] == 0.01 and r.passed["weight_decay"] == 0.0005
+
+
+def test_adam_family_sqrt_and_timescale_weight_decay():
+    ref = ReferenceHyp(optimizer="AdamW", lr0=0.001, weight_decay=0.05, momentum=0.9)
+    r = scale(ref, tgt("8", batch_per_device=32))  # 256 images per step, k = 4
+    assert r.k == 4.0
+    assert r.passed["lr0"] == pytest.approx(0.002)  # sqrt(4)
+    # lr' * wd' = k * lr * wd -> wd' = 2 * wd (effective); Ultralytics' own factor is 256/64 = 4
+    assert r.effective["weight_decay"] == pytest.approx(0.1)
+    assert r.passed["weight_decay"] == pytest.approx(0.025)
+    assert r.effective["lr0"] * r.effective["weight_decay"] == pytest.approx(4 * 0.001 * 0.05)
+    assert "sqrt scaling (Adam-family AdamW)" in reason(r, "lr0")
+
+
+def test_linear_and_sqrt_policies_forced():
+    ref = ReferenceHyp(optimizer="AdamW", lr0=0.001)
+    lin = scale(ref, tgt("cpu", batch=256), "linear")
+    assert lin.passed["lr0"] == pytest.approx(0.004)
+    assert lin.effective["weight_decay"] == pytest.approx(0.0005)  # linear keeps wd
+    sq = scale(SGD_REF, tgt("cpu", batch=256), "sqrt")
+    assert sq.passed["lr0"] == pytest.approx(0.02)
+    assert sq.effective["weight_decay"] == pytest.approx(0.001)
+
+
+def test_scaling_down_lr_below_reference():
+    ref = ReferenceHyp(optimizer="SGD", world_size=8, batch=256, nbs=64)  # 256 images per step
+    r = scale(ref, tgt("cpu", batch=16))  # 16 divides 256: accumulate 16 keeps it
+    assert r.effective["images_per_step"] == 256 and r.passed["nbs"] == 256
+    assert r.passed["lr0"] == 0.01
+    # nbs 64 -> 256 changed Ultralytics' factor from 4 to 1: passed wd compensates
+    assert r.effective["weight_decay"] == pytest.approx(r.reference_effective["weight_decay"]) == pytest.approx(0.002)
+    assert r.passed["weight_decay"] == pytest.approx(0.002)
+    assert "nbs 64 -> 256" in reason(r, "nbs")
+    assert "weight_decay 0.0005 -> 0.002" in reason(r, "weight_decay")
+
+
+# ---------------------------------------------------------------- policy table / none
+
+
+def test_table_policy_reproduces_practitioner_numbers():
+    r = scale(SGD_REF, tgt("4"), "table")
+    assert r.passed["batch"] == 64
+    assert r.effective["lr0"] == pytest.approx(0.04)
+    assert r.effective["weight_decay"] == pytest.approx(0.002)
+    assert r.passed["warmup_epochs"] == 5.0
+    assert r.k == 4.0
+    # Ultralytics' factor here is 64*1/64 = 1, so passed == effective
+    assert r.passed["weight_decay"] == pytest.approx(0.002)
+    assert any("images per optimizer step go 64 -> 64" in w and "`auto`" in w for w in r.warnings)
+
+
+def test_table_policy_compensates_ultralytics_weight_decay_scaling():
+    """8 GPUs x 16 = 128 total: Ultralytics would already double wd (128/64); the table's x8 is not doubled."""
+    r = scale(SGD_REF, tgt("8"), "table")
+    assert r.effective["lr0"] == pytest.approx(0.08)
+    assert r.effective["weight_decay"] == pytest.approx(0.004)  # ref effective 0.0005 x 8
+    assert r.passed["weight_decay"] == pytest.approx(0.002)  # x 128/64 inside Ultralytics = 0.004
+
+
+def test_none_policy_passes_reference_through():
+    ref = ReferenceHyp(optimizer="AdamW", lr0=0.002, weight_decay=0.01, warmup_epochs=1.0)
+    r = scale(ref, tgt("8"), "none")
+    for key in ("nbs", "optimizer", "lr0", "momentum", "weight_decay", "warmup_epochs", "warmup_bias_lr"):
+        assert r.passed[key] == getattr(ref, key), key
+    assert r.passed["batch"] == 128
+    assert r.effective["weight_decay"] == pytest.approx(0.02)  # stock Ultralytics: x 128/64
+    assert r.k == 1.0
+
+
+# ---------------------------------------------------------------- target batch handling
+
+
+def test_non_divisible_total_batch_error_message():
+    with pytest.raises(ScalingError) as ei:
+        scale(SGD_REF, tgt("4", batch=30))
+    assert ei.value.problems == ["target.batch: 30 is not divisible by 4 devices; nearest valid: 28 or 32"]
+    with pytest.raises(ScalingError, match="nearest valid: 8$"):
+        scale(SGD_REF, tgt("8", batch=5))
+
+
+def test_batch_and_batch_per_device_exclusive():
+    with pytest.raises(ScalingError, match="not both"):
+        scale(SGD_REF, tgt("2", batch=32, batch_per_device=16))
+
+
+def test_invalid_inputs_all_reported():
+    with pytest.raises(ScalingError) as ei:
+        scale(ReferenceHyp(batch=-1, optimizer="lion"), tgt("2"), "cubic")
+    text = str(ei.value)
+    assert "policy: 'cubic'" in text and "reference.batch" in text and "reference.optimizer: 'lion'" in text
+    with pytest.raises(ScalingError, match="reference.batch: 30 is not divisible by reference.world_size 4"):
+        scale(ReferenceHyp(batch=30, world_size=4), tgt("2"))
+
+
+def test_max_batch_per_device_lowers_batch_and_raises_nbs():
+    r = scale(SGD_REF, tgt("4", batch_per_device=64, max_batch_per_device=24))
+    # planned: 256 total > 64 images -> k = 4; per device 64 > 24 -> 16 (largest divisor of 64 <= 24)
+    assert r.passed["batch"] == 64 and r.effective["batch_per_device"] == 16
+    assert r.passed["nbs"] == 256 and r.effective["accumulate"] == 4
+    assert r.effective["images_per_step"] == 256
+    assert r.passed["lr0"] == pytest.approx(0.04)
+    assert r.effective["weight_decay"] == pytest.approx(0.0005)
+    assert "max_batch_per_device 24" in reason(r, "batch")
+    assert "nbs 64 -> 256" in reason(r, "nbs")
+
+
+def test_max_batch_per_device_not_binding():
+    r = scale(SGD_REF, tgt("4", max_batch_per_device=16))
+    assert r.passed["batch"] == 64 and r.passed["nbs"] == 64
+
+
+def test_lr_above_one_is_refused():
+    with pytest.raises(ScalingError, match=r"lr0: 1.28 .* outside \[0, 1\]"):
+        scale(SGD_REF, tgt("cpu", batch=8192))
+
+
+# ---------------------------------------------------------------- optimizer=auto
+
+
+def test_optimizer_auto_resolved_to_adamw_and_pinned():
+    ref = ReferenceHyp(optimizer="auto", lr0=0.01, nc=3, dataset_size=1000)  # 16*100 = 1600 iterations
+    r = scale(ref, tgt("4"))
+    assert r.passed["optimizer"] == "AdamW"
+    assert r.passed["lr0"] == 0.001429  # round(0.01/7, 6); k = 1
+    assert r.passed["momentum"] == 0.9
+    assert r.passed["warmup_bias_lr"] == 0.0
+    assert "optimizer auto -> AdamW" in reason(r, "optimizer")
+    assert "round(0.002*5/(4+nc=3), 6)" in reason(r, "lr0")
+    assert "momentum 0.937 -> 0.9" in reason(r, "momentum")
+    assert "warmup_bias_lr 0.1 -> 0" in reason(r, "warmup_bias_lr")
+    assert any("ignored lr0=0.01" in w for w in r.warnings)
+
+
+def test_optimizer_auto_resolved_to_musgd_then_scaled():
+    ref = ReferenceHyp(optimizer="auto", nc=80, dataset_size=118287)  # 1849*100 iterations > 10000
+    r = scale(ref, tgt("8", batch_per_device=32))
+    assert r.passed["optimizer"] == "MuSGD"
+    assert r.k == 4.0 and r.passed["lr0"] == pytest.approx(0.04)  # 0.01 x 4, linear
+    # warmup ran at the reference, so _do_train left momentum at args.momentum: keep 0.937
+    assert r.passed["momentum"] == 0.937
+
+
+def test_optimizer_auto_unknown_pins_sgd_with_warning():
+    r = scale(ReferenceHyp(optimizer="auto"), tgt("2"))
+    assert r.passed["optimizer"] == "SGD" and r.passed["lr0"] == 0.01
+    assert "pinned SGD" in reason(r, "optimizer")
+    assert any("nc and dataset_size" in w for w in r.warnings)
+
+
+def test_optimizer_auto_target_would_differ_warning():
+    # reference: ceil(4000/max(16, 64))*200 = 12600 > 10000 -> MuSGD;
+    # target 8 x 16 = 128: ceil(4000/128)*200 = 6400 -> auto would pick AdamW there
+    ref = ReferenceHyp(optimizer="auto", nc=2, dataset_size=4000, epochs=200)
+    r = scale(ref, tgt("8"))
+    assert r.passed["optimizer"] == "MuSGD"
+    assert any("would pick AdamW at the target" in w for w in r.warnings)
+
+
+# ---------------------------------------------------------------- devices
+
+
+def test_tpu_v3_8_per_core_batch_bf16():
+    r = scale(SGD_REF, tgt("tpu:8"))
+    assert r.effective["world_size"] == 8 and r.effective["batch_per_device"] == 16
+    assert r.passed["batch"] == 128
+    assert r.effective["precision"] == "bf16"
+    assert r.effective["images_per_step"] == 128 and r.passed["lr0"] == pytest.approx(0.02)
+    assert any(w.startswith("tpu:") for w in r.warnings)
+    assert "precision" not in scale(SGD_REF, tgt("4")).effective
+
+
+def test_xla_cpu_and_cpu_n_world_sizes():
+    assert scale(SGD_REF, tgt("xla:cpu")).effective["world_size"] == 1
+    r = scale(SGD_REF, tgt("cpu:2"))
+    assert r.effective["world_size"] == 2 and r.passed["batch"] == 32 and r.effective["accumulate"] == 2
+
+
+def test_multi_node():
+    r = scale(SGD_REF, tgt("2x4"))
+    assert r.effective["world_size"] == 8 and r.passed["batch"] == 128
+    assert any("2 nodes" in w for w in r.warnings)
+
+
+def test_dataset_dependent_effective_values():
+    ref = ReferenceHyp(optimizer="SGD", dataset_size=1000, epochs=100)
+    r = scale(ref, tgt("4"))
+    e = r.effective
+    assert e["samples_per_device"] == 250 and e["batches_per_epoch"] == 16
+    assert e["optimizer_steps_per_epoch"] == 16.0
+    assert e["warmup_iterations"] == 48
+    assert r.reference_effective["batches_per_epoch"] == 63
+    assert r.reference_effective["warmup_iterations"] == 189
+
+
+def test_effective_values_tiny_dataset_caps_accumulate():
+    e = effective_values(
+        {"batch": 4, "nbs": 64, "optimizer": "SGD", "lr0": 0.01, "momentum": 0.9, "weight_decay": 0.0005,
+         "warmup_epochs": 0, "warmup_bias_lr": 0.1},
+        world_size=1, epochs=2, dataset_size=8,
+    )
+    assert e["batches_per_epoch"] == 2 and e["accumulate"] == 4  # min(16, 2*2)
+    assert e["weight_decay"] == pytest.approx(0.0005)  # uses the uncapped 16: 4*16/64
+
+
+def test_result_is_json_serialisable():
+    import json
+
+    r = scale(ReferenceHyp(nc=80, dataset_size=118287), tgt("tpu:8"), "table")
+    json.dumps(r.as_json())
+
+
+def test_scaler_imports_no_torch_or_ultralytics():
+    code = (
+        "import sys; import orchestrator.scaling.scaler as s; "
+        "bad = [m for m in ('torch', 'ultralytics', 'numpy') if m in sys.modules]; "
+        "assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_warmup_capped_warning():
+    r = scale(ReferenceHyp(optimizer="SGD", epochs=4), tgt("cpu", batch=256))
+    assert r.passed["warmup_epochs"] == 5.0
+    assert r.effective["warmup_epochs"] == 3
+    assert any("capped" in w for w in r.warnings)
+    assert math.isclose(r.passed["lr0"], 0.04)
