@@ -1,0 +1,180 @@
+"""Property tests for the scaler (hypothesis): the rules hold for any valid batch/device combination."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from orchestrator.scaling import ultralytics_math as um
+from orchestrator.scaling.scaler import effective_values, scale
+from orchestrator.scaling.types import ReferenceHyp, ScalingError, TargetHardware
+from orchestrator.spec.devices import parse_devices
+
+KEYS = ("batch", "nbs", "optimizer", "lr0", "momentum", "weight_decay", "warmup_epochs", "warmup_bias_lr")
+REL = 1e-9
+
+SETTINGS = settings(max_examples=300, deadline=None)
+
+
+@st.composite
+def references(draw, optimizers=um.OPTIMIZERS):
+    world = draw(st.integers(1, 16))
+    per_dev = draw(st.integers(1, 128))
+    return ReferenceHyp(
+        world_size=world,
+        batch=world * per_dev,
+        nbs=draw(st.integers(1, 512)),
+        optimizer=draw(st.sampled_from(optimizers)),
+        lr0=draw(st.floats(1e-6, 1e-3)),
+        momentum=draw(st.floats(0.5, 0.99)),
+        weight_decay=draw(st.floats(0.0, 1e-3)),
+        warmup_epochs=draw(st.sampled_from([0.0, 0.5, 1.0, 3.0, 5.0, 7.5])),
+        warmup_bias_lr=draw(st.floats(0.0, 0.1)),
+        epochs=draw(st.integers(1, 300)),
+        dataset_size=draw(st.one_of(st.none(), st.integers(1, 200_000))),
+    )
+
+
+def device_spec(kind: str, n: int):
+    if kind == "cuda":
+        return parse_devices(str(n))
+    return parse_devices(f"{kind}:{n}")
+
+
+@st.composite
+def targets(draw):
+    kind = draw(st.sampled_from(["cuda", "cpu", "tpu"]))
+    n = draw(st.integers(1, 64)) if kind != "tpu" else draw(st.sampled_from([1, 4, 8, 16, 32]))
+    spec = device_spec(kind, n)
+    mode = draw(st.sampled_from(["keep", "total", "per_device"]))
+    b = draw(st.integers(1, 128))
+    max_b = draw(st.one_of(st.none(), st.integers(1, 128)))
+    if mode == "total":
+        return TargetHardware(spec, batch=b * spec.world_size, max_batch_per_device=max_b)
+    if mode == "per_device":
+        return TargetHardware(spec, batch_per_device=b, max_batch_per_device=max_b)
+    return TargetHardware(spec, max_batch_per_device=max_b)
+
+
+def run(ref, target, policy):
+    """scale(), skipping only the documented refusal: a scaled lr0/weight_decay outside [0, 1]."""
+    try:
+        return scale(ref, target, policy)
+    except ScalingError as e:
+        assert all("outside [0, 1]" in p for p in e.problems), e.problems
+        assume(False)
+
+
+def requested_total(ref: ReferenceHyp, target: TargetHardware) -> int:
+    w = target.devices.world_size
+    if target.batch is not None:
+        return target.batch
+    if target.batch_per_device is not None:
+        return target.batch_per_device * w
+    return ref.batch // ref.world_size * w
+
+
+def ref_images(ref: ReferenceHyp) -> int:
+    return ref.batch * um.accumulate(ref.nbs, ref.batch)
+
+
+# ------------------------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(ref=references(), policy=st.sampled_from(["auto", "linear", "sqrt", "table", "none"]), as_cpu=st.booleans())
+def test_identity_when_target_equals_reference(ref, policy, as_cpu):
+    spec = parse_devices(f"cpu:{ref.world_size}" if as_cpu else str(ref.world_size))
+    r = scale(ref, TargetHardware(spec), policy)
+    for key in KEYS:
+        assert r.passed[key] == getattr(ref, key), key
+    assert r.reasons == []
+    assert r.k == 1.0
+    assert r.effective == r.reference_effective
+
+
+@SETTINGS
+@given(ref=references(), target=targets(), policy=st.sampled_from(["linear", "sqrt"]))
+def test_lr_ratio_is_k_or_sqrt_k(ref, target, policy):
+    r = run(ref, target, policy)
+    k = r.effective["images_per_step"] / r.reference_effective["images_per_step"] if not ref.dataset_size else r.k
+    assert r.k == pytest.approx(k, rel=REL)
+    ratio = r.passed["lr0"] / ref.lr0
+    expected = r.k if policy == "linear" else math.sqrt(r.k)
+    assert ratio == pytest.approx(expected, rel=REL)
+
+
+@SETTINGS
+@given(ref=references(), target=targets(), policy=st.sampled_from(["auto", "linear", "sqrt", "table", "none"]))
+def test_weight_decay_follows_rule_exactly_never_twice(ref, target, policy):
+    r = run(ref, target, policy)
+    wd_ref = ref.weight_decay * ref_images(ref) / ref.nbs  # Ultralytics' effective wd at the reference
+    assert r.reference_effective["weight_decay"] == pytest.approx(wd_ref, rel=REL, abs=1e-18)
+    # recompute Ultralytics' own formula on what is passed: wd * batch * accumulate / nbs
+    b, nbs = r.passed["batch"], r.passed["nbs"]
+    wd_eff = r.passed["weight_decay"] * b * max(round(nbs / b), 1) / nbs
+    assert r.effective["weight_decay"] == pytest.approx(wd_eff, rel=REL, abs=1e-18)
+    family_sgd = r.passed["optimizer"] in um.SGD_FAMILY
+    rule = {"auto": "linear" if family_sgd else "sqrt"}.get(policy, policy)
+    mult = {
+        "linear": 1.0,
+        "sqrt": math.sqrt(r.k),
+        "table": target.devices.world_size / ref.world_size,
+        "none": (r.passed["batch"] * max(round(r.passed["nbs"] / r.passed["batch"]), 1)) / ref_images(ref),
+    }[rule]
+    assert wd_eff == pytest.approx(wd_ref * mult, rel=REL, abs=1e-18)
+    if rule in ("linear", "sqrt"):  # lr' * wd' = k * lr * wd (decay per epoch kept)
+        assert r.passed["lr0"] * wd_eff == pytest.approx(r.k * ref.lr0 * wd_ref, rel=REL, abs=1e-18)
+
+
+@SETTINGS
+@given(ref=references(), target=targets(), policy=st.sampled_from(["auto", "linear", "sqrt", "table", "none"]))
+def test_images_per_step_as_planned(ref, target, policy):
+    r = run(ref, target, policy)
+    w = target.devices.world_size
+    b, nbs = r.passed["batch"], r.passed["nbs"]
+    acc = max(round(nbs / b), 1)
+    planned_total = requested_total(ref, target)
+    assert b % w == 0
+    if target.max_batch_per_device is not None:
+        assert b // w <= target.max_batch_per_device
+    x_ref = ref_images(ref)
+    if policy in ("table", "none"):
+        planned = planned_total * um.accumulate(ref.nbs, planned_total)  # stock Ultralytics with the ref nbs
+    elif x_ref % planned_total == 0:
+        planned = x_ref  # the reference's images per step, held by accumulation
+    else:
+        m = max(x_ref // planned_total, 1)
+        candidates = [m * planned_total, (m + 1) * planned_total]
+        best = min(abs(c - x_ref) for c in candidates)
+        planned = b * acc
+        assert planned in candidates and abs(planned - x_ref) == best
+    assert b * acc == planned
+    assert planned % planned_total == 0  # a multiple of the requested total batch
+    if not ref.dataset_size:
+        assert r.effective["images_per_step"] == planned == b * r.effective["accumulate"]
+    if policy in ("auto", "linear", "sqrt"):
+        assert r.k == pytest.approx(planned / x_ref, rel=REL)
+
+
+@SETTINGS
+@given(
+    ref=references(optimizers=(*um.OPTIMIZERS, "auto", "sgd", "adamw")),
+    nc=st.one_of(st.none(), st.integers(1, 100)),
+    target=targets(),
+    policy=st.sampled_from(["auto", "linear", "sqrt", "table", "none"]),
+)
+def test_every_changed_value_has_a_reason_and_optimizer_is_pinned(ref, nc, target, policy):
+    ref = ReferenceHyp(**{**ref.__dict__, "nc": nc})
+    r = run(ref, target, policy)
+    assert set(KEYS) <= set(r.passed)
+    assert r.passed["optimizer"] in um.OPTIMIZERS
+    for key, value in r.passed.items():
+        if not hasattr(ref, key) or getattr(ref, key) != value:
+            lines = [x for x in r.reasons if x.startswith(f"{key} ")]
+            assert len(lines) == 1, (key, r.reasons)
+    # effective is Ultralytics' maths on `passed` alone
+    assert r.effective == effective_values(r.passed, target.devices.world_size, ref.epochs, ref.dataset_size, target.devices.kind)
