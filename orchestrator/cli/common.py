@@ -1,0 +1,30 @@
+"""Shared CLI plumbing: consoles, error exits, JSON output."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, NoReturn
+
+from rich.console import Console
+
+# Human output goes to stderr when --json owns stdout.
+out = Console()
+err = Console(stderr=True)
+
+EXIT_BAD_INPUT = 2
+
+
+def fail(problems: list[str], code: int = EXIT_BAD_INPUT) -> NoReturn:
+    for line in problems:
+        err.print(line, markup=False, highlight=False, soft_wrap=True)
+    raise SystemExit(code)
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def human(json_mode: bool) -> Console:
+    return err if json_mode else out

@@ -1,0 +1,40 @@
+"""`yolo-orch data synth`: generate the synthetic detection dataset."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from orchestrator.cli.common import print_json, out
+from orchestrator.spec.errors import SpecError
+
+data_app = typer.Typer(help="Datasets: generate synthetic data.", no_args_is_help=True)
+
+
+@data_app.command("synth")
+def synth_cmd(
+    out_dir: Path = typer.Option(..., "--out", help="Folder to write the dataset into."),
+    images: int = typer.Option(128, "--images", help="Training images."),
+    val_images: int = typer.Option(32, "--val-images", help="Validation images."),
+    classes: int = typer.Option(3, "--classes", help="Number of shape classes (1-8)."),
+    imgsz: int = typer.Option(128, "--imgsz", help="Image size in pixels."),
+    seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same bytes)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Write a deterministic synthetic detection dataset in Ultralytics YOLO format."""
+    from orchestrator.data.synth import generate_dataset
+
+    try:
+        data_yaml = generate_dataset(out_dir, images=images, val_images=val_images, classes=classes,
+                                     imgsz=imgsz, seed=seed)
+    except ValueError as exc:
+        raise SpecError([f"--{line.replace('_', '-')}" for line in str(exc).splitlines()]) from None
+    if json_out:
+        print_json({"data": str(data_yaml), "images": images, "val_images": val_images, "classes": classes})
+    else:
+        out.print(f"wrote {images} train + {val_images} val images, {classes} classes -> [bold]{data_yaml}[/]")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(data_app, name="data")

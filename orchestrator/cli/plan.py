@@ -1,0 +1,57 @@
+"""`yolo-orch plan JOB.yaml [--devices SPEC]... [--policy P] [--json]`"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from orchestrator.cli.common import print_json, out
+from orchestrator.cli.render import scaling_table
+from orchestrator.plan import make_plan
+from orchestrator.scaling.types import POLICIES
+from orchestrator.spec.devices import DeviceSpecError, parse_devices
+from orchestrator.spec.errors import SpecError
+from orchestrator.spec.loader import load_job
+
+
+def plan_cmd(
+    job_file: Path = typer.Argument(..., help="Job spec YAML."),
+    devices: Optional[list[str]] = typer.Option(
+        None, "--devices", "-d", help="Target device spec; repeat for several columns (e.g. -d 1 -d 4 -d tpu:8)."
+    ),
+    policy: Optional[str] = typer.Option(None, "--policy", help=f"Scaling policy: {', '.join(POLICIES)}."),
+    set_: Optional[list[str]] = typer.Option(None, "--set", help="Override a job field: KEY=VALUE (dotted keys)."),
+    json_out: bool = typer.Option(False, "--json", help="Print a JSON array, one object per target."),
+) -> None:
+    """Show how the job's hyperparameters map to each target: passed, effective, why."""
+    problems = []
+    if policy is not None and policy not in POLICIES:
+        problems.append(f"--policy: unknown policy '{policy}'; expected one of {', '.join(POLICIES)}")
+    for d in devices or []:
+        try:
+            parse_devices(d)
+        except DeviceSpecError as exc:
+            problems.append(f"--devices: {exc}")
+    if problems:
+        raise SpecError(problems)
+    job = load_job(job_file, sets=set_ or [])
+    targets = devices or [job.spec.target.devices]
+    plans = []
+    errors = []
+    for d in targets:
+        try:
+            plans.append(make_plan(job, devices=d, policy=policy))
+        except SpecError as exc:
+            errors += [f"{line} [--devices {d}]" if len(targets) > 1 else line for line in exc.problems]
+    if errors:
+        raise SpecError(errors)
+    if json_out:
+        print_json([p.scaled.as_json() for p in plans])
+        return
+    out.print(scaling_table([p.scaled for p in plans], title=f"Plan for {job.spec.name}"))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("plan")(plan_cmd)

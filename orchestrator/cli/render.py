@@ -1,0 +1,71 @@
+"""Rich renderings of plans and run summaries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+from orchestrator.plan import Plan
+from orchestrator.scaling.types import ScaleResult
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return "-" if value is None else str(value)
+
+
+def scaling_table(results: list[ScaleResult], title: str = "Plan") -> Table:
+    """One column per target: passed arguments, effective values, reasons, warnings."""
+    table = Table(title=title, show_lines=False, header_style="bold")
+    table.add_column("", style="bold cyan", no_wrap=True)
+    for r in results:
+        table.add_column(f"{r.devices}\n({r.policy})", overflow="fold")
+    passed_keys = list(dict.fromkeys(k for r in results for k in r.passed))
+    effective_keys = list(dict.fromkeys(k for r in results for k in r.effective))
+    table.add_row("[bold]passed[/]", *["" for _ in results])
+    for key in passed_keys:
+        table.add_row(f"  {key}", *[_fmt(r.passed.get(key)) for r in results])
+    table.add_section()
+    table.add_row("[bold]effective[/]", *["" for _ in results])
+    for key in effective_keys:
+        table.add_row(f"  {key}", *[_fmt(r.effective.get(key)) for r in results])
+    table.add_section()
+    table.add_row("[bold]reasons[/]", *["\n".join(r.reasons) or "-" for r in results])
+    if any(r.warnings for r in results):
+        table.add_row("[bold yellow]warnings[/]", *["\n".join(r.warnings) or "-" for r in results])
+    return table
+
+
+def train_args_table(plan: Plan) -> Table:
+    table = Table(title=f"Ultralytics train arguments ({plan.launcher} launcher, {plan.devices.text})",
+                  header_style="bold")
+    table.add_column("argument", style="cyan", no_wrap=True)
+    table.add_column("value", overflow="fold")
+    table.add_column("changed by", style="dim")
+    for key, value in plan.train_args.items():
+        source = "scaler" if key in plan.scaled.passed and plan.scaled.passed[key] != plan.hyp.get(key) else ""
+        if key in plan.job.spec.overrides:
+            source = "overrides"
+        table.add_row(key, _fmt(value), source)
+    return table
+
+
+def summary_table(job: str, run_id: str, run_dir, devices: str, summary: dict | None, state: str) -> Table:
+    table = Table(title=f"Run {job}/{run_id}: {state}", show_header=False)
+    table.add_column(style="bold cyan")
+    table.add_column()
+    metrics = (summary or {}).get("metrics", {})
+    rows = [
+        ("devices", devices),
+        ("epochs", f"{(summary or {}).get('epochs_completed', '-')}/{(summary or {}).get('epochs', '-')}"),
+        ("mAP50", _fmt(metrics.get("metrics/mAP50(B)"))),
+        ("mAP50-95", _fmt(metrics.get("metrics/mAP50-95(B)"))),
+        ("wall time", f"{(summary or {}).get('wall_time_s', 0):.1f} s" if summary else "-"),
+        ("best weights", _fmt((summary or {}).get("best"))),
+        ("run dir", str(run_dir)),
+    ]
+    for k, v in rows:
+        table.add_row(k, v)
+    return table

@@ -1,0 +1,91 @@
+"""`yolo-orch submit JOB.yaml [--set K=V]... [--devices SPEC] [--dry-run] [--json]`"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from orchestrator.cli.common import human, print_json
+from orchestrator.cli.render import scaling_table, summary_table, train_args_table
+from orchestrator.plan import make_plan
+from orchestrator.spec.devices import DeviceSpecError, parse_devices
+from orchestrator.spec.errors import SpecError
+from orchestrator.spec.loader import load_job
+
+
+def submit_cmd(
+    job_file: Path = typer.Argument(..., help="Job spec YAML."),
+    set_: Optional[list[str]] = typer.Option(None, "--set", help="Override a job field: KEY=VALUE (dotted keys)."),
+    devices: Optional[str] = typer.Option(None, "--devices", "-d", help="Target devices (overrides target.devices)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved plan and write nothing."),
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable output on stdout."),
+) -> None:
+    """Validate, plan and train a job."""
+    if devices is not None:
+        try:
+            parse_devices(devices)
+        except DeviceSpecError as exc:
+            raise SpecError(f"--devices: {exc}") from None
+    job = load_job(job_file, sets=set_ or [], devices=devices)
+    plan = make_plan(job)
+    console = human(json_out)
+    if dry_run:
+        if json_out:
+            print_json(plan.as_json())
+        else:
+            console.print(scaling_table([plan.scaled], title=f"Plan for {job.spec.name}"))
+            console.print(train_args_table(plan))
+            console.print("[dim]dry run: nothing was written[/]")
+        return
+
+    from orchestrator.runner import create_run, execute
+
+    run_id, run_dir = create_run(plan)
+    console.print(f"run [bold]{job.spec.name}/{run_id}[/] on {plan.devices.text} -> {run_dir}")
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[metrics]}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
+        task = progress.add_task("epochs", total=job.spec.epochs, metrics="")
+
+        def on_event(event: dict) -> None:
+            if event["event"] == "train_start":
+                progress.update(task, total=event["epochs"], completed=event.get("start_epoch", 0))
+            elif event["event"] == "epoch":
+                m = event["metrics"]
+                text = (f"mAP50 {m.get('metrics/mAP50(B)', 0):.3f}  mAP50-95 {m.get('metrics/mAP50-95(B)', 0):.3f}"
+                        f"  box {m.get('train/box_loss', 0):.3f}")
+                progress.update(task, completed=event["epoch"], metrics=text)
+
+        outcome = execute(plan, run_id, run_dir, on_event=on_event)
+
+    if json_out:
+        print_json({"run_id": run_id, "run_dir": str(run_dir), "state": outcome.state,
+                    "exit_code": outcome.exit_code, "summary": outcome.summary})
+    else:
+        console.print(summary_table(job.spec.name, run_id, run_dir, plan.devices.text, outcome.summary, outcome.state))
+    if outcome.state == "killed":
+        last = outcome.last_checkpoint
+        console.print(f"stopped. last checkpoint: {last}" if last else "stopped before the first checkpoint.")
+    elif outcome.state == "failed":
+        _show_failure(console, run_dir)
+    raise typer.Exit(0 if outcome.state == "finished" else (130 if outcome.state == "killed" else 1))
+
+
+def _show_failure(console, run_dir: Path, lines: int = 25) -> None:
+    log = run_dir / "train.log"
+    tail = log.read_text(errors="replace").splitlines()[-lines:] if log.exists() else []
+    console.print(f"[red]training failed[/]; last lines of {log}:")
+    console.print("\n".join(tail), markup=False, highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("submit")(submit_cmd)

@@ -1,0 +1,78 @@
+"""The run directory's files and the event stream between worker and orchestrator.
+
+The worker (rank 0) appends one JSON object per line to events.jsonl; the
+orchestrator tails it to drive progress bars, the registry and summaries."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+RESOLVED = "job.resolved.yaml"
+ENV = "env.json"
+LOG = "train.log"
+EVENTS = "events.jsonl"
+SUMMARY = "summary.json"
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    tmp.replace(path)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+class EventWriter:
+    def __init__(self, path: Path):
+        self.path = path
+
+    def emit(self, event: str, **fields: Any) -> None:
+        record = {"event": event, "time": time.time(), **fields}
+        line = json.dumps(record, default=_plain) + "\n"
+        # One write() per line on an O_APPEND fd: readers never see half a record.
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+
+
+def _plain(value: Any):
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+class EventTail:
+    """Incrementally read complete lines from events.jsonl."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.offset = 0
+
+    def read_new(self) -> Iterator[dict]:
+        if not self.path.exists():
+            return
+        with self.path.open("rb") as f:
+            f.seek(self.offset)
+            chunk = f.read()
+        end = chunk.rfind(b"\n") + 1
+        self.offset += end
+        for line in chunk[:end].splitlines():
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:
+                continue
+
+
+def read_events(run_dir: Path) -> list[dict]:
+    return list(EventTail(run_dir / EVENTS).read_new())

@@ -1,0 +1,67 @@
+"""Child process groups: start training in its own session so a crash never takes
+the orchestrator down, and stop the WHOLE group (every rank, every dataloader
+worker) on Ctrl-C or SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+
+def start(cmd: list[str], log_path: Path, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.Popen:
+    log = open(log_path, "ab", buffering=0)  # noqa: SIM115 - owned by the child for its lifetime
+    try:
+        return subprocess.Popen(
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+            cwd=cwd,
+            start_new_session=True,  # its own process group: we signal the group
+        )
+    finally:
+        log.close()
+
+
+def stop_group(proc: subprocess.Popen, grace_s: float = 15.0) -> int:
+    """SIGTERM the child's process group, then SIGKILL whatever is left after `grace_s`."""
+    if proc.poll() is None:
+        _signal_group(proc.pid, signal.SIGTERM)
+        deadline = time.time() + grace_s
+        while proc.poll() is None and time.time() < deadline:
+            time.sleep(0.1)
+    _signal_group(proc.pid, signal.SIGKILL)  # stragglers (dataloader workers) even if the leader exited
+    return proc.wait()
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class Interrupted(Exception):
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextmanager
+def interrupts_raise():
+    """Turn SIGTERM and SIGINT into `Interrupted` so the caller can stop its children."""
+
+    def handler(signum, frame):
+        raise Interrupted(signum)
+
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)

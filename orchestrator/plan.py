@@ -1,0 +1,155 @@
+"""The plan: what will run, where, with which exact Ultralytics arguments, and why.
+
+Pure core: no torch, no ultralytics. `plan`, `submit --dry-run` and `submit` all
+build the same Plan, so what is shown is what runs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.scaling.scaler import scale
+from orchestrator.scaling.types import ReferenceHyp, ScaleResult, ScalingError, TargetHardware
+from orchestrator.spec.devices import DeviceSpec, parse_devices
+from orchestrator.spec.errors import SpecError
+from orchestrator.spec.loader import LoadedJob, dataset_root, read_yaml_file, resolve_hyp
+from orchestrator.spec.job import SynthData
+
+IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp"}
+
+# Which launcher runs each device kind, and whether it is built.
+LAUNCHERS = {"cpu": "local", "cuda": "local", "xla_cpu": "xla", "tpu": "xla"}
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("YOLO_ORCH_CACHE", Path.home() / ".cache" / "yolo-orch")).expanduser()
+
+
+def synth_dir(cfg: SynthData) -> Path:
+    digest = hashlib.sha1(json.dumps(cfg.model_dump(), sort_keys=True).encode()).hexdigest()[:12]
+    return cache_dir() / "datasets" / f"synth-{digest}"
+
+
+@dataclass
+class DataInfo:
+    yaml_path: Path  # may not exist yet for synth data (generated at submit)
+    nc: int | None
+    train_images: int | None
+    synth: SynthData | None = None
+
+
+@dataclass
+class Plan:
+    job: LoadedJob
+    devices: DeviceSpec
+    launcher: str
+    hyp: dict[str, Any]  # reference-scale hyperparameters (defaults <- preset <- inline)
+    data: DataInfo
+    scaled: ScaleResult
+    train_args: dict[str, Any]  # exact Ultralytics train() arguments, minus run-dir placement
+    warnings: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "job": self.job.spec.name,
+            "devices": self.devices.text,
+            "world_size": self.devices.world_size,
+            "launcher": self.launcher,
+            "policy": self.scaled.policy,
+            "data": {"yaml": str(self.data.yaml_path), "nc": self.data.nc, "train_images": self.data.train_images},
+            "train_args": self.train_args,
+            "scaling": self.scaled.as_json(),
+            "warnings": self.warnings,
+        }
+
+
+def describe_data(job: LoadedJob) -> DataInfo:
+    data = job.spec.data
+    if not isinstance(data, str):
+        cfg = data.synth
+        return DataInfo(synth_dir(cfg) / "data.yaml", cfg.classes, cfg.images, synth=cfg)
+    path = job.resolve_path(data).resolve()
+    cfg = read_yaml_file(path, "dataset yaml")
+    names = cfg.get("names")
+    nc = len(names) if isinstance(names, (list, dict)) else cfg.get("nc")
+    return DataInfo(path, nc, count_images(cfg, path))
+
+
+def count_images(cfg: dict, yaml_path: Path, limit: int = 2_000_000) -> int | None:
+    root = dataset_root(cfg, yaml_path)
+    entries = cfg["train"] if isinstance(cfg["train"], list) else [cfg["train"]]
+    total = 0
+    for entry in entries:
+        folder = Path(str(entry))
+        folder = folder if folder.is_absolute() else root / folder
+        if folder.is_file():  # a txt list of image paths
+            total += sum(1 for line in folder.read_text().splitlines() if line.strip())
+            continue
+        for p in folder.rglob("*"):
+            if p.suffix.lower() in IMAGE_SUFFIXES:
+                total += 1
+                if total >= limit:
+                    return None
+    return total
+
+
+def make_plan(job: LoadedJob, devices: str | None = None, policy: str | None = None) -> Plan:
+    spec = job.spec
+    target_spec = parse_devices(devices or spec.target.devices)
+    hyp = resolve_hyp(job)
+    data = describe_data(job)
+    reference = ReferenceHyp(
+        world_size=parse_devices(spec.reference.devices).world_size,
+        batch=spec.reference.batch,
+        nbs=spec.reference.nbs,
+        optimizer=hyp["optimizer"],
+        lr0=hyp["lr0"],
+        lrf=hyp["lrf"],
+        momentum=hyp["momentum"],
+        weight_decay=hyp["weight_decay"],
+        warmup_epochs=hyp["warmup_epochs"],
+        warmup_momentum=hyp["warmup_momentum"],
+        warmup_bias_lr=hyp["warmup_bias_lr"],
+        epochs=spec.epochs,
+        nc=data.nc,
+        dataset_size=data.train_images,
+    )
+    target = TargetHardware(
+        devices=target_spec,
+        batch=spec.target.batch,
+        batch_per_device=spec.target.batch_per_device,
+        max_batch_per_device=spec.target.max_batch_per_device,
+    )
+    try:
+        scaled = scale(reference, target, policy or spec.scaling.policy)
+    except ScalingError as exc:
+        raise SpecError(exc.problems) from None
+
+    args: dict[str, Any] = {
+        "model": str(job.resolve_path(spec.model)) if job.resolve_path(spec.model).is_file() else spec.model,
+        "data": str(data.yaml_path),
+        "epochs": spec.epochs,
+        "imgsz": spec.imgsz,
+        "seed": spec.seed,
+        "deterministic": spec.deterministic,
+        "device": target_spec.ultralytics_device(),
+        # Offline by design: Ultralytics' plots need a font it would download; the worker
+        # provisions one, so plots stay on. Integrations are switched off in the worker.
+    }
+    args.update(hyp)
+    args.update(scaled.passed)
+    args.update(spec.overrides)
+    return Plan(
+        job=job,
+        devices=target_spec,
+        launcher=LAUNCHERS[target_spec.kind],
+        hyp=hyp,
+        data=data,
+        scaled=scaled,
+        train_args=args,
+        warnings=list(scaled.warnings),
+    )

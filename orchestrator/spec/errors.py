@@ -1,0 +1,65 @@
+"""One error type for every bad input: a list of lines, each naming a field."""
+
+from __future__ import annotations
+
+
+class SpecError(Exception):
+    """Bad user input. The CLI prints one line per problem and exits 2."""
+
+    def __init__(self, problems: list[str] | str):
+        if isinstance(problems, str):
+            problems = [problems]
+        self.problems = list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+def format_pydantic_errors(exc, prefix: str = "") -> list[str]:
+    """Turn a pydantic ValidationError into `field.path: message (got X)` lines."""
+    lines = []
+    for err in exc.errors():
+        loc = [str(p) for p in err["loc"] if not _is_union_tag(p)]
+        path = ".".join(loc) or "(top level)"
+        if prefix:
+            path = f"{prefix}.{path}" if loc else prefix
+        msg = err["msg"]
+        kind = err["type"]
+        if kind == "extra_forbidden":
+            lines.append(f"{path}: unknown key")
+            continue
+        if kind == "missing":
+            lines.append(f"{path}: required field is missing")
+            continue
+        msg = msg.removeprefix("Value error, ").replace("Input should be", "must be")
+        got = err.get("input")
+        if kind.startswith(("greater", "less", "int_", "float_", "bool_", "string_", "literal")) or kind in (
+            "enum",
+            "int_type",
+            "float_type",
+        ):
+            lines.append(f"{path}: {_lower_first(msg)} (got {_short(got)})")
+        else:
+            lines.append(f"{path}: {_lower_first(msg)}")
+    return _dedupe(lines)
+
+
+def _is_union_tag(part) -> bool:
+    # pydantic puts union member names (e.g. 'str', 'DataSource') into loc
+    return isinstance(part, str) and (part[:1].isupper() or part in ("str", "int", "float", "bool", "function-after"))
+
+
+def _lower_first(s: str) -> str:
+    return s[:1].lower() + s[1:] if s else s
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _dedupe(lines: list[str]) -> list[str]:
+    seen, out = set(), []
+    for line in lines:
+        if line not in seen:
+            seen.add(line)
+            out.append(line)
+    return out

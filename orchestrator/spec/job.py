@@ -1,0 +1,171 @@
+"""The job spec: Pydantic v2 models for job.yaml. Structure and ranges only;
+checks that touch the filesystem live in ``orchestrator.spec.loader``."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from orchestrator.scaling.types import POLICIES
+from orchestrator.spec.devices import DeviceSpecError, parse_devices
+
+OPTIMIZERS = ("auto", "SGD", "MuSGD", "Adam", "Adamax", "AdamW", "NAdam", "RAdam", "RMSProp")
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+def _check_devices(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise ValueError(f"expected a device spec string such as 'cpu', '0,1' or 'tpu:8' (got {value!r})")
+    try:
+        return parse_devices(value).text
+    except DeviceSpecError as exc:
+        raise ValueError(str(exc)) from None
+
+
+Probability = Field(default=None, ge=0.0, le=1.0)
+
+
+class Hyperparameters(Strict):
+    """Ultralytics training hyperparameters (names unchanged). Unset means: take
+    the preset's value, else Ultralytics' default."""
+
+    optimizer: Optional[Literal[OPTIMIZERS]] = None  # type: ignore[valid-type]
+    lr0: Optional[float] = Field(default=None, gt=0.0, le=10.0)
+    lrf: Optional[float] = Field(default=None, gt=0.0, le=1.0)
+    momentum: Optional[float] = Field(default=None, ge=0.0, lt=1.0)
+    weight_decay: Optional[float] = Field(default=None, ge=0.0, le=1.0)
+    warmup_epochs: Optional[float] = Field(default=None, ge=0.0, le=1000.0)
+    warmup_momentum: Optional[float] = Field(default=None, ge=0.0, lt=1.0)
+    warmup_bias_lr: Optional[float] = Field(default=None, ge=0.0, le=10.0)
+    cos_lr: Optional[bool] = None
+    box: Optional[float] = Field(default=None, ge=0.0, le=1000.0)
+    cls: Optional[float] = Field(default=None, ge=0.0, le=1000.0)
+    dfl: Optional[float] = Field(default=None, ge=0.0, le=1000.0)
+    hsv_h: Optional[float] = Probability
+    hsv_s: Optional[float] = Probability
+    hsv_v: Optional[float] = Probability
+    degrees: Optional[float] = Field(default=None, ge=-180.0, le=180.0)
+    translate: Optional[float] = Probability
+    scale: Optional[float] = Field(default=None, ge=0.0, le=10.0)
+    shear: Optional[float] = Field(default=None, ge=-180.0, le=180.0)
+    perspective: Optional[float] = Field(default=None, ge=0.0, le=0.001)
+    flipud: Optional[float] = Probability
+    fliplr: Optional[float] = Probability
+    bgr: Optional[float] = Probability
+    mosaic: Optional[float] = Probability
+    mixup: Optional[float] = Probability
+    cutmix: Optional[float] = Probability
+    copy_paste: Optional[float] = Probability
+    close_mosaic: Optional[int] = Field(default=None, ge=0, le=100000)
+
+    def values(self) -> dict[str, Any]:
+        return self.model_dump(exclude_none=True)
+
+
+class HypBlock(Hyperparameters):
+    """`hyp:` in a job: an optional preset (name in hyp/ or a YAML path) plus inline values."""
+
+    preset: Optional[str] = None
+
+
+class SynthData(Strict):
+    images: int = Field(default=128, ge=1, le=100000)
+    val_images: int = Field(default=32, ge=1, le=100000)
+    classes: int = Field(default=3, ge=1, le=8)
+    imgsz: int = Field(default=128, ge=32, le=4096)
+    seed: int = Field(default=0, ge=0)
+
+
+class DataSource(Strict):
+    synth: SynthData
+
+
+class Reference(Strict):
+    """The hardware the hyperparameters were tuned on."""
+
+    devices: str = "1"
+    batch: int = Field(default=16, ge=1, le=65536, description="TOTAL batch over all reference devices")
+    nbs: int = Field(default=64, ge=1, le=65536)
+
+    _devices = field_validator("devices", mode="before")(classmethod(lambda cls, v: _check_devices(v)))
+
+
+class Target(Strict):
+    """Where to run. Give the total `batch` or `batch_per_device` (not both);
+    with neither, the reference's per-device batch is kept."""
+
+    devices: str = "cpu"
+    batch: Optional[int] = Field(default=None, ge=1, le=65536)
+    batch_per_device: Optional[int] = Field(default=None, ge=1, le=65536)
+    max_batch_per_device: Optional[int] = Field(default=None, ge=1, le=65536)
+
+    _devices = field_validator("devices", mode="before")(classmethod(lambda cls, v: _check_devices(v)))
+
+    @model_validator(mode="after")
+    def _one_batch(self):
+        if self.batch is not None and self.batch_per_device is not None:
+            raise ValueError("give target.batch (total) or target.batch_per_device, not both")
+        return self
+
+
+class Scaling(Strict):
+    policy: Literal[POLICIES] = "auto"  # type: ignore[valid-type]
+
+
+class Wandb(Strict):
+    mode: Optional[Literal["online", "offline", "disabled"]] = Field(
+        default=None, description="unset: online when an API key is configured, offline otherwise"
+    )
+    project: str = Field(default="yolo-orch", min_length=1, max_length=128)
+    entity: Optional[str] = None
+    group: Optional[str] = None
+    tags: list[str] = Field(default_factory=list)
+
+
+class JobSpec(Strict):
+    name: str = Field(pattern=NAME_PATTERN, description="run name: letters, digits, '.', '_', '-'")
+    task: Literal["detect"] = "detect"
+    model: str = Field(default="yolo11n.yaml", min_length=1)
+    data: str | DataSource
+    epochs: int = Field(default=100, ge=1, le=100000)
+    imgsz: int = Field(default=640, ge=32, le=8192)
+    seed: int = Field(default=0, ge=0, le=2**31 - 1)
+    deterministic: bool = True
+    hyp: str | HypBlock = Field(default_factory=HypBlock)
+    reference: Reference = Field(default_factory=Reference)
+    target: Target = Field(default_factory=Target)
+    scaling: Scaling = Field(default_factory=Scaling)
+    sync_bn: bool = False
+    wandb: Wandb = Field(default_factory=Wandb)
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    runs_dir: str = Field(default="runs", min_length=1)
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, v: str) -> str:
+        if ".." in v:
+            raise ValueError(f"must not contain '..' (got {v!r})")
+        return v
+
+    @field_validator("hyp", mode="before")
+    @classmethod
+    def _hyp_str(cls, v):
+        if isinstance(v, str) and not v.strip():
+            raise ValueError("preset name or path must not be empty")
+        return v
+
+
+def hyp_block(job: JobSpec) -> HypBlock:
+    return job.hyp if isinstance(job.hyp, HypBlock) else HypBlock(preset=job.hyp)
+
+
+def sanitize_run_name(text: str) -> str:
+    """Map any string to a safe single path component."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip(".-") or "run"
+    return cleaned.replace("..", ".")[:64]

@@ -1,0 +1,232 @@
+"""Load a job file into a validated JobSpec: YAML, --set overrides, Pydantic, then
+the checks that look at the filesystem (model, data, hyp preset, override keys)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from orchestrator import ultralytics_cfg
+from orchestrator.spec.errors import SpecError, format_pydantic_errors
+from orchestrator.spec.job import HypBlock, Hyperparameters, JobSpec, hyp_block
+from orchestrator.spec.yamlio import parse_yaml_text, read_yaml_file
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PRESET_DIRS = (Path("hyp"), REPO_ROOT / "hyp")
+
+# Train arguments the spec owns: setting them in `overrides` would bypass the scaler or the run layout.
+OWNED_BY_SPEC = {
+    "model": "model", "data": "data", "epochs": "epochs", "imgsz": "imgsz", "seed": "seed",
+    "deterministic": "deterministic", "batch": "target.batch", "nbs": "reference.nbs",
+    "device": "target.devices", "project": "runs_dir", "name": "name", "exist_ok": None,
+    "mode": None, "task": "task", "resume": "`yolo-orch resume`", "cfg": None,
+}
+
+
+@dataclass
+class LoadedJob:
+    spec: JobSpec
+    path: Path | None  # the job file, None for inline jobs (sweeps)
+    base_dir: Path  # relative paths in the job resolve against this
+
+    def resolve_path(self, value: str) -> Path:
+        return resolve_relative(value, self.base_dir)
+
+
+def resolve_relative(value: str, base_dir: Path) -> Path:
+    p = Path(value).expanduser()
+    if p.is_absolute():
+        return p
+    beside = base_dir / p
+    return beside if beside.exists() or not p.exists() else p.resolve()
+
+
+def parse_set_options(items: list[str]) -> list[tuple[list[str], Any]]:
+    """`--set a.b=VALUE` pairs; VALUE is parsed as YAML (so 0.01, true, [1,2] work)."""
+    out, problems = [], []
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key or any(not part for part in key.split(".")):
+            problems.append(f"--set {item}: expected KEY=VALUE, e.g. --set epochs=10 or --set hyp.lr0=0.01")
+            continue
+        try:
+            value = parse_yaml_text(raw, f"--set {key}") if raw.strip() else ""
+        except SpecError as exc:
+            problems.extend(exc.problems)
+            continue
+        out.append((key.split("."), value))
+    if problems:
+        raise SpecError(problems)
+    return out
+
+
+def apply_sets(raw: dict, sets: list[tuple[list[str], Any]]) -> dict:
+    for path, value in sets:
+        node = raw
+        for part in path[:-1]:
+            child = node.get(part)
+            if child is None or isinstance(child, str) and part == "hyp":
+                child = {} if child is None else {"preset": child}
+                node[part] = child
+            if not isinstance(child, dict):
+                raise SpecError(f"--set {'.'.join(path)}: '{part}' is not a mapping in this job")
+            node = child
+        node[path[-1]] = value
+    return raw
+
+
+def load_job(path: Path, sets: list[str] = (), devices: str | None = None) -> LoadedJob:
+    raw = read_yaml_file(path, "job file")
+    return load_job_dict(raw, base_dir=path.resolve().parent, label=str(path), sets=sets, devices=devices, path=path)
+
+
+def load_job_dict(
+    raw: Any, base_dir: Path, label: str = "job", sets: list[str] = (), devices: str | None = None, path=None
+) -> LoadedJob:
+    if raw is None:
+        raise SpecError(f"{label}: file is empty; expected a mapping with at least `name` and `data`")
+    if not isinstance(raw, dict):
+        raise SpecError(f"{label}: expected a mapping of job fields at the top level (got {type(raw).__name__})")
+    raw = apply_sets(dict(raw), parse_set_options(list(sets)))
+    if devices is not None:
+        raw["target"] = dict(raw.get("target") or {}, devices=devices)
+    try:
+        spec = JobSpec.model_validate(raw)
+    except ValidationError as exc:
+        raise SpecError(format_pydantic_errors(exc)) from None
+    job = LoadedJob(spec=spec, path=path, base_dir=base_dir)
+    problems = check_model(job) + check_data(job) + check_overrides(spec.overrides)
+    try:
+        resolve_hyp(job)
+    except SpecError as exc:
+        problems += exc.problems
+    if problems:
+        raise SpecError(problems)
+    return job
+
+
+def check_model(job: LoadedJob) -> list[str]:
+    model = job.spec.model
+    local = job.resolve_path(model)
+    if local.is_file():
+        return []
+    if model.endswith((".yaml", ".yml")):
+        if ultralytics_cfg.find_model_yaml(Path(model).name) is not None and Path(model).name == model:
+            return []
+        return [f"model: unknown model yaml '{model}' (not a local file nor an Ultralytics config)"
+                f"{ultralytics_cfg.suggest_model(Path(model).name)}"]
+    if model.endswith(".pt"):
+        return [f"model: weights file '{model}' not found; weights cannot be downloaded offline "
+                f"(build from '{Path(model).stem}.yaml' or give a local path)"]
+    return [f"model: expected a model yaml (e.g. yolo11n.yaml) or a local .pt file (got '{model}')"]
+
+
+def check_data(job: LoadedJob) -> list[str]:
+    data = job.spec.data
+    if not isinstance(data, str):
+        return []  # synth: generated on first use
+    path = job.resolve_path(data)
+    if not path.is_file():
+        return [f"data: dataset yaml '{data}' not found"]
+    try:
+        cfg = read_yaml_file(path, "dataset yaml")
+    except SpecError as exc:
+        return [f"data: {line}" for line in exc.problems]
+    if not isinstance(cfg, dict):
+        return [f"data: {data} must be a mapping with train, val and names"]
+    problems = []
+    for key in ("train", "val", "names"):
+        if key not in cfg:
+            problems.append(f"data: {data} has no '{key}' key")
+    if problems:
+        return problems
+    root = dataset_root(cfg, path)
+    for key in ("train", "val"):
+        entries = cfg[key] if isinstance(cfg[key], list) else [cfg[key]]
+        for entry in entries:
+            folder = Path(str(entry))
+            folder = folder if folder.is_absolute() else root / folder
+            if not folder.exists():
+                problems.append(f"data: {key} folder {folder} does not exist (from {data})")
+    return problems
+
+
+def dataset_root(cfg: dict, yaml_path: Path) -> Path:
+    """Where Ultralytics resolves `train:`/`val:` from (ultralytics.data.utils.check_det_dataset)."""
+    root = Path(str(cfg.get("path") or yaml_path.parent)).expanduser()
+    if not root.is_absolute():
+        root = root if root.exists() else yaml_path.parent / root
+    return root
+
+
+def check_overrides(overrides: dict) -> list[str]:
+    known = ultralytics_cfg.default_cfg()
+    hyp_keys = set(Hyperparameters.model_fields)
+    problems = []
+    for key in overrides:
+        if key in hyp_keys:
+            problems.append(f"overrides.{key}: a hyperparameter; set it under `hyp:` so the scaler sees it")
+        elif key in OWNED_BY_SPEC:
+            where = OWNED_BY_SPEC[key]
+            hint = f"; set `{where}` instead" if where else "; the orchestrator sets it"
+            problems.append(f"overrides.{key}: not allowed here{hint}")
+        elif key not in known:
+            problems.append(f"overrides.{key}: not an Ultralytics train argument{ultralytics_cfg.suggest(key, known)}")
+    return problems
+
+
+def find_preset(name: str, base_dir: Path) -> Path | None:
+    candidates = [resolve_relative(name, base_dir)]
+    if not name.endswith((".yaml", ".yml")):
+        candidates += [d / f"{name}.yaml" for d in PRESET_DIRS]
+    return next((c for c in candidates if c.is_file()), None)
+
+
+def available_presets() -> list[str]:
+    names = set()
+    for d in PRESET_DIRS:
+        if d.is_dir():
+            names.update(p.stem for p in d.glob("*.yaml"))
+    return sorted(names)
+
+
+def load_preset(name: str, base_dir: Path) -> dict:
+    path = find_preset(name, base_dir)
+    if path is None:
+        raise SpecError(f"hyp: preset '{name}' not found (known: {', '.join(available_presets()) or 'none'})"
+                        f"{ultralytics_cfg.suggest(name, available_presets())}")
+    raw = read_yaml_file(path, "hyp preset")
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise SpecError(f"hyp: preset {path} must be a mapping of hyperparameters")
+    try:
+        return Hyperparameters.model_validate(raw).values()
+    except ValidationError as exc:
+        raise SpecError(format_pydantic_errors(exc, prefix=f"hyp ({path.name})")) from None
+
+
+def resolve_hyp(job: LoadedJob) -> dict[str, Any]:
+    """Final hyperparameters: Ultralytics defaults <- preset <- inline values."""
+    defaults = ultralytics_cfg.default_cfg()
+    block: HypBlock = hyp_block(job.spec)
+    values = {k: defaults[k] for k in Hyperparameters.model_fields if k in defaults}
+    if block.preset:
+        values.update(load_preset(block.preset, job.base_dir))
+    values.update(block.values())
+    values.pop("preset", None)
+    return values
+
+
+def dump_yaml(data: Any) -> str:
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
+
+
+def env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")

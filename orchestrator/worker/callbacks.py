@@ -1,0 +1,69 @@
+"""Callbacks the orchestrator attaches to every Ultralytics trainer it runs."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from orchestrator.events import EventWriter
+
+
+def epoch_metrics(trainer) -> dict[str, float]:
+    metrics: dict[str, Any] = {}
+    if getattr(trainer, "tloss", None) is not None:
+        metrics.update(trainer.label_loss_items(trainer.tloss, prefix="train"))
+    metrics.update(trainer.metrics or {})
+    metrics.update(getattr(trainer, "lr", {}) or {})
+    return {k: round(float(v), 6) for k, v in metrics.items()}
+
+
+class EpochReporter:
+    """Emits one `epoch` event per training epoch. Ultralytics fires on_fit_epoch_end
+    once more for the final validation of best.pt (with epoch+1, see
+    BaseTrainer.final_eval); that call has no on_train_epoch_end before it, is not
+    counted as an epoch and is reported as the `final_eval` event instead."""
+
+    def __init__(self, events: EventWriter | None, sinks: list[Callable[[int, dict], None]] = ()):
+        self.events = events
+        self.sinks = list(sinks)
+        self.seen: set[int] = set()
+        self.started = time.time()
+        self._in_epoch = False
+        self.final_metrics: dict[str, float] | None = None
+
+    def on_train_epoch_end(self, trainer) -> None:
+        self._in_epoch = True
+
+    def on_train_start(self, trainer) -> None:
+        if self.events:
+            self.events.emit("train_start", epochs=trainer.epochs, start_epoch=trainer.start_epoch,
+                             batch=trainer.batch_size, accumulate=trainer.accumulate,
+                             world_size=trainer.world_size)
+
+    def on_fit_epoch_end(self, trainer) -> None:
+        if not self._in_epoch:
+            self.final_metrics = {k: round(float(v), 6) for k, v in (trainer.metrics or {}).items()}
+            if self.events:
+                self.events.emit("final_eval", metrics=self.final_metrics)
+            return
+        self._in_epoch = False
+        epoch = int(trainer.epoch)
+        self.seen.add(epoch)
+        metrics = epoch_metrics(trainer)
+        if self.events:
+            self.events.emit("epoch", epoch=epoch + 1, epochs=trainer.epochs, metrics=metrics,
+                             fitness=_float(trainer.fitness), elapsed=time.time() - self.started)
+        for sink in self.sinks:
+            sink(epoch + 1, metrics)
+
+    def attach(self, model) -> None:
+        model.add_callback("on_train_start", self.on_train_start)
+        model.add_callback("on_train_epoch_end", self.on_train_epoch_end)
+        model.add_callback("on_fit_epoch_end", self.on_fit_epoch_end)
+
+
+def _float(value) -> float | None:
+    try:
+        return None if value is None else float(value)
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,124 @@
+"""The training process: rebuilds the Ultralytics trainer from job.resolved.yaml,
+attaches the orchestrator's callbacks and trains. Only this layer imports torch
+and ultralytics.
+
+    python -m orchestrator.worker.train RUN_DIR
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from orchestrator.events import ENV, EVENTS, RESOLVED, SUMMARY, EventWriter, write_json_atomic
+from orchestrator.worker.offline import disable_integrations, prepare_env, skip_amp_download_check
+
+
+def rank() -> int:
+    return int(os.environ.get("RANK", -1))
+
+
+def load_resolved(run_dir: Path) -> dict:
+    return yaml.safe_load((run_dir / RESOLVED).read_text())
+
+
+def environment_info() -> dict:
+    import torch
+    import torchvision
+    import ultralytics
+
+    info = {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+        "torchvision": torchvision.__version__,
+        "ultralytics": ultralytics.__version__,
+        "cuda_available": torch.cuda.is_available(),
+        "cuda_devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
+        "cpu_count": os.cpu_count(),
+        "git_commit": _git_commit(),
+    }
+    return info
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def train(run_dir: Path) -> int:
+    resolved = load_resolved(run_dir)
+    plan = resolved["plan"]
+    args = dict(plan["train_args"])
+    prepare_env()
+    from ultralytics import YOLO
+
+    disable_integrations()
+    if plan["devices"] not in ("cpu",) and not plan["devices"].startswith("cpu:"):
+        skip_amp_download_check()
+
+    primary = rank() in (-1, 0)
+    events = EventWriter(run_dir / EVENTS) if primary else None
+    if primary:
+        write_json_atomic(run_dir / ENV, environment_info())
+
+    sinks = []
+    wandb_logger = None
+    if primary and resolved.get("wandb_mode", "disabled") != "disabled":
+        from orchestrator.tracking.wandb_logger import WandbLogger
+
+        wandb_logger = WandbLogger(run_dir, resolved, resolved["wandb_mode"])
+        wandb_logger.start()
+        sinks.append(wandb_logger.log_epoch)
+
+    from orchestrator.worker.callbacks import EpochReporter
+
+    model = YOLO(args.pop("model"), task=resolved["job"]["task"])
+    reporter = EpochReporter(events, sinks)
+    reporter.attach(model)
+    started = time.time()
+    exit_code = 1
+    final: dict = {}
+    try:
+        model.train(project=str(run_dir.parent), name=run_dir.name, exist_ok=True, **args)
+        trainer = model.trainer
+        final = {k: round(float(v), 6) for k, v in (trainer.metrics or {}).items()}
+        exit_code = 0
+        if primary:
+            summary = {
+                "state": "finished",
+                "epochs": trainer.epochs,
+                "epochs_completed": len(reporter.seen),
+                "metrics": final,
+                "best": str(trainer.best) if Path(trainer.best).exists() else None,
+                "last": str(trainer.last) if Path(trainer.last).exists() else None,
+                "wall_time_s": round(time.time() - started, 2),
+            }
+            write_json_atomic(run_dir / SUMMARY, summary)
+            events.emit("done", **summary)
+    finally:
+        if wandb_logger is not None:
+            wandb_logger.finish(final, exit_code=exit_code)
+    return exit_code
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m orchestrator.worker.train RUN_DIR", file=sys.stderr)
+        return 2
+    return train(Path(argv[0]).resolve())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

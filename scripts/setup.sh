@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Create or update the project's virtual environment. Idempotent: when nothing
+# changed since the last run it returns in about a second.
+#
+#   scripts/setup.sh            # runtime environment (train, plan, sweep)
+#   scripts/setup.sh test       # plus torch-xla and the test tools
+#
+# YOLO_ORCH_VENV picks the folder (default .venv); PYTHON the interpreter (>= 3.10).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+profile=${1:-base}
+case "$profile" in base|test) ;; *) echo "usage: scripts/setup.sh [base|test]" >&2; exit 2;; esac
+venv=${YOLO_ORCH_VENV:-.venv}
+python=${PYTHON:-python3}
+
+stamp_of() {
+  cat requirements/*.txt pyproject.toml | sha256sum | cut -c1-16
+}
+stamp="$profile-$(stamp_of)"
+stamp_file="$venv/.yolo-orch-setup"
+
+if [ -x "$venv/bin/python" ] && [ -f "$stamp_file" ] && grep -qx -- "$stamp" "$stamp_file"; then
+  echo "setup: $venv is up to date ($profile)"
+  exit 0
+fi
+# A test environment also serves the base profile.
+if [ "$profile" = base ] && [ -f "$stamp_file" ] && grep -qx -- "test-$(stamp_of)" "$stamp_file"; then
+  echo "setup: $venv is up to date (test covers base)"
+  exit 0
+fi
+
+if [ ! -x "$venv/bin/python" ]; then
+  "$python" -c 'import sys; sys.exit(sys.version_info < (3, 10))' || {
+    echo "setup: Python >= 3.10 is needed (got $("$python" --version 2>&1)); set PYTHON=" >&2; exit 1; }
+  echo "setup: creating $venv with $("$python" --version 2>&1)"
+  "$python" -m venv "$venv"
+fi
+
+echo "setup: installing requirements/$profile.txt (first run downloads torch: several minutes)"
+# The pins keep pip away from the CPU-only torch in a local wheel cache, whose
+# torchvision ops do not load (see docs/install.md).
+"$venv/bin/python" -m pip install --quiet --upgrade pip
+"$venv/bin/python" -m pip install --quiet -r "requirements/$profile.txt"
+"$venv/bin/python" -m pip install --quiet --no-deps -e .
+echo "$stamp" >> "$stamp_file"
+echo "setup: done; activate with: source $venv/bin/activate"

@@ -1,0 +1,83 @@
+"""Shared fixtures. Tests drive the real CLI in subprocesses (as a user would) and
+keep every dataset tiny so the suite stays fast on 2 CPU cores."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_cache(tmp_path_factory):
+    """Datasets, Ultralytics settings and fonts go to a per-session cache, never ~/.cache."""
+    cache = tmp_path_factory.mktemp("yolo-orch-cache")
+    old = os.environ.get("YOLO_ORCH_CACHE")
+    os.environ["YOLO_ORCH_CACHE"] = str(cache)
+    os.environ.pop("WANDB_API_KEY", None)
+    os.environ.setdefault("WANDB_SILENT", "true")
+    yield cache
+    if old is None:
+        os.environ.pop("YOLO_ORCH_CACHE", None)
+    else:
+        os.environ["YOLO_ORCH_CACHE"] = old
+
+
+def cli_env(extra: dict | None = None) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env["COLUMNS"] = "200"  # rich wraps at the terminal width; keep lines whole for assertions
+    env.update(extra or {})
+    return env
+
+
+def run_cli(*args, cwd: Path | None = None, env: dict | None = None, timeout: float = 600,
+            input: str | None = None) -> subprocess.CompletedProcess:
+    """Run `yolo-orch ARGS` in a fresh interpreter, as a user would."""
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", *map(str, args)],
+        cwd=cwd, env=cli_env(env), capture_output=True, text=True, timeout=timeout, input=input,
+    )
+
+
+TINY_JOB = {
+    "name": "tiny",
+    "model": "yolo11n.yaml",
+    "data": {"synth": {"images": 16, "val_images": 8, "classes": 2, "imgsz": 64, "seed": 1}},
+    "epochs": 1,
+    "imgsz": 64,
+    "seed": 0,
+    "hyp": {"preset": "scratch-default", "optimizer": "AdamW", "lr0": 0.002},
+    "reference": {"devices": 1, "batch": 8},
+    "target": {"devices": "cpu"},
+    "wandb": {"mode": "disabled"},
+    "overrides": {"workers": 0, "plots": False},
+}
+
+
+def write_job(folder: Path, job: dict | None = None, filename: str = "job.yaml", **changes) -> Path:
+    data = json.loads(json.dumps(job or TINY_JOB))
+    data.update(changes)
+    path = folder / filename
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def write_text(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+@pytest.fixture
+def tiny_job(tmp_path) -> Path:
+    return write_job(tmp_path)

@@ -1,0 +1,34 @@
+import pytest
+
+from orchestrator.spec.devices import DeviceSpecError, parse_devices
+
+
+@pytest.mark.parametrize(
+    "text,kind,world,device",
+    [
+        ("cpu", "cpu", 1, "cpu"),
+        ("cpu:2", "cpu", 2, "cpu"),
+        ("0", "cuda", 1, "0"),
+        ("cuda:3", "cuda", 1, "3"),
+        ("0,1,2,3", "cuda", 4, "0,1,2,3"),
+        ("4", "cuda", 4, "0,1,2,3"),
+        ("1", "cuda", 1, "0"),
+        ("2x8", "cuda", 16, "0,1,2,3,4,5,6,7"),
+        ("tpu:8", "tpu", 8, "cpu"),
+        ("xla:cpu", "xla_cpu", 1, "cpu"),
+    ],
+)
+def test_parse(text, kind, world, device):
+    spec = parse_devices(text)
+    assert (spec.kind, spec.world_size, spec.ultralytics_device()) == (kind, world, device)
+
+
+def test_nodes_split():
+    spec = parse_devices("2x4")
+    assert (spec.nodes, spec.per_node, spec.world_size) == (2, 4, 8)
+
+
+@pytest.mark.parametrize("bad", ["", "gpu", "cpu:0", "tpu:0", "0,0", "-1", "1x0", "cuda:", "cpu:two"])
+def test_reject(bad):
+    with pytest.raises(DeviceSpecError):
+        parse_devices(bad)
