@@ -119,12 +119,12 @@ def test_four_to_eight_gpus_at_32_per_gpu_scales_linearly():
     assert reason(r, "lr0") == (
         "lr0 0.01 -> 0.04: linear scaling (SGD-family SGD), k = 256/64 = 4.00 images per optimizer step: x 4"
     )
-    # effective wd unchanged (Goyal); Ultralytics multiplies nbs 64 -> factor 256/64 back in
-    assert r.passed["nbs"] == 64
-    assert r.passed["weight_decay"] == pytest.approx(0.000125)
+    # nbs raised to the images per step: Ultralytics' wd factor 256*1/256 = 1; effective wd unchanged (Goyal)
+    assert r.passed["nbs"] == 256 and r.effective["accumulate"] == 1
+    assert "nbs 64 -> 256" in reason(r, "nbs")
+    assert r.passed["weight_decay"] == 0.0005
     assert r.effective["weight_decay"] == pytest.approx(0.0005)
     assert r.passed["warmup_epochs"] == 5.0
-    assert "weight_decay 0.0005 -> 0.000125" in reason(r, "weight_decay")
     assert "warmup_epochs 3 -> 5" in reason(r, "warmup_epochs")
 
 
@@ -135,12 +135,13 @@ def test_batch_128_rounding_round_half_to_even():
     assert r.effective["images_per_step"] == 128
     assert r.passed["weight_decay"] == 0.0005
     assert r.effective["weight_decay"] == pytest.approx(0.001)
-    # auto: linear k = 2, effective wd kept at 0.0005 -> pass 0.00025
+    # auto: linear k = 2, nbs -> 128, effective wd kept at 0.0005 (not Ultralytics' doubled 0.001)
     a = scale(SGD_REF, tgt("cpu", batch=128))
     assert a.passed["lr0"] == pytest.approx(0.02)
+    assert a.passed["nbs"] == 128
     assert a.effective["accumulate"] == 1 and a.effective["images_per_step"] == 128
     assert a.effective["weight_decay"] == pytest.approx(0.0005)
-    assert a.passed["weight_decay"] == pytest.approx(0.00025)
+    assert a.passed["weight_decay"] == 0.0005
     assert a.passed["warmup_epochs"] == 3.0  # k = 2 < 4
 
 
@@ -150,6 +151,17 @@ def test_reference_batch_128_nbs_64_accumulate_one():
     assert r.passed["batch"] == 128 and r.passed["nbs"] == 64 and r.k == 1.0
     assert r.passed["weight_decay"] == 0.0005
     assert r.effective["weight_decay"] == pytest.approx(r.reference_effective["weight_decay"]) == pytest.approx(0.001)
+
+
+def test_passed_weight_decay_compensates_when_nbs_is_kept():
+    """Reference batch 128 / nbs 64 (factor 2) to batch 32 accumulating 4 with nbs 128 (factor 1):
+    the effective wd must stay 0.001, so the passed value doubles."""
+    ref = ReferenceHyp(optimizer="SGD", batch=128, nbs=64)
+    r = scale(ref, tgt("cpu", batch=32))
+    assert r.passed["nbs"] == 128 and r.effective["accumulate"] == 4 and r.k == 1.0
+    assert r.effective["weight_decay"] == pytest.approx(0.001)
+    assert r.passed["weight_decay"] == pytest.approx(0.001)
+    assert "not applied twice" in reason(r, "weight_decay")
 
 
 def test_odd_total_uses_nearest_multiple():
@@ -172,9 +184,10 @@ def test_adam_family_sqrt_and_timescale_weight_decay():
     r = scale(ref, tgt("8", batch_per_device=32))  # 256 images per step, k = 4
     assert r.k == 4.0
     assert r.passed["lr0"] == pytest.approx(0.002)  # sqrt(4)
-    # lr' * wd' = k * lr * wd -> wd' = 2 * wd (effective); Ultralytics' own factor is 256/64 = 4
+    # lr' * wd' = k * lr * wd -> wd' = 2 * wd (effective); nbs 256 makes Ultralytics' own factor 1
+    assert r.passed["nbs"] == 256
     assert r.effective["weight_decay"] == pytest.approx(0.1)
-    assert r.passed["weight_decay"] == pytest.approx(0.025)
+    assert r.passed["weight_decay"] == pytest.approx(0.1)
     assert r.effective["lr0"] * r.effective["weight_decay"] == pytest.approx(4 * 0.001 * 0.05)
     assert "sqrt scaling (Adam-family AdamW)" in reason(r, "lr0")
 

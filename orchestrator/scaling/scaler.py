@@ -173,8 +173,15 @@ def _plan_images(policy: str, images_ref: int, total: int, nbs_ref: int) -> int:
     return lo if (images_ref - lo) <= (hi - images_ref) or images_ref < total else hi
 
 
-def _split(images: int, total: int, world: int, max_b: int | None, nbs_ref: int) -> tuple[int, int, bool]:
+def _split(
+    images: int, total: int, world: int, max_b: int | None, nbs_ref: int, keep_nbs: bool
+) -> tuple[int, int, bool]:
     """(total batch to pass, nbs to pass, lowered?) so that batch * accumulate == images exactly.
+
+    nbs is the reference's when ``keep_nbs`` and it already gives ``images`` for this batch; otherwise
+    nbs = images. Then Ultralytics' weight-decay factor batch*accumulate/nbs is exactly 1 (the passed
+    weight_decay is the effective one), and if Ultralytics halves the batch after a CUDA OOM its
+    accumulation doubles and keeps the same images per step.
 
     When nbs = images and images is a multiple of batch, accumulate = max(round(images / batch), 1)
     = images / batch: the quotient is an exact integer (IEEE division of integers whose quotient is a
@@ -187,7 +194,7 @@ def _split(images: int, total: int, world: int, max_b: int | None, nbs_ref: int)
         b = max(d for d in range(1, max_b + 1) if per_dev_images % d == 0)
         total = b * world
         lowered = True
-    if not lowered and total * um.accumulate(nbs_ref, total) == images:
+    if keep_nbs and not lowered and total * um.accumulate(nbs_ref, total) == images:
         nbs = nbs_ref
     else:
         nbs = images
@@ -286,7 +293,9 @@ def scale(reference: ReferenceHyp, target: TargetHardware, policy: str = "auto")
 
     # ---- 3. plan the target's images per optimizer step and the batch/nbs split
     images = _plan_images(policy, images_ref, total_req, ref.nbs)
-    total, nbs, lowered = _split(images, total_req, world, target.max_batch_per_device, ref.nbs)
+    # keep the reference nbs when nothing is rescaled (or the policy is stock Ultralytics behaviour)
+    keep_nbs = policy in ("table", "none") or images == images_ref
+    total, nbs, lowered = _split(images, total_req, world, target.max_batch_per_device, ref.nbs, keep_nbs)
     b = total // world
     if lowered:
         reasons_for["batch"].append(
@@ -300,9 +309,10 @@ def scale(reference: ReferenceHyp, target: TargetHardware, policy: str = "auto")
         acc = um.accumulate(nbs, total)
         stock = um.accumulate(ref.nbs, total)
         reasons_for["nbs"].append(
-            f"set to the planned images per optimizer step: accumulate = max(round({nbs}/{total}), 1) = {acc}, "
-            f"{total} x {acc} = {images} exactly (with nbs {ref.nbs} Ultralytics would accumulate {stock}: "
-            f"{total * stock} images)"
+            f"set to the planned {images} images per optimizer step: accumulate = max(round({nbs}/{total}), 1) "
+            f"= {acc}, {total} x {acc} = {images} exactly (nbs {ref.nbs} would give accumulate {stock}: "
+            f"{total * stock} images); Ultralytics' weight-decay factor batch*accumulate/nbs becomes 1, and an "
+            f"OOM batch halving keeps {images} images per step"
         )
 
     # ---- 4. the rule
