@@ -40,8 +40,15 @@ fi
 echo "setup: installing requirements/$profile.txt (first run downloads torch: several minutes)"
 # The pins keep pip away from the CPU-only torch in a local wheel cache, whose
 # torchvision ops do not load (see docs/install.md).
-"$venv/bin/python" -m pip install --quiet --upgrade pip
-"$venv/bin/python" -m pip install --quiet -r "requirements/$profile.txt"
-"$venv/bin/python" -m pip install --quiet --no-deps -e .
+pip_quiet() {  # pip's chatter goes to a log that is shown only when pip fails
+  local log; log=$(mktemp)
+  if ! "$venv/bin/python" -m pip "$@" >"$log" 2>&1; then
+    grep -v "is ignored: it is neither" "$log" >&2; rm -f "$log"; return 1
+  fi
+  rm -f "$log"
+}
+pip_quiet install --quiet --upgrade pip
+pip_quiet install --quiet -r "requirements/$profile.txt"
+pip_quiet install --quiet --no-deps -e .
 echo "$stamp" >> "$stamp_file"
 echo "setup: done; activate with: source $venv/bin/activate"
