@@ -7,13 +7,10 @@ from typing import Optional
 
 import typer
 
-from orchestrator.cli.common import print_json, out
-from orchestrator.cli.render import scaling_table
-from orchestrator.plan import make_plan
+from orchestrator.cli.common import out, print_json
 from orchestrator.scaling.types import POLICIES
 from orchestrator.spec.devices import DeviceSpecError, parse_devices
 from orchestrator.spec.errors import SpecError
-from orchestrator.spec.loader import load_job
 
 
 def plan_cmd(
@@ -26,6 +23,11 @@ def plan_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print a JSON array, one object per target."),
 ) -> None:
     """Show how the job's hyperparameters map to each target: passed, effective, why."""
+    # Imported here so `yolo-orch --help` does not pay for pydantic models and rich tables.
+    from orchestrator.cli.render import scaling_table
+    from orchestrator.plan import make_plan
+    from orchestrator.spec.loader import load_job
+
     problems = []
     if policy is not None and policy not in POLICIES:
         problems.append(f"--policy: unknown policy '{policy}'; expected one of {', '.join(POLICIES)}")

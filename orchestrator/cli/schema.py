@@ -5,11 +5,12 @@ from __future__ import annotations
 import typer
 
 from orchestrator.cli.common import print_json
-from orchestrator.spec.job import JobSpec
 
 
 def schema_cmd() -> None:
     """Print the JSON Schema of the job spec (point your editor's YAML plugin at it)."""
+    from orchestrator.spec.job import JobSpec
+
     schema = JobSpec.model_json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "yolo-orch job"

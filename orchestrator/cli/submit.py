@@ -6,14 +6,10 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from orchestrator.cli.common import human, print_json
-from orchestrator.cli.render import scaling_table, summary_table, train_args_table
-from orchestrator.plan import make_plan
 from orchestrator.spec.devices import DeviceSpecError, parse_devices
 from orchestrator.spec.errors import SpecError
-from orchestrator.spec.loader import load_job
 
 
 def submit_cmd(
@@ -24,6 +20,10 @@ def submit_cmd(
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output on stdout."),
 ) -> None:
     """Validate, plan and train a job."""
+    from orchestrator.cli.render import scaling_table, train_args_table
+    from orchestrator.plan import make_plan
+    from orchestrator.spec.loader import load_job
+
     if devices is not None:
         try:
             parse_devices(devices)
@@ -41,6 +41,9 @@ def submit_cmd(
             console.print("[dim]dry run: nothing was written[/]")
         return
 
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from orchestrator.cli.render import summary_table
     from orchestrator.runner import create_run, execute
 
     run_id, run_dir = create_run(plan)

@@ -1,0 +1,29 @@
+"""The light CLI paths (--help, plan, submit --dry-run, schema) must not import torch
+or ultralytics: they would cost seconds of start-up."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from conftest import cli_env
+
+PROBE = r"""
+import sys
+from typer.testing import CliRunner
+from orchestrator.cli.app import app
+runner = CliRunner()
+for args in (["--help"], ["plan", sys.argv[1], "-d", "cpu", "-d", "4", "--json"],
+             ["submit", sys.argv[1], "--dry-run", "--json"], ["schema"]):
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, (args, result.output)
+heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "ultralytics", "torchvision", "cv2", "wandb"))
+print("HEAVY", heavy)
+"""
+
+
+def test_light_paths_import_no_torch(tiny_job):
+    result = subprocess.run([sys.executable, "-c", PROBE, str(tiny_job)], env=cli_env(), capture_output=True,
+                            text=True, cwd=tiny_job.parent, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "HEAVY []" in result.stdout, result.stdout
