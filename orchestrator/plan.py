@@ -23,6 +23,14 @@ IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp"}
 
 # Which launcher runs each device kind, and whether it is built.
 LAUNCHERS = {"cpu": "local", "cuda": "local", "xla_cpu": "xla", "tpu": "xla"}
+# Several CPU processes or GPUs (one node or many): torchrun, one worker per device.
+DISTRIBUTED_LAUNCHERS = {"cpu": "torchrun", "cuda": "torchrun"}
+
+
+def launcher_for(devices: DeviceSpec) -> str:
+    if devices.distributed and devices.kind in DISTRIBUTED_LAUNCHERS:
+        return DISTRIBUTED_LAUNCHERS[devices.kind]
+    return LAUNCHERS[devices.kind]
 
 
 def cache_dir() -> Path:
@@ -52,9 +60,10 @@ class Plan:
     scaled: ScaleResult
     train_args: dict[str, Any]  # exact Ultralytics train() arguments, minus run-dir placement
     warnings: list[str] = field(default_factory=list)
+    launch: dict[str, Any] = field(default_factory=dict)  # multi-node torchrun options (launch/torchrun.py)
 
     def as_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "job": self.job.spec.name,
             "devices": self.devices.text,
             "world_size": self.devices.world_size,
@@ -65,6 +74,9 @@ class Plan:
             "scaling": self.scaled.as_json(),
             "warnings": self.warnings,
         }
+        if self.launch:
+            out["launch"] = self.launch
+        return out
 
 
 def describe_data(job: LoadedJob) -> DataInfo:
@@ -146,7 +158,7 @@ def make_plan(job: LoadedJob, devices: str | None = None, policy: str | None = N
     return Plan(
         job=job,
         devices=target_spec,
-        launcher=LAUNCHERS[target_spec.kind],
+        launcher=launcher_for(target_spec),
         hyp=hyp,
         data=data,
         scaled=scaled,

@@ -11,14 +11,14 @@ from pathlib import Path
 from typing import Callable
 
 from orchestrator.events import LOG, RESOLVED, SUMMARY, EventTail, write_text_atomic
-from orchestrator.launch import local, process
+from orchestrator.launch import local, process, torchrun
 from orchestrator.plan import Plan
 from orchestrator.spec.errors import SpecError
 from orchestrator.spec.loader import dump_yaml
 from orchestrator.tracking.wandb_mode import resolve_mode
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
-BUILT_LAUNCHERS = {"local": local.command}
+BUILT_LAUNCHERS = {"local": local.command, "torchrun": torchrun.command}
 
 
 @dataclass

@@ -8,6 +8,7 @@ Grammar (one string, as in ``--devices`` and ``target.devices``):
     0,1,2,3     these GPUs
     N           the first N GPUs (N >= 1; "0" means GPU 0, as in Ultralytics)
     MxN         M nodes with N GPUs each (torchrun, one per node)
+    Mxcpu:N     M nodes with N CPU processes each (gloo; multi-node on machines without GPUs)
     tpu:N       N TPU cores (torch-xla, one process per core)
     xla:cpu     one XLA process on the host CPU (tests the TPU code path)
 """
@@ -52,7 +53,7 @@ class DeviceSpec:
         return self.text
 
 
-_USAGE = "expected cpu, cpu:N, 0, cuda:K, 0,1,2,3, N, MxN, tpu:N or xla:cpu"
+_USAGE = "expected cpu, cpu:N, 0, cuda:K, 0,1,2,3, N, MxN, Mxcpu:N, tpu:N or xla:cpu"
 
 
 def parse_devices(value: str | int) -> DeviceSpec:
@@ -74,6 +75,9 @@ def parse_devices(value: str | int) -> DeviceSpec:
     m = re.fullmatch(r"cuda:(\d+)", text)
     if m:
         return DeviceSpec("cuda", 1, gpu_ids=(int(m.group(1)),), text=text)
+    m = re.fullmatch(r"(\d+)xcpu:(\d+)", text)
+    if m:
+        return DeviceSpec("cpu", _positive(m.group(2), text), nodes=_positive(m.group(1), text), text=text)
     m = re.fullmatch(r"(\d+)x(\d+)", text)
     if m:
         nodes, per = _positive(m.group(1), text), _positive(m.group(2), text)

@@ -56,7 +56,9 @@ def _git_commit() -> str | None:
         return None
 
 
-def train(run_dir: Path) -> int:
+def train(run_dir: Path, trainer_factory=None) -> int:
+    """`trainer_factory(resolved)`, when given, returns the Ultralytics trainer class to use; it is
+    called after the offline setup, so it may import ultralytics (worker/ddp.py: torchrun ranks)."""
     resolved = load_resolved(run_dir)
     plan = resolved["plan"]
     args = dict(plan["train_args"])
@@ -90,7 +92,8 @@ def train(run_dir: Path) -> int:
     exit_code = 1
     final: dict = {}
     try:
-        model.train(project=str(run_dir.parent), name=run_dir.name, exist_ok=True, **args)
+        trainer_cls = trainer_factory(resolved) if trainer_factory else None
+        model.train(project=str(run_dir.parent), name=run_dir.name, exist_ok=True, trainer=trainer_cls, **args)
         trainer = model.trainer
         final = {k: round(float(v), 6) for k, v in (trainer.metrics or {}).items()}
         exit_code = 0

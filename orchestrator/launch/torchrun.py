@@ -1,0 +1,115 @@
+"""Data-parallel training: one `python -m torch.distributed.run` per node, one worker per device.
+
+Single node (`cpu:N`, `0,1,2,3`, `N`): ``--standalone`` (a private c10d rendezvous on a free
+local port, so concurrent runs on one machine never collide).
+
+Several nodes (`MxN`, `Mxcpu:N`): every node runs ``yolo-orch submit`` with its own
+``--node-rank`` and the same ``--rdzv-endpoint HOST:PORT`` (HOST = node 0). Two rendezvous
+backends:
+
+static (default)  ``--master-addr/--master-port`` + ``--node-rank``: node k hosts global ranks
+                  k*N .. k*N+N-1, so global rank 0 (events, summary, W&B) is on node 0, whose
+                  orchestrator is the one that shows progress.
+c10d              ``--rdzv-backend c10d --rdzv-endpoint --rdzv-id``: elastic rendezvous; torch
+                  assigns node ranks by sorted node id, so rank 0 may land on any node.
+
+The command is rebuilt from ``job.resolved.yaml`` (``plan.devices`` and ``plan.launch``), the run's
+single source of truth. No torch import here: the CLI stays fast.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from orchestrator.events import RESOLVED
+from orchestrator.spec.devices import DeviceSpec, parse_devices
+from orchestrator.spec.errors import SpecError
+
+WORKER_MODULE = "orchestrator.worker.ddp"
+RDZV_BACKENDS = ("static", "c10d")
+DEFAULT_PORT = 29500
+
+
+def parse_endpoint(text: str) -> tuple[str, int]:
+    """'HOST:PORT' (or '[v6]:PORT') -> (host, port)."""
+    m = re.fullmatch(r"\[?([^\[\]\s]+?)\]?:(\d{1,5})", text.strip())
+    if not m or not (0 < int(m.group(2)) < 65536):
+        raise SpecError(f"--rdzv-endpoint: '{text}' is not HOST:PORT (e.g. node0.cluster:29500)")
+    return m.group(1), int(m.group(2))
+
+
+def launch_options(devices: DeviceSpec, node_rank: int | None = None, rdzv_endpoint: str | None = None,
+                   rdzv_backend: str = "static", rdzv_id: str | None = None) -> dict[str, Any]:
+    """Validate the multi-node options against the device spec; the dict goes to plan.launch."""
+    problems = []
+    if rdzv_backend not in RDZV_BACKENDS:
+        problems.append(f"--rdzv-backend: '{rdzv_backend}' is not one of {', '.join(RDZV_BACKENDS)}")
+    if devices.nodes > 1:
+        if rdzv_endpoint is None or node_rank is None:
+            problems.append(
+                f"target.devices: '{devices.text}' spans {devices.nodes} nodes: run submit on every node with "
+                f"--node-rank 0..{devices.nodes - 1} and the same --rdzv-endpoint HOST:PORT (HOST = node 0), "
+                "or generate a Slurm script with `yolo-orch slurm JOB`"
+            )
+        elif not 0 <= node_rank < devices.nodes:
+            problems.append(f"--node-rank: {node_rank} is outside 0..{devices.nodes - 1} for '{devices.text}'")
+    elif node_rank not in (None, 0):
+        problems.append(f"--node-rank: {node_rank} given, but '{devices.text}' is a single node (use MxN)")
+    if rdzv_endpoint is not None:
+        try:
+            parse_endpoint(rdzv_endpoint)
+        except SpecError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise SpecError(problems)
+    if devices.nodes == 1 and rdzv_endpoint is None:
+        return {}
+    opts: dict[str, Any] = {"node_rank": node_rank or 0, "rdzv_endpoint": rdzv_endpoint, "rdzv_backend": rdzv_backend}
+    if rdzv_id:
+        opts["rdzv_id"] = rdzv_id
+    return opts
+
+
+def build_command(run_dir: Path, nproc_per_node: int, nnodes: int = 1, node_rank: int = 0,
+                  rdzv_endpoint: str | None = None, rdzv_backend: str = "static",
+                  rdzv_id: str | None = None, python: str | None = None) -> list[str]:
+    cmd = [python or sys.executable, "-m", "torch.distributed.run"]
+    if nnodes == 1 and rdzv_endpoint is None:
+        cmd += ["--standalone", "--nnodes=1"]
+    else:
+        if rdzv_endpoint is None:
+            raise SpecError(f"{nnodes} nodes need a rendezvous endpoint HOST:PORT")
+        host, port = parse_endpoint(rdzv_endpoint)
+        cmd += [f"--nnodes={nnodes}", f"--node-rank={node_rank}"]
+        if rdzv_backend == "static":
+            cmd += [f"--master-addr={host}", f"--master-port={port}"]
+        else:
+            cmd += ["--rdzv-backend=c10d", f"--rdzv-endpoint={host}:{port}", f"--rdzv-id={rdzv_id or 'yolo-orch'}"]
+    cmd += [
+        f"--nproc-per-node={nproc_per_node}",
+        "--max-restarts=0",  # a failed rank ends the run (the orchestrator reports it); no silent restarts
+        "--monitor-interval=1",
+        "-m", WORKER_MODULE, str(run_dir),
+    ]
+    return cmd
+
+
+def command(run_dir: Path) -> list[str]:
+    resolved = yaml.safe_load((Path(run_dir) / RESOLVED).read_text())
+    plan = resolved["plan"]
+    devices = parse_devices(plan["devices"])
+    launch = plan.get("launch") or {}
+    return build_command(
+        Path(run_dir),
+        nproc_per_node=devices.per_node,
+        nnodes=devices.nodes,
+        node_rank=int(launch.get("node_rank") or 0),
+        rdzv_endpoint=launch.get("rdzv_endpoint"),
+        rdzv_backend=launch.get("rdzv_backend", "static"),
+        rdzv_id=launch.get("rdzv_id") or resolved["job"]["name"],
+    )

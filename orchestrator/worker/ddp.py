@@ -1,0 +1,320 @@
+"""One torchrun rank: rebuilds the Ultralytics trainer from job.resolved.yaml inside an existing
+process group instead of letting Ultralytics pickle itself and respawn.
+
+    python -m torch.distributed.run ... -m orchestrator.worker.ddp RUN_DIR
+
+What differs from stock Ultralytics, and why (everything else is Ultralytics' own code path, so the
+scaler's `effective` values hold: per-device batch = batch // world_size, accumulate from the TOTAL
+batch, weight decay x batch*accumulate/nbs, loss x world_size, DistributedSampler, seeds seed+1+RANK):
+
+- world_size comes from torchrun (WORLD_SIZE), not from the device string: Ultralytics counts the
+  devices in `device=` (0 on CPU, and one node only), which is wrong for `cpu:N` and for MxN.
+- `_setup_ddp` on CPU: gloo and the CPU device (Ultralytics only knows cuda/npu/xpu there).
+  On GPUs Ultralytics' own `_setup_ddp` runs (NCCL, device = the LOCAL_RANK-th id of `device=`).
+- the DDP wrap on CPU passes device_ids=None (Ultralytics passes [device.index], which DDP rejects
+  for CPU modules), and converts BatchNorm to SyncBatchNorm first when `sync_bn: true`.
+- the final validation of best.pt on CPU ranks: Ultralytics' standalone validator puts DDP ranks on
+  `cuda:<current device>`; on CPU it gets the CPU.
+- Ultralytics never respawns: it is already a rank (LOCAL_RANK is set), and `ddp` is forced off.
+
+Process hygiene and logs: every rank dies with its torchrun agent (PR_SET_PDEATHSIG), writes
+`rank<RANK>.log` into the run dir, and the first rank of each node (LOCAL_RANK 0) also tees to
+torchrun's stdout, i.e. the run's train.log.
+
+Test probe: with YOLO_ORCH_PROBE_DIR set, every rank writes probe-rank<R>.json there: the values the
+real trainer applied (batch per device, accumulate, optimizer param groups, warmup iterations,
+loss scale) and the sample indices its sampler gave it each epoch.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import json
+import os
+import signal
+import sys
+import threading
+from datetime import timedelta
+from pathlib import Path
+
+PROBE_ENV = "YOLO_ORCH_PROBE_DIR"
+
+
+# ---------------------------------------------------------------- process-level setup (no torch)
+
+
+def die_with_parent(sig: int = signal.SIGKILL) -> None:
+    """Linux: the kernel kills this rank when its torchrun agent dies, even by SIGKILL (torchrun
+    starts every worker in its own session, so signalling the agent's process group misses them)."""
+    if not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(sig), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the agent died before prctl took effect
+        os.kill(os.getpid(), sig)
+
+
+class _Tee:
+    """fd-level tee of stdout+stderr into a file and the original stdout (C code, subprocesses and
+    Python all write to fd 1/2, so a sys.stdout wrapper would miss most of it)."""
+
+    def __init__(self, log_fd: int):
+        self.log_fd = log_fd
+        self.orig = os.dup(1)
+        r, w = os.pipe()
+        os.dup2(w, 1)
+        os.dup2(w, 2)
+        os.close(w)
+        self.r = r
+        self.thread = threading.Thread(target=self._pump, name="rank-log-tee", daemon=True)
+        self.thread.start()
+
+    def _pump(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.r, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            for fd in (self.orig, self.log_fd):
+                try:
+                    os.write(fd, chunk)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os.dup2(self.orig, 1)  # drop our ends of the pipe: the pump sees EOF once children let go too
+        os.dup2(self.orig, 2)
+        self.thread.join(timeout=5)
+
+
+def redirect_output(run_dir: Path, rank: int, local_rank: int) -> _Tee | None:
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    fd = os.open(run_dir / f"rank{rank}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    if local_rank == 0:
+        tee = _Tee(fd)
+        atexit.register(tee.close)
+        return tee
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    return None
+
+
+# ---------------------------------------------------------------- torch side
+
+
+class _NNWithDDP:
+    """Stands in for `torch.nn` inside ultralytics.engine.trainer while `_setup_train` runs, so the
+    one line that builds DistributedDataParallel goes through the trainer's `_wrap_ddp`."""
+
+    def __init__(self, wrap):
+        from types import SimpleNamespace
+
+        import torch.nn
+
+        self._nn = torch.nn
+        self.parallel = SimpleNamespace(DistributedDataParallel=wrap)
+
+    def __getattr__(self, name):
+        return getattr(self._nn, name)
+
+
+def make_trainer_class(base, sync_bn: bool = False):
+    """A subclass of the Ultralytics trainer `base` that runs as one rank of a torchrun job."""
+    import torch
+    import torch.distributed as dist
+    from ultralytics.utils import LOCAL_RANK, LOGGER, RANK
+
+    class TorchrunTrainer(base):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            world = int(os.environ.get("WORLD_SIZE", "1"))
+            if world > 1:
+                # Ultralytics counts the devices in `device=` (0 on CPU, one node): use torchrun's world.
+                self.world_size = world
+            self.ddp = False  # already a rank: never pickle and respawn under torch.distributed.run
+            self.sync_bn = bool(sync_bn) and self.world_size > 1
+            self._probe = RankProbe(self) if os.environ.get(PROBE_ENV) else None
+
+        # -- process group
+        def _setup_ddp(self):
+            if self.device.type != "cpu":
+                return super()._setup_ddp()  # NCCL, device = LOCAL_RANK-th id of device=
+            self.accelerator = None
+            dist.init_process_group(backend="gloo", timeout=timedelta(seconds=10800), rank=RANK,
+                                    world_size=self.world_size)
+            LOGGER.info(f"DDP: rank {RANK}/{self.world_size} (local {LOCAL_RANK}) on cpu over gloo")
+
+        # -- DDP wrap (and SyncBN before it)
+        def _wrap_ddp(self, module, device_ids=None, **kwargs):
+            cpu = self.device.type == "cpu"
+            if self.sync_bn:
+                from orchestrator.worker.sync_bn import convert_sync_batchnorm, count_sync
+
+                module = convert_sync_batchnorm(module, cpu=cpu)
+                n = count_sync(module)
+                LOGGER.info(f"DDP: sync_bn: {n} BatchNorm layers synchronised over {self.world_size} ranks")
+            return torch.nn.parallel.DistributedDataParallel(module, device_ids=None if cpu else device_ids, **kwargs)
+
+        def _setup_train(self):
+            import ultralytics.engine.trainer as trainer_module
+
+            nn_module = trainer_module.nn
+            trainer_module.nn = _NNWithDDP(self._wrap_ddp)
+            try:
+                super()._setup_train()
+            finally:
+                trainer_module.nn = nn_module
+            if self.sync_bn and self.ema is not None:
+                from orchestrator.worker.sync_bn import revert_sync_batchnorm
+
+                self.ema.ema = revert_sync_batchnorm(self.ema.ema)  # checkpoints hold plain BatchNorm2d
+
+        # -- final validation of best.pt on CPU ranks
+        def final_eval(self):
+            if self.device.type != "cpu" or self.world_size <= 1:
+                return super().final_eval()
+            import ultralytics.engine.validator as validator_module
+            from types import SimpleNamespace
+
+            auto_backend, backend_of = validator_module.AutoBackend, validator_module.get_torch_device_backend
+
+            def cpu_auto_backend(*args, device=None, **kwargs):
+                return auto_backend(*args, device=torch.device("cpu"), **kwargs)
+
+            validator_module.AutoBackend = cpu_auto_backend
+            validator_module.get_torch_device_backend = lambda *a, **k: SimpleNamespace(current_device=lambda: 0)
+            try:
+                return super().final_eval()
+            finally:
+                validator_module.AutoBackend, validator_module.get_torch_device_backend = auto_backend, backend_of
+
+        def preprocess_batch(self, batch):
+            if self._probe is not None:
+                self._probe.count(batch)
+            return super().preprocess_batch(batch)
+
+    TorchrunTrainer.__name__ = TorchrunTrainer.__qualname__ = f"Torchrun{base.__name__}"
+    return TorchrunTrainer
+
+
+class RankProbe:
+    """Records, per rank, what the real trainer applied (for tests/test_ddp_effective.py and
+    tests/test_distributed.py). Written atomically after the first batch and every epoch."""
+
+    def __init__(self, trainer):
+        self.rank = int(os.environ.get("RANK", "-1"))
+        self.path = Path(os.environ[PROBE_ENV]) / f"probe-rank{max(self.rank, 0)}.json"
+        self.data: dict = {"rank": self.rank, "epochs": []}
+        self.images = 0
+        self.batches = 0
+        trainer.add_callback("on_train_start", self.on_train_start)
+        trainer.add_callback("on_train_batch_end", self.on_train_batch_end)
+        trainer.add_callback("on_train_epoch_end", self.on_train_epoch_end)
+
+    def count(self, batch) -> None:
+        self.images += int(batch["img"].shape[0])
+        self.batches += 1
+
+    def on_train_start(self, t) -> None:
+        import torch.distributed as dist
+
+        from orchestrator.worker.sync_bn import count_sync
+
+        loader = t.train_loader
+        sampler = loader.sampler
+        groups = [{"param_group": g.get("param_group"), "lr": g.get("initial_lr", g["lr"]),
+                   "weight_decay": g["weight_decay"], "params": len(g["params"])} for g in t.optimizer.param_groups]
+        self.data.update({
+            "world_size": t.world_size,
+            "backend": dist.get_backend() if dist.is_initialized() else None,
+            "device": str(t.device),
+            "batch": t.batch_size,
+            "batch_per_device": loader.batch_size,
+            "nbs": t.args.nbs,
+            "accumulate": t.accumulate,
+            "optimizer": type(t.optimizer).__name__,
+            "param_groups": groups,
+            "batches_per_epoch": len(loader),
+            "warmup_iterations": t._get_warmup_iterations(len(loader)),
+            "dataset_size": len(loader.dataset),
+            "sampler": type(sampler).__name__ if sampler is not None else None,
+            "samples_per_device": len(sampler) if sampler is not None else len(loader.dataset),
+            "ddp_wrapped": type(t.model).__name__,
+            "sync_bn_layers": count_sync(t.model),
+            "ema_sync_bn_layers": count_sync(t.ema.ema),
+        })
+
+    def on_train_batch_end(self, t) -> None:
+        if "loss_scale" not in self.data and t.loss_items is not None:
+            items = t.loss_items.values() if isinstance(t.loss_items, dict) else t.loss_items
+            total = float(sum(float(v) for v in items))
+            self.data["loss_scale"] = float(t.loss.detach()) / total if total else None
+            self._write()
+
+    def on_train_epoch_end(self, t) -> None:
+        sampler = t.train_loader.sampler
+        indices = [int(i) for i in iter(sampler)] if sampler is not None else None
+        self.data["epochs"].append({"epoch": int(t.epoch), "images": self.images, "batches": self.batches,
+                                    "indices": indices})
+        self.images = self.batches = 0
+        self._write()
+
+    def _write(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        tmp.write_text(json.dumps(self.data, indent=1, default=str))
+        tmp.replace(self.path)
+
+
+def trainer_factory(resolved: dict):
+    """train.train() calls this after the offline setup: the trainer class for this rank."""
+    import torch
+
+    devices = str(resolved["plan"]["devices"])
+    if devices == "cpu" or devices.startswith("cpu:") or "xcpu:" in devices:
+        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(local_world, 1)))
+    from ultralytics.models.yolo.detect import DetectionTrainer
+
+    return make_trainer_class(DetectionTrainer, sync_bn=bool(resolved["job"].get("sync_bn", False)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: torchrun ... -m orchestrator.worker.ddp RUN_DIR", file=sys.stderr)
+        return 2
+    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+        print("orchestrator.worker.ddp runs under torchrun (RANK/WORLD_SIZE unset); "
+              "use orchestrator.worker.train for one process", file=sys.stderr)
+        return 2
+    run_dir = Path(argv[0]).resolve()
+    die_with_parent()
+    redirect_output(run_dir, int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0")))
+    from orchestrator.worker.train import train
+
+    try:
+        return train(run_dir, trainer_factory=trainer_factory)
+    finally:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
