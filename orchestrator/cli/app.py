@@ -9,6 +9,7 @@ import typer
 
 from orchestrator import __version__
 from orchestrator.cli import data, plan, schema, submit
+from orchestrator.cli import sweep as sweep_cli
 from orchestrator.cli.common import fail
 from orchestrator.spec.errors import SpecError
 
@@ -37,6 +38,8 @@ def _root(
 
 for module in (submit, plan, schema, data):
     module.register(app)
+
+sweep_cli.register(app)  # yolo-orch sweep (docs/sweeps.md)
 
 
 def main() -> None:

@@ -88,6 +88,10 @@ def train(run_dir: Path, trainer_factory=None) -> int:
     model = YOLO(args.pop("model"), task=resolved["job"]["task"])
     reporter = EpochReporter(events, sinks)
     reporter.attach(model)
+    if resolved.get("sweep"):  # a sweep trial: report each epoch to Optuna, stop when pruned
+        from orchestrator.sweep import trial_callback
+
+        trial_callback.attach(model, run_dir, resolved)
     started = time.time()
     exit_code = 1
     final: dict = {}

@@ -1,0 +1,187 @@
+"""One trial, in a sweep worker process (no torch here): sample the search space, build
+the trial's job (base job + sampled reference-scale values), plan it (the scaler maps it
+to the target devices), create a normal run (run dir, log, registry row tagged study and
+trial) and execute it in a child process. The training process reports every epoch to
+the study and stops itself when pruned (orchestrator/sweep/trial_callback.py); this side
+reads its verdict from `trial.json` in the run directory and tells Optuna."""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import json
+import os
+import socket
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+import yaml
+
+from orchestrator.events import LOG, RESOLVED, write_text_atomic
+from orchestrator.plan import make_plan
+from orchestrator.spec.errors import SpecError
+from orchestrator.spec.loader import LoadedJob, dump_yaml, load_job_dict
+from orchestrator.sweep.study import ENV_STORAGE
+from orchestrator.sweep.trial_callback import TRIAL_RESULT
+
+if TYPE_CHECKING:
+    import optuna
+
+    from orchestrator.sweep.spec import LoadedSweep, Param
+
+
+class TrialFailed(Exception):
+    """The trial's training failed (crash, bad sampled combination): FAIL, the sweep goes on."""
+
+
+def suggest(trial: "optuna.Trial", params: list["Param"]) -> dict[str, Any]:
+    out = {}
+    for p in params:
+        if p.kind == "categorical":
+            out[p.name] = trial.suggest_categorical(p.name, p.choices)
+        elif p.kind == "int":
+            out[p.name] = trial.suggest_int(p.name, int(p.low), int(p.high), step=int(p.step or 1), log=p.log)
+        else:
+            out[p.name] = trial.suggest_float(p.name, float(p.low), float(p.high), step=p.step, log=p.log)
+    return out
+
+
+def trial_name(study: str, number: int) -> str:
+    return f"{study}-trial{number}"
+
+
+def trial_job_raw(sweep: "LoadedSweep", params: dict[str, Any], number: int) -> dict:
+    """The base job with the sampled values set at reference scale, named after the trial,
+    its W&B run grouped under the study."""
+    raw = copy.deepcopy(sweep.base_raw)
+    hyp = raw.get("hyp") or {}
+    hyp = {"preset": hyp} if isinstance(hyp, str) else dict(hyp)
+    overrides = dict(raw.get("overrides") or {})
+    for name, value in params.items():
+        section, key = name.split(".", 1)
+        (hyp if section == "hyp" else overrides)[key] = value
+    raw["hyp"] = hyp
+    raw["overrides"] = overrides
+    raw["name"] = trial_name(sweep.study, number)
+    raw["runs_dir"] = str(sweep.runs_root)
+    wandb = dict(raw.get("wandb") or {})
+    wandb["group"] = sweep.study
+    wandb["tags"] = list(dict.fromkeys([*(wandb.get("tags") or []), f"study:{sweep.study}", f"trial:{number}"]))
+    raw["wandb"] = wandb
+    return raw
+
+
+def trial_job(sweep: "LoadedSweep", params: dict[str, Any], number: int) -> LoadedJob:
+    return load_job_dict(trial_job_raw(sweep, params, number), base_dir=sweep.base_dir,
+                         label=f"trial {number}")
+
+
+def sweep_section(sweep: "LoadedSweep", trial: "optuna.Trial", params: dict[str, Any]) -> dict:
+    """What the training process needs to report to its trial (the storage URL travels in the
+    environment: it may hold a password)."""
+    return {
+        "study": sweep.study,
+        "trial": trial.number,
+        "trial_id": trial._trial_id,
+        "params": params,
+        "objectives": [o.model_dump() for o in sweep.spec.objectives],
+        "pruner": sweep.spec.pruner.model_dump(),
+    }
+
+
+def _create_run(plan, tags: dict):
+    from orchestrator import runner
+
+    if "tags" in inspect.signature(runner.create_run).parameters:
+        return runner.create_run(plan, tags=tags)
+    return runner.create_run(plan)
+
+
+def _mark_pruned(run_id: str, run_dir: Path, note: str) -> None:
+    """The registry row of a pruned trial says `pruned` (the run itself finished cleanly)."""
+    try:
+        from orchestrator.runner import open_registry
+    except ImportError:  # a runner without a registry
+        return
+    try:
+        with open_registry(run_dir) as reg:
+            reg.update(run_id, state="pruned", note=note)
+    except Exception as exc:  # noqa: BLE001 - the registry is a record, never a reason to fail a trial
+        print(f"warning: could not mark run {run_id} pruned in the registry: {exc}", flush=True)
+
+
+class TrialRunner:
+    """The Optuna objective: `study.optimize(TrialRunner(sweep, url), n_trials=1, catch=(TrialFailed,))`."""
+
+    def __init__(self, sweep: "LoadedSweep", url: str, say: Callable[[str], None] = print):
+        self.sweep = sweep
+        self.url = url
+        self.say = say
+        self.last: dict[str, Any] = {}
+
+    def __call__(self, trial: "optuna.Trial"):
+        import optuna
+
+        from orchestrator.runner import execute
+
+        sweep = self.sweep
+        params = suggest(trial, sweep.params)
+        self.last = {"number": trial.number, "state": "FAIL"}
+        try:
+            job = trial_job(sweep, params, trial.number)
+            plan = make_plan(job)
+        except SpecError as exc:
+            raise TrialFailed(f"sampled values make an invalid job: {'; '.join(exc.problems)}") from None
+        run_id, run_dir = _create_run(plan, {"study": sweep.study, "trial": trial.number})
+        resolved = yaml.safe_load((run_dir / RESOLVED).read_text())
+        resolved["sweep"] = sweep_section(sweep, trial, params)
+        write_text_atomic(run_dir / RESOLVED, dump_yaml(resolved))
+        for key, value in (("run_id", run_id), ("run_dir", str(run_dir)), ("host", socket.gethostname()),
+                           ("worker_pid", os.getpid()), ("cli_pid", int(os.environ.get("YOLO_ORCH_SWEEP_CLI", 0)))):
+            trial.set_user_attr(key, value)
+        retried = trial.storage.get_trial_system_attrs(trial._trial_id).get("failed_trial")
+        self.say(f"trial {trial.number} -> run {run_id} ({run_dir})"
+                 + (f" [retry of trial {retried}]" if retried is not None else "")
+                 + f" params {json.dumps(params, default=str)}")
+
+        os.environ[ENV_STORAGE] = self.url  # inherited by the training process
+        outcome = execute(plan, run_id, run_dir, on_event=self._on_event(trial.number))
+        result = _read_result(run_dir)
+        if result.get("history") is not None:
+            trial.set_user_attr("epochs", len(result["history"]))
+        if outcome.state == "killed":
+            raise KeyboardInterrupt(f"trial {trial.number}: interrupted")
+        if result.get("state") == "pruned":
+            step, values = result.get("step"), result.get("values") or []
+            note = f"pruned by the sweep at epoch {step} (objective {values[0] if values else '?'})"
+            _mark_pruned(run_id, run_dir, note)
+            self.last = {"number": trial.number, "state": "PRUNED", "run_dir": str(run_dir)}
+            self.say(f"trial {trial.number}: {note}")
+            raise optuna.TrialPruned(note)
+        if outcome.state != "finished" or result.get("state") != "complete":
+            tail = _log_tail(run_dir / LOG)
+            raise TrialFailed(f"run {run_id} {outcome.state} (exit {outcome.exit_code}); {run_dir / LOG}:\n{tail}")
+        values = [float(v) for v in result["values"]]
+        self.last = {"number": trial.number, "state": "COMPLETE", "values": values, "run_dir": str(run_dir)}
+        self.say(f"trial {trial.number}: complete, objective {values}")
+        return values[0] if len(values) == 1 else values
+
+    def _on_event(self, number: int):
+        def on_event(event: dict) -> None:
+            if event.get("event") == "epoch":
+                self.say(f"trial {number}: epoch {event['epoch']}/{event['epochs']} fitness {event.get('fitness')}")
+        return on_event
+
+
+def _read_result(run_dir: Path) -> dict:
+    try:
+        return json.loads((run_dir / TRIAL_RESULT).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _log_tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"

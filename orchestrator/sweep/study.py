@@ -1,0 +1,241 @@
+"""Storage, study, sampler and pruner. Imports optuna (and sqlalchemy), never torch
+(the GP sampler is the exception: Optuna's GP needs torch and scipy, in the worker only).
+
+Storage is always an Optuna RDBStorage: a SQLite file by default, any SQLAlchemy URL
+otherwise (PostgreSQL for workers on several machines). Heartbeats are on: a trial whose
+worker died (kill -9, lost machine) turns FAIL after the grace period and is queued again
+(`RetryHeartbeatStaleTrialCallback`, the Optuna >= 4.9 name of `RetryFailedTrialCallback`)."""
+
+from __future__ import annotations
+
+import sqlite3
+import warnings
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.spec.errors import SpecError
+
+if TYPE_CHECKING:
+    import optuna
+
+    from orchestrator.sweep.spec import Heartbeat, LoadedSweep, Param, PrunerSpec, SamplerSpec
+
+ENV_STORAGE = "YOLO_ORCH_SWEEP_STORAGE"  # how the storage URL reaches workers and trials (never argv, never files)
+SQLITE_TIMEOUT_S = 60
+
+
+def quiet_optuna() -> None:
+    import optuna
+    from optuna.exceptions import ExperimentalWarning
+
+    warnings.filterwarnings("ignore", category=ExperimentalWarning)
+    warnings.filterwarnings("ignore", category=FutureWarning, module="optuna")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+# ----------------------------------------------------------------------------- storage URLs
+
+def default_storage(sweep: "LoadedSweep") -> str:
+    return f"sqlite:///{sweep.sweeps_dir / (sweep.study + '.db')}"
+
+
+def check_url(url: str, flag: str = "--storage") -> str:
+    """Parse a SQLAlchemy URL; relative SQLite paths become absolute (workers may run elsewhere)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError) as exc:
+        raise SpecError(f"{flag}: '{redact(url)}' is not a SQLAlchemy URL ({exc}); e.g. sqlite:///runs/s.db or "
+                        "postgresql://user@host:5432/db") from None
+    if parsed.get_backend_name() == "sqlite":
+        db = parsed.database or ""
+        if db in ("", ":memory:") or db.startswith("file:"):
+            raise SpecError(f"{flag}: an in-memory SQLite database cannot be shared by workers; give a file path")
+        path = Path(db).expanduser()
+        if not path.is_absolute():
+            path = path.resolve()
+        return f"sqlite:///{path}"
+    return url
+
+
+def redact(url: str) -> str:
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - best effort for messages only
+        return url.split("@")[-1] if "@" in url else url
+
+
+def is_sqlite(url: str) -> bool:
+    return url.startswith("sqlite:")
+
+
+def _prepare_sqlite(url: str) -> None:
+    """Create the folder and switch the file to WAL (persistent in the file): concurrent
+    workers, trial processes and heartbeat threads then read while one writes."""
+    path = Path(url.split("sqlite:///", 1)[1])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    con = sqlite3.connect(str(path), timeout=SQLITE_TIMEOUT_S)
+    try:
+        con.execute("PRAGMA journal_mode=WAL")
+    finally:
+        con.close()
+
+
+def make_storage(url: str, heartbeat: "Heartbeat | None" = None) -> "optuna.storages.RDBStorage":
+    """The RDB storage. With `heartbeat`, this process beats for its RUNNING trials and fails
+    (and retries) stale ones: that is the worker's storage. Trial processes and readers pass None."""
+    import optuna
+    from sqlalchemy.exc import SQLAlchemyError
+
+    quiet_optuna()
+    engine_kwargs: dict[str, Any] = {}
+    if is_sqlite(url):
+        _prepare_sqlite(url)
+        engine_kwargs["connect_args"] = {"timeout": SQLITE_TIMEOUT_S}
+    else:
+        engine_kwargs["pool_pre_ping"] = True
+    hb: dict[str, Any] = {}
+    if heartbeat is not None:
+        retry_cls = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None) or \
+            optuna.storages.RetryFailedTrialCallback  # Optuna < 4.9
+        hb = dict(heartbeat_interval=heartbeat.interval, grace_period=heartbeat.grace)
+        callback = retry_cls(max_retry=heartbeat.max_retry)
+        hb["heartbeat_stale_trial_callback" if _has_param("heartbeat_stale_trial_callback")
+           else "failed_trial_callback"] = callback
+    try:
+        return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, **hb)
+    except (SQLAlchemyError, ImportError) as exc:
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        raise StorageError(f"storage {redact(url)}: cannot open it ({reason})") from None
+
+
+class StorageError(Exception):
+    """The storage is unreachable or unusable (exit 1: not a problem in the sweep file)."""
+
+
+def _has_param(name: str) -> bool:
+    import inspect
+
+    import optuna
+
+    return name in inspect.signature(optuna.storages.RDBStorage.__init__).parameters
+
+
+# ----------------------------------------------------------------------------- samplers and pruners
+
+def make_sampler(spec: "SamplerSpec", params: list["Param"], seed_offset: int = 0) -> "optuna.samplers.BaseSampler":
+    """`seed_offset` keeps resumed or parallel workers from replaying the same random draws:
+    a seeded sweep draws with seed + (trials already in the study) + (local worker index)."""
+    import optuna
+
+    seed = None if spec.seed is None else spec.seed + seed_offset
+    opts: dict[str, Any] = {}
+    if spec.n_startup_trials is not None:
+        opts["n_startup_trials"] = spec.n_startup_trials
+    name = spec.name
+    if name == "tpe":
+        if spec.multivariate is not None:
+            opts["multivariate"] = spec.multivariate
+        return optuna.samplers.TPESampler(seed=seed, constant_liar=True, **opts)
+    if name == "cmaes":
+        return optuna.samplers.CmaEsSampler(seed=seed, **opts)
+    if name == "gp":
+        return optuna.samplers.GPSampler(seed=seed, **opts)
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if name == "nsga2":
+        if spec.population_size is not None:
+            opts["population_size"] = spec.population_size
+        return optuna.samplers.NSGAIISampler(seed=seed, **opts)
+    if name == "grid":
+        return optuna.samplers.GridSampler({p.name: p.grid() for p in params}, seed=seed)
+    raise ValueError(f"unknown sampler {name}")
+
+
+def make_pruner(spec: "PrunerSpec | dict") -> "optuna.pruners.BasePruner":
+    import optuna
+
+    from orchestrator.sweep.spec import PrunerSpec
+
+    if isinstance(spec, dict):
+        spec = PrunerSpec.model_validate(spec)
+    opts = {k: v for k, v in spec.model_dump(exclude={"name"}).items() if v is not None}
+    if spec.name == "median":
+        return optuna.pruners.MedianPruner(**opts)
+    if spec.name == "hyperband":
+        return optuna.pruners.HyperbandPruner(**opts)
+    if spec.name == "threshold":
+        return optuna.pruners.ThresholdPruner(**opts)
+    return optuna.pruners.NopPruner()
+
+
+def check_sampler_available(spec: "SamplerSpec") -> None:
+    """Samplers whose extra packages are missing fail at the start, not in the first trial."""
+    import importlib.util
+
+    need = {"cmaes": ["cmaes"], "gp": ["scipy", "torch"]}.get(spec.name, [])
+    missing = [m for m in need if importlib.util.find_spec(m) is None]
+    if missing:
+        raise SpecError(f"sampler: {spec.name} needs {' and '.join(missing)} (pip install {' '.join(missing)})")
+
+
+# ----------------------------------------------------------------------------- study
+
+def open_study(sweep: "LoadedSweep", url: str, heartbeat: bool = False, seed_offset: int = 0,
+               create: bool = True) -> "optuna.Study":
+    """Create the study or load it (resume). The stored directions must match the sweep's."""
+    import optuna
+
+    storage = make_storage(url, sweep.spec.heartbeat if heartbeat else None)
+    sampler = make_sampler(sweep.spec.sampler, sweep.params, seed_offset)
+    pruner = make_pruner(sweep.spec.pruner)
+    directions = sweep.spec.directions
+    if create:
+        study = optuna.create_study(study_name=sweep.study, storage=storage, sampler=sampler, pruner=pruner,
+                                    directions=directions, load_if_exists=True)
+    else:
+        study = optuna.load_study(study_name=sweep.study, storage=storage, sampler=sampler, pruner=pruner)
+    have = [d.name.lower() for d in study.directions]
+    if have != directions:
+        raise SpecError(f"objective: study '{sweep.study}' in {redact(url)} has direction(s) {have}, this sweep "
+                        f"wants {directions}; use another --study or the same objectives")
+    return study
+
+
+def state_counts(study: "optuna.Study") -> dict[str, int]:
+    counts = Counter(t.state.name for t in study.get_trials(deepcopy=False))
+    return {name: counts.get(name, 0) for name in ("COMPLETE", "PRUNED", "FAIL", "RUNNING", "WAITING")}
+
+
+def done_count(counts: dict[str, int]) -> int:
+    return counts["COMPLETE"] + counts["PRUNED"]
+
+
+def fail_stale(study: "optuna.Study") -> None:
+    import optuna
+
+    quiet_optuna()
+    optuna.storages.fail_stale_trials(study)
+
+
+def enqueue_initial(study: "optuna.Study", sweep: "LoadedSweep") -> int:
+    """Queue the sweep's `enqueue:` points once per study (a study attribute remembers it)."""
+    if not sweep.enqueue or study.user_attrs.get("enqueued"):
+        return 0
+    for params in sweep.enqueue:
+        study.enqueue_trial(params, skip_if_exists=True)
+    study.set_user_attr("enqueued", len(sweep.enqueue))
+    return len(sweep.enqueue)
+
+
+def record_sweep(study: "optuna.Study", sweep: "LoadedSweep") -> None:
+    """Keep what the study is about in the study itself (shown by reports and the dashboard)."""
+    if "space" not in study.user_attrs:
+        study.set_user_attr("space", {p.name: p.describe() for p in sweep.params})
+        study.set_user_attr("objectives", [o.model_dump() for o in sweep.spec.objectives])
+        study.set_user_attr("base_job", sweep.base.spec.name)

@@ -1,0 +1,109 @@
+"""A sweep worker process: asks the study for trials and runs them, one at a time, until
+the study holds `n_trials` COMPLETE + PRUNED trials (in total, whoever ran them), or the
+timeout passes. `yolo-orch sweep --workers K` starts K of these; a machine elsewhere joins
+by running the same command with the same --storage and --study. No torch here.
+
+    YOLO_ORCH_SWEEP_STORAGE=URL python -m orchestrator.sweep.worker SWEEP.yaml --study S --n-trials N
+
+Crash safety: this process beats for its RUNNING trial (RDB heartbeat). Before each trial
+it fails the stale trials of dead workers, whose retries (WAITING) it then runs first. When
+the budget is covered by trials still RUNNING elsewhere it waits for them rather than
+leaving: if their worker died, the retry comes back to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+from orchestrator.spec.errors import SpecError
+from orchestrator.sweep.objective import TrialFailed, TrialRunner
+from orchestrator.sweep.spec import LoadedSweep, load_sweep
+from orchestrator.sweep.study import ENV_STORAGE, StorageError, done_count, fail_stale, open_study, state_counts
+
+EXIT_TOO_MANY_FAILURES = 3
+
+
+def say(text: str) -> None:
+    print(f"{datetime.now():%H:%M:%S} [{socket.gethostname()}:{os.getpid()}] {text}", flush=True)
+
+
+def run_worker(sweep: LoadedSweep, url: str, n_trials: int, timeout: float | None = None, index: int = 0) -> int:
+    started = time.time()
+    deadline = started + timeout if timeout else None
+    study = open_study(sweep, url, heartbeat=True, create=False)
+    if sweep.spec.sampler.seed is not None:  # fresh draws on resume and per worker, still reproducible
+        study = open_study(sweep, url, heartbeat=True, create=False,
+                           seed_offset=len(study.get_trials(deepcopy=False)) + 7919 * index)
+    runner = TrialRunner(sweep, url, say=say)
+    poll = min(5.0, float(sweep.spec.heartbeat.interval))
+    failures = 0
+    waiting_said = False
+    say(f"worker {index} on study '{sweep.study}': target {n_trials} complete+pruned trials")
+    while True:
+        if deadline is not None and time.time() >= deadline:
+            say("timeout reached: no new trial")
+            return 0
+        fail_stale(study)
+        counts = state_counts(study)
+        done = done_count(counts)
+        if done >= n_trials:
+            say(f"study has {done} complete+pruned trials (target {n_trials}): done")
+            return 0
+        if done + counts["RUNNING"] >= n_trials and counts["WAITING"] == 0:
+            if not waiting_said:
+                say(f"{counts['RUNNING']} trial(s) running elsewhere cover the budget; waiting for them")
+                waiting_said = True
+            time.sleep(poll)
+            continue
+        waiting_said = False
+        study.optimize(runner, n_trials=1, catch=(TrialFailed,), gc_after_trial=False)
+        if runner.last.get("state") == "FAIL":
+            failures += 1
+            if failures >= sweep.spec.budget.max_consecutive_failures:
+                say(f"{failures} trials failed in a row: this worker stops (see the run logs)")
+                return EXIT_TOO_MANY_FAILURES
+        else:
+            failures = 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m orchestrator.sweep.worker")
+    parser.add_argument("sweep_file", type=Path)
+    parser.add_argument("--study", required=True)
+    parser.add_argument("--n-trials", type=int, required=True)
+    parser.add_argument("--timeout", type=float, default=None)
+    parser.add_argument("--index", type=int, default=0)
+    args = parser.parse_args(argv)
+    url = os.environ.get(ENV_STORAGE)
+    if not url:
+        print(f"{ENV_STORAGE} is not set: the storage URL travels in the environment", file=sys.stderr)
+        return 2
+
+    def stop(signum, frame):  # SIGTERM from `yolo-orch sweep`: Optuna marks the running trial FAIL
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        sweep = load_sweep(args.sweep_file, study=args.study)
+        return run_worker(sweep, url, args.n_trials, args.timeout, args.index)
+    except SpecError as exc:
+        for line in exc.problems:
+            print(line, file=sys.stderr)
+        return 2
+    except StorageError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        say("interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
