@@ -109,11 +109,10 @@ def count_images(cfg: dict, yaml_path: Path, limit: int = 2_000_000) -> int | No
     return total
 
 
-def make_plan(job: LoadedJob, devices: str | None = None, policy: str | None = None) -> Plan:
-    spec = job.spec
-    target_spec = parse_devices(devices or spec.target.devices)
-    hyp = resolve_hyp(job)
-    data = describe_data(job)
+def scaler_inputs(spec, hyp: dict[str, Any], nc: int | None, train_images: int | None, target_spec: DeviceSpec,
+                  max_batch_per_device: int | None = None) -> tuple[ReferenceHyp, TargetHardware]:
+    """The scaler's inputs for a job (also used to re-plan a resume or an OOM restart,
+    orchestrator/recovery.py). `max_batch_per_device` tightens the job's own cap."""
     reference = ReferenceHyp(
         world_size=parse_devices(spec.reference.devices).world_size,
         batch=spec.reference.batch,
@@ -127,15 +126,27 @@ def make_plan(job: LoadedJob, devices: str | None = None, policy: str | None = N
         warmup_momentum=hyp["warmup_momentum"],
         warmup_bias_lr=hyp["warmup_bias_lr"],
         epochs=spec.epochs,
-        nc=data.nc,
-        dataset_size=data.train_images,
+        nc=nc,
+        dataset_size=train_images,
     )
+    cap = spec.target.max_batch_per_device
+    if max_batch_per_device is not None:
+        cap = max_batch_per_device if cap is None else min(cap, max_batch_per_device)
     target = TargetHardware(
         devices=target_spec,
         batch=spec.target.batch,
         batch_per_device=spec.target.batch_per_device,
-        max_batch_per_device=spec.target.max_batch_per_device,
+        max_batch_per_device=cap,
     )
+    return reference, target
+
+
+def make_plan(job: LoadedJob, devices: str | None = None, policy: str | None = None) -> Plan:
+    spec = job.spec
+    target_spec = parse_devices(devices or spec.target.devices)
+    hyp = resolve_hyp(job)
+    data = describe_data(job)
+    reference, target = scaler_inputs(spec, hyp, data.nc, data.train_images, target_spec)
     try:
         scaled = scale(reference, target, policy or spec.scaling.policy)
     except ScalingError as exc:

@@ -12,7 +12,10 @@ from typing import Callable
 
 from orchestrator.events import LOG, RESOLVED, SUMMARY, EventTail, write_text_atomic
 from orchestrator.launch import local, process, torchrun
+from orchestrator import recovery
+from orchestrator.events import EVENTS, EventWriter
 from orchestrator.plan import Plan
+from orchestrator.registry import Registry, process_identity
 from orchestrator.spec.errors import SpecError
 from orchestrator.spec.loader import dump_yaml
 from orchestrator.tracking.wandb_mode import resolve_mode
@@ -29,6 +32,7 @@ class RunOutcome:
     exit_code: int
     summary: dict | None = None
     events: list[dict] = field(default_factory=list)
+    oom_recoveries: list[dict] = field(default_factory=list)  # one record per OOM restart (recovery.py)
 
     @property
     def last_checkpoint(self) -> Path | None:
@@ -71,8 +75,14 @@ def resolved_document(plan: Plan, run_id: str, run_dir: Path, wandb_mode: str) -
     }
 
 
-def create_run(plan: Plan, runs_dir: Path | None = None) -> tuple[str, Path]:
-    """Everything is validated by now: create the run dir and write the resolved job."""
+def open_registry(run_dir: Path) -> Registry:
+    """The registry of a run: `<runs_dir>/registry.db` (run_dir = runs_dir/job/run_id), or $YOLO_ORCH_REGISTRY."""
+    return Registry.open(Path(run_dir).parents[1])
+
+
+def create_run(plan: Plan, runs_dir: Path | None = None, tags: dict | None = None) -> tuple[str, Path]:
+    """Everything is validated by now: create the run dir, write the resolved job and add the
+    registry row (state queued). `tags` (sweeps: {"study": name, "trial": n}) go into the row."""
     check_launchable(plan)
     ensure_data(plan)
     spec = plan.job.spec
@@ -81,22 +91,100 @@ def create_run(plan: Plan, runs_dir: Path | None = None) -> tuple[str, Path]:
     run_dir = root / spec.name / run_id
     if not run_dir.resolve().is_relative_to(root):  # names are sanitised by the spec; belt and braces
         raise SpecError(f"name: '{spec.name}' would write outside {root}")
+    registry = Registry.open(root)
     run_dir.mkdir(parents=True, exist_ok=False)
     mode, _ = resolve_mode(spec.wandb)
     write_text_atomic(run_dir / RESOLVED, dump_yaml(resolved_document(plan, run_id, run_dir, mode)))
+    with registry:
+        registry.add_run(run_id, job=spec.name, run_dir=run_dir, devices=plan.devices.text, tags=tags,
+                         epochs=spec.epochs)
     return run_id, run_dir
 
 
 def child_env() -> dict[str, str]:
     path = os.environ.get("PYTHONPATH")
-    return {"PYTHONPATH": f"{PACKAGE_ROOT}{os.pathsep}{path}" if path else str(PACKAGE_ROOT)}
+    return {
+        "PYTHONPATH": f"{PACKAGE_ROOT}{os.pathsep}{path}" if path else str(PACKAGE_ROOT),
+        # the worker ends its process group if this orchestrator vanishes (worker/recovery.py)
+        "YOLO_ORCH_SUPERVISOR_PID": str(os.getpid()),
+        "YOLO_ORCH_SUPERVISOR_START": process_identity(os.getpid()) or "",
+    }
 
 
 def execute(plan: Plan, run_id: str, run_dir: Path, on_event: Callable[[dict], None] = lambda e: None,
             poll_s: float = 0.5) -> RunOutcome:
-    cmd = BUILT_LAUNCHERS[plan.launcher](run_dir)
+    return supervise(run_id, run_dir, plan.launcher, plan.job.spec.oom_retries, on_event, poll_s)
+
+
+def supervise(run_id: str, run_dir: Path, launcher: str, oom_retries: int = 0,
+              on_event: Callable[[dict], None] = lambda e: None, poll_s: float = 0.5) -> RunOutcome:
+    """Start the worker, tail its events, keep the registry row current; after a CUDA OOM,
+    re-plan with half the per-device batch (same images per step) and restart, up to `oom_retries`."""
+    registry = open_registry(run_dir)
+    events_path = run_dir / EVENTS
+    tail = EventTail(events_path)
+    tail.offset = events_path.stat().st_size if events_path.exists() else 0  # earlier attempts: not replayed
+    resolved = recovery.load_resolved(run_dir)
+    used = len((resolved.get("oom") or {}).get("history", []))
+    events: list[dict] = []
+    recoveries: list[dict] = []
+    notes: list[str] = []
+    while True:
+        state, code, attempt = _attempt(BUILT_LAUNCHERS[launcher](run_dir), run_id, run_dir, registry, tail,
+                                        on_event, poll_s)
+        events += attempt
+        oom = next((e for e in attempt if e.get("event") == "oom"), None)
+        if state == "killed" or code == 0 or not (code == recovery.EXIT_OOM or oom):
+            if code == recovery.EXIT_NOT_RESUMABLE:
+                notes.append("the worker could not resume from weights/last.pt (see train.log)")
+            break
+        if used >= oom_retries:
+            notes.append(f"CUDA out of memory; no OOM retries left ({used}/{oom_retries} used, job field oom_retries)")
+            break
+        try:
+            step = recovery.plan_oom_restart(run_dir, used, oom)
+        except SpecError as exc:
+            notes.append("; ".join(exc.problems))
+            break
+        used += 1
+        recoveries.append(step)
+        text = recovery.describe_oom_step(step)
+        EventWriter(events_path).emit("oom_restart", message=text, **step)
+        with open(run_dir / LOG, "a") as log:
+            log.write(f"\n[yolo-orch] {text}\n")
+        registry.update(run_id, oom_retries=used, note=text)
+        launcher = recovery.load_resolved(run_dir)["plan"]["launcher"]
+    for event in tail.read_new():
+        events.append(event)
+        on_event(event)
+    summary = None
+    if (run_dir / SUMMARY).exists() and state != "killed":
+        import json
+
+        summary = json.loads((run_dir / SUMMARY).read_text())
+        state = "finished" if code == 0 else "failed"
+        history = (recovery.load_resolved(run_dir).get("oom") or {}).get("history", [])
+        if history and code == 0:
+            summary["oom_recoveries"] = history
+            from orchestrator.events import write_json_atomic
+
+            write_json_atomic(run_dir / SUMMARY, summary)
+    exit_code = code if state != "killed" else 130
+    epochs_done = (summary or {}).get("epochs_completed") or recovery.completed_epochs(run_dir)
+    with registry:
+        registry.update(run_id, state=state, ended_at=time.time(), exit_code=exit_code, epochs_done=epochs_done,
+                        metrics=(summary or {}).get("metrics"), note="; ".join(notes) or None)
+    return RunOutcome(run_id, run_dir, state, exit_code, summary, events, recoveries)
+
+
+def _attempt(cmd: list[str], run_id: str, run_dir: Path, registry: Registry, tail: EventTail,
+             on_event: Callable[[dict], None], poll_s: float) -> tuple[str, int, list[dict]]:
+    """One worker process: (state, exit code, its events). state is killed on Ctrl-C/SIGTERM."""
+    row = registry.get(run_id) or {}
+    registry.update(run_id, state="running", pid=os.getpid(), started_at=row.get("started_at") or time.time(),
+                    attempts=int(row.get("attempts") or 0) + 1, exit_code=None, ended_at=None)
     proc = process.start(cmd, run_dir / LOG, env=child_env())
-    tail = EventTail(run_dir / "events.jsonl")
+    registry.update(run_id, worker_pid=proc.pid)
     events: list[dict] = []
     state = "failed"
     try:
@@ -106,19 +194,43 @@ def execute(plan: Plan, run_id: str, run_dir: Path, on_event: Callable[[dict], N
                     events.append(event)
                     on_event(event)
                 time.sleep(poll_s)
-    except process.Interrupted:
+    except process.Interrupted as exc:
         process.stop_group(proc)
         state = "killed"
+        registry.update(run_id, note=f"stopped by {exc} (Ctrl-C or kill); `yolo-orch resume` continues it")
     else:
         process.stop_group(proc, grace_s=0)  # reap stray dataloader workers, if any
     for event in tail.read_new():
         events.append(event)
         on_event(event)
-    code = proc.returncode
-    summary = None
-    if (run_dir / SUMMARY).exists() and state != "killed":
-        import json
+    return state, proc.returncode, events
 
-        summary = json.loads((run_dir / SUMMARY).read_text())
-        state = "finished" if code == 0 else "failed"
-    return RunOutcome(run_id, run_dir, state, code if state != "killed" else 130, summary, events)
+
+def resume_run(row: dict, devices: str | None = None, on_event: Callable[[dict], None] = lambda e: None,
+               poll_s: float = 0.5, prepared: dict | None = None) -> RunOutcome:
+    """Continue a killed/failed run from its weights/last.pt in the same run dir and registry row.
+    `prepared`: the result of `prepare_resume_row` when the caller already did it (to print the plan)."""
+    info = prepared or prepare_resume_row(row, devices)
+    run_dir = Path(row["run_dir"])
+    resolved = info["resolved"]
+    return supervise(row["id"], run_dir, resolved["plan"]["launcher"], int(resolved["job"].get("oom_retries", 2)),
+                     on_event, poll_s)
+
+
+def prepare_resume_row(row: dict, devices: str | None = None) -> dict:
+    """Claim the row (killed/failed -> queued, compare-and-set) and write the resume section.
+    Raises SpecError with the fix when the run cannot be resumed."""
+    run_dir = Path(row["run_dir"] or "")
+    registry = open_registry(run_dir) if row.get("run_dir") else None
+    if registry is None or row["state"] not in ("killed", "failed"):
+        return recovery.prepare_resume(row, devices)  # raises the right message
+    with registry:
+        if not registry.transition(row["id"], row["state"], state="queued", pid=os.getpid()):
+            raise SpecError(f"RUN: {row['id']} changed state while preparing the resume (another resume?)")
+        try:
+            info = recovery.prepare_resume(row, devices)
+        except BaseException:
+            registry.transition(row["id"], "queued", state=row["state"], pid=row.get("pid"))
+            raise
+        registry.update(row["id"], devices=info["plan"]["devices"], note=info["note"])
+    return info

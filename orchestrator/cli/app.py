@@ -10,6 +10,7 @@ import typer
 from orchestrator import __version__
 from orchestrator.cli import data, plan, schema, submit
 from orchestrator.cli import sweep as sweep_cli
+from orchestrator.cli import doctor as doctor_cli, resume as resume_cli, runs as runs_cli
 from orchestrator.cli.common import fail
 from orchestrator.spec.errors import SpecError
 
@@ -37,6 +38,8 @@ def _root(
 
 
 for module in (submit, plan, schema, data):
+    module.register(app)
+for module in (runs_cli, resume_cli, doctor_cli):  # registry, resume, doctor (docs/operations.md)
     module.register(app)
 
 sweep_cli.register(app)  # yolo-orch sweep (docs/sweeps.md)

@@ -66,6 +66,10 @@ def summary_table(job: str, run_id: str, run_dir, devices: str, summary: dict | 
         ("best weights", _fmt((summary or {}).get("best"))),
         ("run dir", str(run_dir)),
     ]
+    for step in (summary or {}).get("oom_recoveries") or []:
+        from orchestrator.recovery import describe_oom_step
+
+        rows.append(("oom recovery", describe_oom_step(step)))
     for k, v in rows:
         table.add_row(k, v)
     return table

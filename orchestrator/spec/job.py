@@ -145,6 +145,11 @@ class JobSpec(Strict):
     wandb: Wandb = Field(default_factory=Wandb)
     overrides: dict[str, Any] = Field(default_factory=dict)
     runs_dir: str = Field(default="runs", min_length=1)
+    oom_retries: int = Field(
+        default=2, ge=0, le=10,
+        description="CUDA out-of-memory recoveries: restart from the last checkpoint with the per-device batch "
+        "halved and nbs raised so images per optimizer step stay the same (0 disables)",
+    )
 
     @field_validator("name")
     @classmethod

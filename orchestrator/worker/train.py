@@ -61,6 +61,9 @@ def train(run_dir: Path, trainer_factory=None) -> int:
     called after the offline setup, so it may import ultralytics (worker/ddp.py: torchrun ranks)."""
     resolved = load_resolved(run_dir)
     plan = resolved["plan"]
+    from orchestrator.worker import recovery
+
+    recovery.watch_supervisor()
     args = dict(plan["train_args"])
     prepare_env()
     from ultralytics import YOLO
@@ -68,6 +71,12 @@ def train(run_dir: Path, trainer_factory=None) -> int:
     disable_integrations()
     if plan["devices"] not in ("cpu",) and not plan["devices"].startswith("cpu:"):
         skip_amp_download_check()
+
+    try:
+        resume_args = recovery.resume_arguments(run_dir, resolved, args)
+    except recovery.NotResumable as exc:
+        print(f"yolo-orch: cannot resume: {exc}", file=sys.stderr, flush=True)
+        return recovery.EXIT_NOT_RESUMABLE
 
     primary = rank() in (-1, 0)
     events = EventWriter(run_dir / EVENTS) if primary else None
@@ -85,7 +94,8 @@ def train(run_dir: Path, trainer_factory=None) -> int:
 
     from orchestrator.worker.callbacks import EpochReporter
 
-    model = YOLO(args.pop("model"), task=resolved["job"]["task"])
+    model = YOLO(resume_args["resume"] if resume_args else args.pop("model"), task=resolved["job"]["task"])
+    recovery.attach(model, run_dir)
     reporter = EpochReporter(events, sinks)
     reporter.attach(model)
     if resolved.get("sweep"):  # a sweep trial: report each epoch to Optuna, stop when pruned
@@ -97,7 +107,15 @@ def train(run_dir: Path, trainer_factory=None) -> int:
     final: dict = {}
     try:
         trainer_cls = trainer_factory(resolved) if trainer_factory else None
-        model.train(project=str(run_dir.parent), name=run_dir.name, exist_ok=True, trainer=trainer_cls, **args)
+        try:
+            model.train(project=str(run_dir.parent), name=run_dir.name, exist_ok=True, trainer=trainer_cls,
+                        **(resume_args or args))
+        except Exception as exc:
+            if not recovery.is_oom(exc):
+                raise
+            recovery.report_oom(run_dir, model, exc)
+            exit_code = recovery.EXIT_OOM
+            return exit_code
         trainer = model.trainer
         final = {k: round(float(v), 6) for k, v in (trainer.metrics or {}).items()}
         exit_code = 0
@@ -105,7 +123,7 @@ def train(run_dir: Path, trainer_factory=None) -> int:
             summary = {
                 "state": "finished",
                 "epochs": trainer.epochs,
-                "epochs_completed": len(reporter.seen),
+                "epochs_completed": max(reporter.seen) + 1 if reporter.seen else 0,
                 "metrics": final,
                 "best": str(trainer.best) if Path(trainer.best).exists() else None,
                 "last": str(trainer.last) if Path(trainer.last).exists() else None,
@@ -114,6 +132,7 @@ def train(run_dir: Path, trainer_factory=None) -> int:
             write_json_atomic(run_dir / SUMMARY, summary)
             events.emit("done", **summary)
     finally:
+        recovery.cleanup(run_dir)
         if wandb_logger is not None:
             wandb_logger.finish(final, exit_code=exit_code)
     return exit_code

@@ -1,0 +1,77 @@
+"""`yolo-orch resume RUN [--devices SPEC] [--json]`: continue a killed or failed run from its
+weights/last.pt at the interrupted epoch, in the same run directory and registry row."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from orchestrator.cli.common import human, print_json
+from orchestrator.cli.runs import RegistryOption, RunsDirOption, find_run, open_registry
+from orchestrator.spec.devices import DeviceSpecError, parse_devices
+from orchestrator.spec.errors import SpecError
+
+
+def resume_cmd(
+    run: str = typer.Argument(..., help="Run id, or a unique prefix of one (see `yolo-orch runs`)."),
+    devices: Optional[str] = typer.Option(None, "--devices", "-d", help="Continue on these devices; a different "
+                                          "device count is re-planned through the scaler."),
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable output on stdout."),
+    runs_dir: Path = RunsDirOption,
+    registry: Optional[Path] = RegistryOption,
+) -> None:
+    """Resume a killed or failed run at the epoch it reached (same resolved job and run directory)."""
+    if devices is not None:
+        try:
+            parse_devices(devices)
+        except DeviceSpecError as exc:
+            raise SpecError(f"--devices: {exc}") from None
+    with open_registry(runs_dir, registry) as reg:
+        row = find_run(reg, run)
+
+    from orchestrator.runner import prepare_resume_row, resume_run
+    from orchestrator.cli.render import summary_table
+
+    info = prepare_resume_row(row, devices)
+    console = human(json_out)
+    plan = info["plan"]
+    console.print(f"resuming [bold]{row['job']}/{row['id']}[/]: {info['note']} -> {row['run_dir']}")
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[metrics]}"), TimeElapsedColumn(), console=console) as progress:
+        task = progress.add_task("epochs", total=int(plan["train_args"]["epochs"]), completed=info["from_epoch"] - 1,
+                                 metrics="")
+
+        def on_event(event: dict) -> None:
+            kind = event.get("event")
+            if kind == "train_start":
+                progress.update(task, total=event["epochs"], completed=event.get("start_epoch", 0))
+            elif kind == "epoch":
+                m = event.get("metrics") or {}
+                progress.update(task, completed=event["epoch"],
+                                metrics=f"mAP50-95 {m.get('metrics/mAP50-95(B)', 0):.3f}  "
+                                        f"box {m.get('train/box_loss', 0):.3f}")
+            elif kind == "oom_restart":
+                progress.console.print(f"[yellow]{event.get('message')}[/]")
+
+        outcome = resume_run(row, devices, on_event=on_event, prepared=info)
+    if json_out:
+        print_json({"run_id": row["id"], "run_dir": row["run_dir"], "state": outcome.state,
+                    "exit_code": outcome.exit_code, "resumed_from_epoch": info["from_epoch"],
+                    "devices": plan["devices"], "replanned": info["replanned"], "summary": outcome.summary,
+                    "oom_recoveries": outcome.oom_recoveries})
+    else:
+        console.print(summary_table(row["job"], row["id"], row["run_dir"], plan["devices"], outcome.summary,
+                                    outcome.state))
+        if outcome.state == "failed":
+            log = Path(row["run_dir"]) / "train.log"
+            tail = log.read_text(errors="replace").splitlines()[-25:] if log.exists() else []
+            console.print(f"[red]training failed[/]; last lines of {log}:")
+            console.print("\n".join(tail), markup=False, highlight=False)
+    raise typer.Exit(0 if outcome.state == "finished" else (130 if outcome.state == "killed" else 1))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("resume")(resume_cmd)

@@ -1,0 +1,249 @@
+"""`yolo-orch runs`, `yolo-orch show RUN`, `yolo-orch logs RUN [--follow]`: the run registry.
+
+Light: sqlite3, rich and the run directory's text files; never torch or ultralytics."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from orchestrator.cli.common import out, print_json
+from orchestrator.registry import ACTIVE, STATES, Registry, RegistryError
+from orchestrator.spec.errors import SpecError
+
+STATE_STYLE = {"queued": "cyan", "running": "bold blue", "finished": "green", "failed": "red",
+               "killed": "yellow", "pruned": "magenta"}
+MAP_KEY = "metrics/mAP50-95(B)"
+
+RunsDirOption = typer.Option("runs", "--runs-dir", help="The runs folder whose registry.db to read.")
+RegistryOption = typer.Option(None, "--registry", help="Registry file (default: RUNS_DIR/registry.db or "
+                              "$YOLO_ORCH_REGISTRY).")
+
+
+def open_registry(runs_dir: Path, registry: Optional[Path]) -> Registry:
+    return Registry.open(registry if registry is not None else runs_dir)
+
+
+def find_run(reg: Registry, ref: str) -> dict:
+    try:
+        return reg.resolve(ref)
+    except RegistryError as exc:
+        raise SpecError(str(exc)) from None
+
+
+def _time(ts: float | None) -> str:
+    return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S") if ts else "-"
+
+
+def _duration(row: dict) -> str:
+    start = row.get("started_at")
+    if not start:
+        return "-"
+    end = row.get("ended_at") or (time.time() if row["state"] in ACTIVE else None)
+    if not end:
+        return "-"
+    s = int(end - start)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def _map(row: dict) -> str:
+    value = (row.get("metrics") or {}).get(MAP_KEY) if isinstance(row.get("metrics"), dict) else None
+    return "-" if value is None else f"{value:.4f}"
+
+
+def runs_table(rows: list[dict], title: str) -> Table:
+    table = Table(title=title, header_style="bold")
+    for name in ("run", "job", "state", "devices", "started", "time", "epochs", "mAP50-95", "oom", "study/trial"):
+        table.add_column(name, no_wrap=name in ("run", "state", "started"))
+    for r in rows:
+        epochs = f"{r['epochs_done'] if r.get('epochs_done') is not None else '-'}/{r.get('epochs') or '-'}"
+        study = f"{r['study']}/{r['trial']}" if r.get("study") is not None else "-"
+        style = STATE_STYLE.get(r["state"], "")
+        table.add_row(r["id"], r["job"], f"[{style}]{r['state']}[/]", r.get("devices") or "-", _time(r.get("started_at")
+                      or r.get("created_at")), _duration(r), epochs, _map(r), str(r.get("oom_retries") or 0), study)
+    return table
+
+
+def runs_cmd(
+    state: Optional[str] = typer.Option(None, "--state", help=f"Only runs in this state: {', '.join(STATES)}."),
+    study: Optional[str] = typer.Option(None, "--study", help="Only trials of this sweep study."),
+    job: Optional[str] = typer.Option(None, "--job", help="Only runs of this job name."),
+    limit: int = typer.Option(50, "--limit", min=1, help="At most this many (newest first)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
+    runs_dir: Path = RunsDirOption,
+    registry: Optional[Path] = RegistryOption,
+) -> None:
+    """List runs and sweep trials from the registry (runs whose process vanished show as killed)."""
+    if state is not None and state not in STATES:
+        raise SpecError(f"--state: unknown state '{state}'; expected one of {', '.join(STATES)}")
+    with open_registry(runs_dir, registry) as reg:
+        rows = reg.list(state=state, study=study, job=job, limit=limit)
+        path = reg.path
+    if json_out:
+        print_json(rows)
+        return
+    if not rows:
+        out.print(f"no runs{f' in state {state}' if state else ''} in {path}")
+        return
+    out.print(runs_table(rows, title=f"Runs ({path})"))
+
+
+def show_info(row: dict) -> dict:
+    run_dir = Path(row["run_dir"] or "")
+    info: dict = {"run": row, "summary": None, "plan": None, "recoveries": None, "last_epoch": None, "files": {}}
+    summary = run_dir / "summary.json"
+    if summary.is_file():
+        try:
+            info["summary"] = json.loads(summary.read_text())
+        except ValueError:
+            pass
+    resolved = run_dir / "job.resolved.yaml"
+    if resolved.is_file():
+        import yaml
+
+        doc = yaml.safe_load(resolved.read_text()) or {}
+        plan = doc.get("plan") or {}
+        eff = (plan.get("scaling") or {}).get("effective") or {}
+        info["plan"] = {
+            "devices": plan.get("devices"), "launcher": plan.get("launcher"), "policy": plan.get("policy"),
+            "batch": (plan.get("train_args") or {}).get("batch"), "nbs": (plan.get("train_args") or {}).get("nbs"),
+            "batch_per_device": eff.get("batch_per_device"), "accumulate": eff.get("accumulate"),
+            "images_per_step": eff.get("images_per_step"), "epochs": (plan.get("train_args") or {}).get("epochs"),
+            "job_file": doc.get("job_file"),
+        }
+        info["recoveries"] = {"oom": (doc.get("oom") or {}).get("history", []), "resumes": doc.get("resumes", [])}
+    events = run_dir / "events.jsonl"
+    if events.is_file():
+        for line in reversed(events.read_text(errors="replace").splitlines()):
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if event.get("event") == "epoch":
+                info["last_epoch"] = event
+                break
+    for name in ("train.log", "events.jsonl", "weights/last.pt", "weights/best.pt", "results.csv"):
+        p = run_dir / name
+        info["files"][name] = str(p) if p.exists() else None
+    return info
+
+
+def show_cmd(
+    run: str = typer.Argument(..., help="Run id, or a unique prefix of one (also JOB/ID-PREFIX)."),
+    json_out: bool = typer.Option(False, "--json", help="Print everything as JSON."),
+    runs_dir: Path = RunsDirOption,
+    registry: Optional[Path] = RegistryOption,
+) -> None:
+    """Show one run: registry row, plan, metrics, recoveries, files."""
+    with open_registry(runs_dir, registry) as reg:
+        row = find_run(reg, run)
+    info = show_info(row)
+    if json_out:
+        print_json(info)
+        return
+    table = Table(title=f"Run {row['job']}/{row['id']}", show_header=False)
+    table.add_column(style="bold cyan", no_wrap=True)
+    table.add_column(overflow="fold")
+    style = STATE_STYLE.get(row["state"], "")
+    rows = [
+        ("state", f"[{style}]{row['state']}[/]" + (f" (exit code {row['exit_code']})" if row.get("exit_code") else "")),
+        ("devices", row.get("devices") or "-"),
+        ("created", _time(row.get("created_at"))),
+        ("started", _time(row.get("started_at"))),
+        ("ended", _time(row.get("ended_at"))),
+        ("duration", _duration(row)),
+        ("epochs", f"{row.get('epochs_done') if row.get('epochs_done') is not None else '-'}/{row.get('epochs') or '-'}"),
+        ("attempts", str(row.get("attempts") or 0)),
+        ("oom retries", str(row.get("oom_retries") or 0)),
+        ("pid", f"{row.get('pid') or '-'} (worker {row.get('worker_pid') or '-'}) on {row.get('host') or '-'}"),
+    ]
+    if row.get("study") is not None:
+        rows.append(("study/trial", f"{row['study']} / {row['trial']}"))
+    if info["plan"]:
+        p = info["plan"]
+        rows.append(("plan", f"batch {p['batch']} ({p['batch_per_device']} per device), nbs {p['nbs']}, accumulate "
+                             f"{p['accumulate']}, {p['images_per_step']} images per optimizer step, policy {p['policy']}"))
+    metrics = row.get("metrics") if isinstance(row.get("metrics"), dict) else None
+    if metrics:
+        rows.append(("metrics", ", ".join(f"{k.split('/')[-1]} {v:.4g}" for k, v in metrics.items()
+                                          if isinstance(v, (int, float)))))
+    elif info["last_epoch"]:
+        m = info["last_epoch"].get("metrics") or {}
+        rows.append((f"epoch {info['last_epoch'].get('epoch')}", f"mAP50-95 {m.get(MAP_KEY, 0):.4f}, box loss "
+                                                                  f"{m.get('train/box_loss', 0):.4f}"))
+    for step in (info["recoveries"] or {}).get("oom", []):
+        from orchestrator.recovery import describe_oom_step
+
+        rows.append(("oom recovery", describe_oom_step(step)))
+    for note in row.get("notes") or []:
+        rows.append(("note", f"{_time(note.get('time'))}  {note.get('text')}"))
+    rows.append(("run dir", row.get("run_dir") or "-"))
+    for name, path in info["files"].items():
+        if path and name in ("weights/last.pt", "weights/best.pt"):
+            rows.append((name.split("/")[-1], path))
+    for k, v in rows:
+        table.add_row(k, v)
+    out.print(table)
+
+
+def logs_cmd(
+    run: str = typer.Argument(..., help="Run id, or a unique prefix of one."),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing until the run ends."),
+    lines: int = typer.Option(0, "--tail", "-n", min=0, help="Only the last N lines first (0: all)."),
+    runs_dir: Path = RunsDirOption,
+    registry: Optional[Path] = RegistryOption,
+) -> None:
+    """Print a run's train.log (the training process's stdout and stderr)."""
+    reg = open_registry(runs_dir, registry)
+    row = find_run(reg, run)
+    log = Path(row["run_dir"] or "") / "train.log"
+    if not log.is_file() and not (follow and row["state"] in ACTIVE):
+        reg.close()
+        raise SpecError(f"RUN: {row['id']} has no log yet ({log})")
+    offset = 0
+    if log.is_file():
+        data = log.read_bytes()
+        if lines:
+            data = b"\n".join(data.splitlines()[-lines:]) + b"\n"
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        offset = log.stat().st_size
+    if not follow:
+        reg.close()
+        return
+    try:
+        last_check = 0.0
+        while True:
+            if log.is_file() and log.stat().st_size > offset:
+                with log.open("rb") as f:
+                    f.seek(offset)
+                    chunk = f.read()
+                offset += len(chunk)
+                sys.stdout.buffer.write(chunk)
+                sys.stdout.flush()
+                continue
+            if time.time() - last_check > 1.0:
+                last_check = time.time()
+                current = reg.get(row["id"]) or {}
+                if current.get("state") not in ACTIVE:
+                    if log.is_file() and log.stat().st_size > offset:
+                        continue
+                    break
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        reg.close()
+
+
+def register(app: typer.Typer) -> None:
+    app.command("runs")(runs_cmd)
+    app.command("show")(show_cmd)
+    app.command("logs")(logs_cmd)

@@ -1,0 +1,208 @@
+"""Resume and OOM recovery, orchestrator side (pure: no torch, no ultralytics).
+
+Both work on the run's `job.resolved.yaml`, the single source of truth of a run:
+
+- `replan(resolved, devices=..., max_batch_per_device=...)` runs the scaler again from the
+  stored job and reference-scale hyperparameters (not from the job file, which may have
+  changed since) and returns the new `plan` section: same images per optimizer step, the
+  batch/nbs split and the device argument for the new target.
+- `plan_oom_restart(run_dir, ...)` halves the per-device batch through the scaler
+  (`max_batch_per_device` = half; nbs is raised so accumulation keeps the images per
+  optimizer step) and tells the worker to continue from weights/last.pt (or start over
+  when there is none).
+- `prepare_resume(row, devices)` checks a registry row can be resumed and writes the
+  `resume` section the worker reads.
+
+The worker side lives in orchestrator/worker/recovery.py.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from orchestrator import plan as planmod
+from orchestrator.events import RESOLVED, write_text_atomic
+from orchestrator.scaling.scaler import scale
+from orchestrator.scaling.types import ScalingError
+from orchestrator.spec.devices import DeviceSpecError, parse_devices
+from orchestrator.spec.errors import SpecError
+from orchestrator.spec.job import JobSpec
+from orchestrator.spec.loader import dump_yaml
+
+EXIT_OOM = 75  # the worker's exit code after a CUDA out-of-memory error (EX_TEMPFAIL)
+EXIT_NOT_RESUMABLE = 3  # the worker could not resume from the checkpoint it was given
+LAST = Path("weights") / "last.pt"
+
+
+def load_resolved(run_dir: Path) -> dict:
+    return yaml.safe_load((Path(run_dir) / RESOLVED).read_text())
+
+
+def save_resolved(run_dir: Path, resolved: dict) -> None:
+    write_text_atomic(Path(run_dir) / RESOLVED, dump_yaml(resolved))
+
+
+def _launcher(devices) -> str:
+    chooser = getattr(planmod, "launcher_for", None)
+    return chooser(devices) if chooser else planmod.LAUNCHERS[devices.kind]
+
+
+def replan(resolved: dict, devices: str | None = None, max_batch_per_device: int | None = None) -> dict:
+    """A new `plan` section for `devices` (default: the run's) under the run's stored job, hyp and
+    policy. The per-device batch cap is the tighter of the job's, any earlier OOM cap, and the
+    one given. Raises SpecError (field-named) when the scaler refuses."""
+    old = resolved["plan"]
+    spec = JobSpec.model_validate(resolved["job"])
+    try:
+        target_spec = parse_devices(devices or old["devices"])
+    except DeviceSpecError as exc:
+        raise SpecError(f"--devices: {exc}") from None
+    caps = [c for c in (max_batch_per_device, (resolved.get("oom") or {}).get("max_batch_per_device")) if c]
+    cap = min(caps) if caps else None
+    data = old.get("data") or {}
+    reference, target = planmod.scaler_inputs(spec, old["hyp"], data.get("nc"), data.get("train_images"),
+                                              target_spec, cap)
+    try:
+        scaled = scale(reference, target, old.get("policy") or spec.scaling.policy)
+    except ScalingError as exc:
+        raise SpecError(exc.problems) from None
+    args = dict(old["train_args"])
+    args.update(scaled.passed)
+    args["device"] = target_spec.ultralytics_device()
+    new = dict(old)
+    new.update(devices=target_spec.text, world_size=target_spec.world_size, launcher=_launcher(target_spec),
+               train_args=args, scaling=scaled.as_json(), warnings=list(scaled.warnings))
+    if target_spec.nodes == 1 and target_spec.text != old["devices"]:
+        new.pop("launch", None)  # multi-node options belong to the old device spec
+    return new
+
+
+def images_per_step(plan: dict) -> int | None:
+    eff = (plan.get("scaling") or {}).get("effective") or {}
+    return eff.get("images_per_step")
+
+
+def batch_per_device(plan: dict) -> int:
+    return int(plan["train_args"]["batch"]) // max(int(plan.get("world_size") or 1), 1)
+
+
+def plan_oom_restart(run_dir: Path, retries_used: int, oom_event: dict | None = None) -> dict:
+    """Rewrite the run's resolved job for a restart after an OOM. Returns a record of the step
+    (also appended to resolved["oom"]["history"]). Raises SpecError when the batch cannot shrink."""
+    resolved = load_resolved(run_dir)
+    old = resolved["plan"]
+    b_old = batch_per_device(old)
+    if b_old <= 1:
+        raise SpecError("out of memory with 1 image per device: the batch cannot be halved further; "
+                        "lower imgsz, use a smaller model or a device with more memory")
+    cap = b_old // 2
+    new = replan(resolved, max_batch_per_device=cap)
+    b_new = batch_per_device(new)
+    has_ckpt = (Path(run_dir) / LAST).is_file()
+    step = {
+        "time": time.time(),
+        "retry": retries_used + 1,
+        "epoch": (oom_event or {}).get("epoch"),
+        "batch_per_device": [b_old, b_new],
+        "batch": [old["train_args"]["batch"], new["train_args"]["batch"]],
+        "nbs": [old["train_args"]["nbs"], new["train_args"]["nbs"]],
+        "accumulate": [_eff(old, "accumulate"), _eff(new, "accumulate")],
+        "images_per_step": [images_per_step(old), images_per_step(new)],
+        "restart_from": str(LAST) if has_ckpt else "scratch",
+    }
+    oom = resolved.setdefault("oom", {})
+    oom["max_batch_per_device"] = cap
+    oom.setdefault("history", []).append(step)
+    resolved["plan"] = new
+    resolved["resume"] = {"checkpoint": str(LAST), "if_missing": "scratch", "reason": "oom"} if has_ckpt else None
+    save_resolved(run_dir, resolved)
+    return step
+
+
+def describe_oom_step(step: dict) -> str:
+    b0, b1 = step["batch_per_device"]
+    n0, n1 = step["nbs"]
+    a0, a1 = step["accumulate"]
+    i0, i1 = step["images_per_step"]
+    where = f" at epoch {step['epoch']}" if step.get("epoch") else ""
+    return (f"CUDA out of memory{where}: retry {step['retry']}, per-device batch {b0} -> {b1}, nbs {n0} -> {n1}, "
+            f"accumulate {a0} -> {a1}, images per optimizer step {i0} -> {i1}; "
+            f"restarting from {step['restart_from']}")
+
+
+def _eff(plan: dict, key: str):
+    return ((plan.get("scaling") or {}).get("effective") or {}).get(key)
+
+
+def completed_epochs(run_dir: Path) -> int:
+    """Epochs Ultralytics recorded (results.csv rows), without torch."""
+    csv = Path(run_dir) / "results.csv"
+    if not csv.is_file():
+        return 0
+    return max(sum(1 for line in csv.read_text().splitlines() if line.strip()) - 1, 0)
+
+
+def prepare_resume(row: dict, devices: str | None = None) -> dict:
+    """Check a registry row can be resumed, re-plan for `devices` when they differ, and write the
+    `resume` section. Returns {"plan": ..., "from_epoch": N, "replanned": bool, "note": ...}.
+    Raises SpecError with the fix when it cannot."""
+    run_id = row["id"]
+    if row["state"] in ("running", "queued"):
+        raise SpecError(f"RUN: {run_id} is still {row['state']} (pid {row.get('pid')}); "
+                        "stop it first (Ctrl-C in its terminal, or kill its process)")
+    if row["state"] == "finished":
+        raise SpecError(f"RUN: {run_id} finished all its epochs; nothing to resume (submit the job again "
+                        "to train longer)")
+    run_dir = Path(row["run_dir"] or "")
+    if not (run_dir / RESOLVED).is_file():
+        raise SpecError(f"RUN: {run_id}: run directory {run_dir} is missing or has no {RESOLVED}")
+    if not (run_dir / LAST).is_file():
+        raise SpecError(f"RUN: {run_id} stopped before its first epoch ended ({run_dir / LAST} does not exist); "
+                        "nothing to resume: submit the job again")
+    resolved = load_resolved(run_dir)
+    old_devices = resolved["plan"]["devices"]
+    replanned = False
+    if devices is not None:
+        try:
+            wanted = parse_devices(devices).text
+        except DeviceSpecError as exc:
+            raise SpecError(f"--devices: {exc}") from None
+        if wanted != old_devices:
+            new = replan(resolved, devices=wanted)
+            if new["launcher"] not in _built_launchers():
+                raise SpecError(f"--devices: '{wanted}' needs the '{new['launcher']}' launcher, which this version "
+                                "does not provide")
+            resolved["plan"] = new
+            replanned = True
+    done = completed_epochs(run_dir)
+    epochs = int(resolved["plan"]["train_args"]["epochs"])
+    if done >= epochs:
+        raise SpecError(f"RUN: {run_id} already recorded {done}/{epochs} epochs; nothing to resume")
+    resolved["resume"] = {"checkpoint": str(LAST), "if_missing": "fail", "reason": "resume"}
+    history = resolved.setdefault("resumes", [])
+    history.append({"time": time.time(), "from_epoch": done + 1, "devices": resolved["plan"]["devices"],
+                    "previous_devices": old_devices, "replanned": replanned})
+    save_resolved(run_dir, resolved)
+    note = f"resume from epoch {done + 1}/{epochs} on {resolved['plan']['devices']}"
+    if replanned:
+        p = resolved["plan"]
+        note += (f" (re-planned from {old_devices}: batch {p['train_args']['batch']}, nbs {p['train_args']['nbs']}, "
+                 f"{images_per_step(p)} images per optimizer step)")
+    return {"plan": resolved["plan"], "from_epoch": done + 1, "replanned": replanned, "note": note,
+            "resolved": resolved}
+
+
+def _built_launchers() -> set[str]:
+    from orchestrator import runner
+
+    return set(runner.BUILT_LAUNCHERS)
+
+
+def resolved_summary_info(resolved: dict) -> dict[str, Any]:
+    """What `show` and the summary print about recoveries."""
+    oom = resolved.get("oom") or {}
+    return {"oom_history": oom.get("history", []), "resumes": resolved.get("resumes", [])}

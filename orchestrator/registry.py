@@ -1,0 +1,411 @@
+"""The run registry: one embedded SQLite database of every run and sweep trial.
+
+    reg = Registry.open("runs")              # runs/registry.db (or $YOLO_ORCH_REGISTRY)
+    reg.add_run(run_id, job="tiny", run_dir=..., devices="cpu", tags={"study": "s1", "trial": 3})
+    reg.update(run_id, state="running", pid=os.getpid())
+    reg.get(run_id); reg.resolve("2026"); reg.list(state="running", study="s1")
+
+Safe with several orchestrator processes at once: WAL journal, a busy timeout, and every
+write in its own short `BEGIN IMMEDIATE` transaction. Pure standard library (the CLI reads
+it without torch).
+
+A run whose process vanished (kill -9, machine restart) is found by `reconcile()`, which
+every read runs first: a `queued`/`running` row whose owner process is gone, or whose PID now
+belongs to another process (the start time recorded with the PID no longer matches), is
+marked `killed` (or `finished`, when the worker had already written a finished summary.json).
+Rows from another host are left alone: PIDs are only meaningful on the host that wrote them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+STATES = ("queued", "running", "finished", "failed", "killed", "pruned")
+ACTIVE = ("queued", "running")
+DB_NAME = "registry.db"
+ENV_PATH = "YOLO_ORCH_REGISTRY"
+SCHEMA_VERSION = 1
+
+# Columns (name, SQL type). JSON columns hold text; `get`/`list` decode them.
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("id", "TEXT PRIMARY KEY"),
+    ("job", "TEXT NOT NULL"),
+    ("state", "TEXT NOT NULL"),
+    ("created_at", "REAL NOT NULL"),
+    ("started_at", "REAL"),
+    ("ended_at", "REAL"),
+    ("updated_at", "REAL"),
+    ("devices", "TEXT"),
+    ("run_dir", "TEXT"),
+    ("host", "TEXT"),
+    ("pid", "INTEGER"),  # the supervising orchestrator process
+    ("pid_start", "TEXT"),  # its identity: boot id + start time (survives PID reuse checks)
+    ("worker_pid", "INTEGER"),  # the training process (group leader)
+    ("worker_start", "TEXT"),
+    ("exit_code", "INTEGER"),
+    ("attempts", "INTEGER NOT NULL DEFAULT 0"),  # how many times the worker was started
+    ("epochs_done", "INTEGER"),
+    ("epochs", "INTEGER"),
+    ("metrics", "TEXT"),  # JSON: final metrics
+    ("study", "TEXT"),  # sweep study name (nullable)
+    ("trial", "INTEGER"),  # sweep trial number (nullable)
+    ("tags", "TEXT"),  # JSON: all tags given at creation
+    ("oom_retries", "INTEGER NOT NULL DEFAULT 0"),
+    ("notes", "TEXT"),  # JSON list of {"time", "text"}
+)
+JSON_COLUMNS = {"metrics", "tags", "notes"}
+UPDATABLE = {name for name, _ in COLUMNS} - {"id", "created_at"}
+
+
+class RegistryError(Exception):
+    """A run that cannot be found, or an ambiguous prefix. CLI: exit 2."""
+
+
+def registry_path(path_or_runs_dir: str | os.PathLike | None = None) -> Path:
+    """Where the registry lives. An explicit `*.db` file wins; otherwise $YOLO_ORCH_REGISTRY,
+    otherwise `<runs_dir>/registry.db` (runs_dir defaults to `runs`)."""
+    if path_or_runs_dir is not None and str(path_or_runs_dir).endswith((".db", ".sqlite", ".sqlite3")):
+        return Path(path_or_runs_dir).expanduser().resolve()
+    env = os.environ.get(ENV_PATH)
+    if env:
+        return Path(env).expanduser().resolve()
+    return (Path(path_or_runs_dir or "runs").expanduser() / DB_NAME).resolve()
+
+
+# ---------------------------------------------------------------- process identity
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def process_identity(pid: int | None) -> str | None:
+    """A string that names one process for its lifetime: boot id + start time (Linux /proc);
+    None when the process does not exist. Elsewhere: psutil's create_time when installed,
+    else the bare PID (liveness only)."""
+    if not pid or pid <= 0:
+        return None
+    stat = Path(f"/proc/{pid}/stat")
+    if Path("/proc/self/stat").exists():
+        try:
+            text = stat.read_text()
+        except OSError:
+            return None
+        # comm may contain spaces and parentheses: fields start after the last ')'
+        fields = text[text.rfind(")") + 2:].split()
+        if fields and fields[0] in ("Z", "X"):  # zombie / dead: no longer running
+            return None
+        return f"{_boot_id()}:{fields[19]}"  # field 22 of stat: starttime in clock ticks since boot
+    try:
+        import psutil  # type: ignore
+
+        p = psutil.Process(pid)
+        if p.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return f"psutil:{p.create_time():.3f}"
+    except ImportError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return f"pid:{pid}"
+    except Exception:  # psutil.NoSuchProcess and friends
+        return None
+
+
+def process_alive(pid: int | None, identity: str | None) -> bool:
+    """True when `pid` still runs AND is the same process that was recorded (not a reused PID)."""
+    current = process_identity(pid)
+    if current is None:
+        return False
+    return identity is None or current == identity
+
+
+# ---------------------------------------------------------------- the registry
+
+class Registry:
+    def __init__(self, path: Path, timeout_s: float = 30.0):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._conn = sqlite3.connect(str(self.path), timeout=timeout_s, isolation_level=None,
+                                     check_same_thread=False)
+        self._conn.row_factory = sqlite3.Row
+        self._conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
+        mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        self.journal_mode = str(mode).lower()
+        self._conn.execute("PRAGMA synchronous = NORMAL")
+        self._migrate()
+
+    @classmethod
+    def open(cls, path_or_runs_dir: str | os.PathLike | None = None) -> "Registry":
+        """`Registry.open("runs")`, `Registry.open("/x/registry.db")` or `Registry.open()`."""
+        return cls(registry_path(path_or_runs_dir))
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> "Registry":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ---- schema
+    def _migrate(self) -> None:
+        with self._write() as c:
+            cols = ", ".join(f"{name} {kind}" for name, kind in COLUMNS)
+            c.execute(f"CREATE TABLE IF NOT EXISTS runs ({cols})")
+            have = {row[1] for row in c.execute("PRAGMA table_info(runs)")}
+            for name, kind in COLUMNS:  # forward-compatible: add columns a newer version defines
+                if name not in have:
+                    c.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind.replace('PRIMARY KEY', '')}")
+            c.execute("CREATE INDEX IF NOT EXISTS runs_state ON runs(state)")
+            c.execute("CREATE INDEX IF NOT EXISTS runs_study ON runs(study, trial)")
+            c.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            else:
+                self._conn.execute("COMMIT")
+
+    # ---- writes
+    def add_run(self, run_id: str, job: str, run_dir: str | os.PathLike | None = None, devices: str | None = None,
+                state: str = "queued", tags: dict[str, Any] | None = None, epochs: int | None = None,
+                pid: int | None = None, note: str | None = None) -> dict:
+        """Insert a row. `tags={"study": S, "trial": N, ...}` fills the study/trial columns too.
+        `pid` (default: this process) owns the row until a worker starts."""
+        _check_state(state)
+        tags = dict(tags or {})
+        pid = os.getpid() if pid is None else pid
+        now = time.time()
+        row = {
+            "id": run_id, "job": job, "state": state, "created_at": now, "updated_at": now,
+            "devices": devices, "run_dir": str(run_dir) if run_dir is not None else None,
+            "host": socket.gethostname(), "pid": pid, "pid_start": process_identity(pid),
+            "epochs": epochs, "study": _opt_str(tags.get("study")), "trial": _opt_int(tags.get("trial")),
+            "tags": json.dumps(tags, default=str) if tags else None,
+            "notes": json.dumps([{"time": now, "text": note}]) if note else None,
+        }
+        keys = ", ".join(row)
+        marks = ", ".join("?" for _ in row)
+        with self._write() as c:
+            c.execute(f"INSERT INTO runs ({keys}) VALUES ({marks})", list(row.values()))
+        return self._get_raw(run_id)
+
+    def update(self, run_id: str, *, note: str | None = None, **fields: Any) -> dict:
+        """Set columns. `metrics`/`tags` may be dicts; `note="..."` appends to the notes list;
+        `pid=...` records that process's identity too (likewise `worker_pid`)."""
+        unknown = set(fields) - UPDATABLE
+        if unknown:
+            raise ValueError(f"unknown registry field(s): {', '.join(sorted(unknown))}")
+        if "state" in fields:
+            _check_state(fields["state"])
+        if "pid" in fields and "pid_start" not in fields:
+            fields["pid_start"] = process_identity(fields["pid"])
+        if "worker_pid" in fields and "worker_start" not in fields:
+            fields["worker_start"] = process_identity(fields["worker_pid"])
+        for key in JSON_COLUMNS & fields.keys():
+            if fields[key] is not None and not isinstance(fields[key], str):
+                fields[key] = json.dumps(fields[key], default=str)
+        fields["updated_at"] = time.time()
+        with self._write() as c:
+            if note:
+                old = c.execute("SELECT notes FROM runs WHERE id = ?", (run_id,)).fetchone()
+                if old is None:
+                    raise RegistryError(f"run '{run_id}' is not in the registry {self.path}")
+                notes = json.loads(old["notes"] or "[]") + [{"time": time.time(), "text": note}]
+                fields["notes"] = json.dumps(notes)
+            sets = ", ".join(f"{k} = ?" for k in fields)
+            cur = c.execute(f"UPDATE runs SET {sets} WHERE id = ?", [*fields.values(), run_id])
+            if cur.rowcount == 0:
+                raise RegistryError(f"run '{run_id}' is not in the registry {self.path}")
+        return self._get_raw(run_id)
+
+    def transition(self, run_id: str, expected: str | tuple[str, ...], *, note: str | None = None,
+                   **fields: Any) -> bool:
+        """Compare-and-set: apply `fields` only while the row's state is `expected` (one of them).
+        False when another process changed it first (e.g. two `resume` of one run)."""
+        expected = (expected,) if isinstance(expected, str) else tuple(expected)
+        with self._lock:
+            row = self._conn.execute("SELECT state FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise RegistryError(f"run '{run_id}' is not in the registry {self.path}")
+        if row["state"] not in expected:
+            return False
+        if "pid" in fields and "pid_start" not in fields:
+            fields["pid_start"] = process_identity(fields["pid"])
+        for key in JSON_COLUMNS & fields.keys():
+            if fields[key] is not None and not isinstance(fields[key], str):
+                fields[key] = json.dumps(fields[key], default=str)
+        fields["updated_at"] = time.time()
+        if "state" in fields:
+            _check_state(fields["state"])
+        with self._write() as c:
+            if note:
+                old = c.execute("SELECT notes FROM runs WHERE id = ?", (run_id,)).fetchone()
+                fields["notes"] = json.dumps(json.loads(old["notes"] or "[]") + [{"time": time.time(), "text": note}])
+            sets = ", ".join(f"{k} = ?" for k in fields)
+            marks = ", ".join("?" for _ in expected)
+            cur = c.execute(f"UPDATE runs SET {sets} WHERE id = ? AND state IN ({marks})",
+                            [*fields.values(), run_id, *expected])
+        return cur.rowcount == 1
+
+    def note(self, run_id: str, text: str) -> dict:
+        return self.update(run_id, note=text)
+
+    # ---- reads (each reconciles first)
+    def get(self, run_id: str) -> dict | None:
+        self.reconcile()
+        return self._get_raw(run_id)
+
+    def resolve(self, ref: str) -> dict:
+        """A run by id, unique id prefix, or `job/id-prefix`. RegistryError when none or several match."""
+        self.reconcile()
+        ref = ref.strip()
+        job = None
+        if "/" in ref:
+            job, ref = ref.rsplit("/", 1)
+        if not ref and not job:
+            raise RegistryError("RUN: give a run id or a unique prefix of one")
+        exact = self._get_raw(ref) if ref else None
+        if exact and (job is None or exact["job"] == job):
+            return exact
+        sql, args = "SELECT * FROM runs WHERE id LIKE ? ESCAPE '\\'", [_like_prefix(ref)]
+        if job is not None:
+            sql += " AND job = ?"
+            args.append(job)
+        with self._lock:
+            rows = [_decode(r) for r in self._conn.execute(sql + " ORDER BY created_at DESC LIMIT 11", args)]
+        label = f"{job}/{ref}" if job else ref
+        if not rows:
+            raise RegistryError(f"RUN: no run matches '{label}' in {self.path} (see `yolo-orch runs`)")
+        if len(rows) > 1:
+            shown = ", ".join(r["id"] for r in rows[:10])
+            raise RegistryError(f"RUN: '{label}' matches several runs ({shown}{', ...' if len(rows) > 10 else ''}); "
+                                "give more characters")
+        return rows[0]
+
+    def list(self, state: str | None = None, study: str | None = None, job: str | None = None,
+             limit: int | None = None) -> list[dict]:
+        """Newest first."""
+        if state is not None:
+            _check_state(state)
+        self.reconcile()
+        where, args = [], []
+        for col, val in (("state", state), ("study", study), ("job", job)):
+            if val is not None:
+                where.append(f"{col} = ?")
+                args.append(val)
+        sql = "SELECT * FROM runs" + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY created_at DESC"
+        if limit:
+            sql += f" LIMIT {int(limit)}"
+        with self._lock:
+            return [_decode(r) for r in self._conn.execute(sql, args)]
+
+    def _get_raw(self, run_id: str) -> dict | None:
+        with self._lock:
+            row = self._conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return _decode(row) if row else None
+
+    # ---- reconcile
+    def reconcile(self) -> list[str]:
+        """Mark active rows whose processes vanished; returns their ids."""
+        host = socket.gethostname()
+        with self._lock:
+            rows = [_decode(r) for r in self._conn.execute(
+                "SELECT * FROM runs WHERE state IN ('queued', 'running')")]
+        changed = []
+        for row in rows:
+            if row["host"] not in (None, host):
+                continue
+            if process_alive(row["pid"], row["pid_start"]):
+                continue
+            if row["worker_pid"] and process_alive(row["worker_pid"], row["worker_start"]):
+                continue
+            state, note, extra = _vanished_outcome(row)
+            with self._write() as c:  # compare-and-set: another reader may have done it already
+                notes = list(row["notes"] or [])
+                notes.append({"time": time.time(), "text": note})
+                cur = c.execute(
+                    "UPDATE runs SET state = ?, ended_at = COALESCE(ended_at, ?), updated_at = ?, notes = ?"
+                    + "".join(f", {k} = ?" for k in extra)
+                    + " WHERE id = ? AND state = ? AND updated_at IS ?",
+                    [state, time.time(), time.time(), json.dumps(notes), *extra.values(),
+                     row["id"], row["state"], row["updated_at"]],
+                )
+            if cur.rowcount:
+                changed.append(row["id"])
+        return changed
+
+
+def _vanished_outcome(row: dict) -> tuple[str, str, dict]:
+    who = f"pid {row['pid']}" + (f", worker pid {row['worker_pid']}" if row["worker_pid"] else "")
+    summary = Path(row["run_dir"]) / "summary.json" if row.get("run_dir") else None
+    if summary is not None and summary.is_file():
+        try:
+            data = json.loads(summary.read_text())
+        except (OSError, ValueError):
+            data = {}
+        if data.get("state") == "finished":
+            return ("finished", f"orchestrator process vanished ({who}) after the worker finished",
+                    {"metrics": json.dumps(data.get("metrics") or {}),
+                     "epochs_done": data.get("epochs_completed")})
+    when = "before the worker started" if row["state"] == "queued" else "while running"
+    extra = {}
+    csv = Path(row["run_dir"]) / "results.csv" if row.get("run_dir") else None
+    if csv is not None and csv.is_file():  # epochs Ultralytics recorded (and checkpointed)
+        extra["epochs_done"] = max(sum(1 for line in csv.read_text().splitlines() if line.strip()) - 1, 0)
+    return "killed", f"process vanished {when} ({who}: kill -9, crash or reboot); `yolo-orch resume` continues it", extra
+
+
+def _decode(row: sqlite3.Row) -> dict:
+    out = dict(row)
+    for key in JSON_COLUMNS:
+        if out.get(key):
+            try:
+                out[key] = json.loads(out[key])
+            except ValueError:
+                pass
+    out["notes"] = out.get("notes") or []
+    return out
+
+
+def _check_state(state: str) -> None:
+    if state not in STATES:
+        raise ValueError(f"state '{state}' is not one of {', '.join(STATES)}")
+
+
+def _like_prefix(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _opt_str(v: Any) -> str | None:
+    return None if v is None else str(v)
+
+
+def _opt_int(v: Any) -> int | None:
+    try:
+        return None if v is None else int(v)
+    except (TypeError, ValueError):
+        return None

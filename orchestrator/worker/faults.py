@@ -1,0 +1,88 @@
+"""Test-only fault injection, switched on by environment variables read in the worker.
+
+YOLO_ORCH_FAULT_OOM="epoch=E[,step=I][,above=B][,rank=R]"
+    Raise torch.cuda.OutOfMemoryError inside Ultralytics' forward/backward `try` block (from
+    `preprocess_batch`, where a real OOM would surface, so Ultralytics' own OOM handler sees it
+    first) at batch index I (default 0) of epoch E (1-based, default 1).
+    Without `above`: once per run directory (a marker file records that it fired).
+    With `above=B`: whenever the per-device batch is larger than B (a memory limit).
+    `rank=R`: only on that rank (default: every rank; -1 is a single process).
+YOLO_ORCH_FAULT_SLEEP="epoch=E,seconds=S"
+    Sleep S seconds at the start of epoch E (1-based): holds a run mid-training so a test can
+    kill it at a known point.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+ENV_OOM = "YOLO_ORCH_FAULT_OOM"
+ENV_SLEEP = "YOLO_ORCH_FAULT_SLEEP"
+MARKER = ".fault_oom_fired"
+
+
+def parse(text: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, _, value = part.partition("=")
+        out[key.strip()] = float(value)
+    return out
+
+
+def attach(model, run_dir: Path) -> None:
+    oom = os.environ.get(ENV_OOM)
+    if oom:
+        model.add_callback("on_train_epoch_start", _OomFault(parse(oom), run_dir))
+    sleep = os.environ.get(ENV_SLEEP)
+    if sleep:
+        cfg = parse(sleep)
+
+        def hold(trainer, cfg=cfg):
+            if int(trainer.epoch) + 1 == int(cfg.get("epoch", 1)):
+                print(f"yolo-orch fault hook: sleeping {cfg.get('seconds', 60)} s at epoch {trainer.epoch + 1}",
+                      flush=True)
+                time.sleep(cfg.get("seconds", 60))
+
+        model.add_callback("on_train_epoch_start", hold)
+
+
+class _OomFault:
+    def __init__(self, cfg: dict[str, float], run_dir: Path):
+        self.epoch = int(cfg.get("epoch", 1))
+        self.step = int(cfg.get("step", 0))
+        self.above = int(cfg["above"]) if "above" in cfg else None
+        self.rank = int(cfg["rank"]) if "rank" in cfg else None
+        self.marker = run_dir / MARKER
+
+    def __call__(self, trainer) -> None:
+        if int(trainer.epoch) + 1 != self.epoch:
+            return
+        if self.rank is not None and int(os.environ.get("RANK", -1)) != self.rank:
+            return
+        per_device = int(trainer.batch_size) // max(int(trainer.world_size or 0), 1)
+        if self.above is not None:
+            if per_device <= self.above:
+                return
+        elif self.marker.exists():
+            return
+        original = trainer.preprocess_batch
+        count = {"i": 0}
+
+        def preprocess_batch(batch):
+            i = count["i"]
+            count["i"] += 1
+            if i == self.step and (self.above is not None or not self.marker.exists()):
+                import torch
+
+                if self.above is None:
+                    self.marker.touch()
+                trainer.preprocess_batch = original  # at most once per epoch
+                raise torch.cuda.OutOfMemoryError(
+                    f"CUDA out of memory. Tried to allocate 2.00 GiB (yolo-orch fault hook: epoch {self.epoch}, "
+                    f"step {i}, batch {per_device} per device)"
+                )
+            return original(batch)
+
+        trainer.preprocess_batch = preprocess_batch
