@@ -1,0 +1,177 @@
+"""Resume: a real kill -9 of the whole orchestrator process group after the first epoch's
+checkpoint, the registry marking it killed on the next read, `yolo-orch resume` finishing
+the remaining epochs without repeating epoch 1; refusals; re-planning on another device count."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import TINY_JOB, cli_env, run_cli, write_job
+from orchestrator.registry import Registry, process_alive
+
+NO_ENV_REGISTRY = {"YOLO_ORCH_REGISTRY": ""}
+
+
+def _events(run_dir: Path) -> list[dict]:
+    path = run_dir / "events.jsonl"
+    out = []
+    for line in path.read_text().splitlines() if path.exists() else []:
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            pass
+    return out
+
+
+def _wait_first_epoch(runs: Path, proc: subprocess.Popen, timeout: float = 300) -> Path:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for events in runs.glob("tiny/*/events.jsonl"):
+            if any(e.get("event") == "epoch" for e in _events(events.parent)):
+                return events.parent
+        assert proc.poll() is None, proc.stdout.read() if proc.stdout else "submit exited early"
+        time.sleep(0.05)
+    raise AssertionError("no epoch event within the timeout")
+
+
+@pytest.mark.slow
+def test_kill9_process_group_then_resume(tmp_path, record_property):
+    job = write_job(tmp_path, epochs=3)
+    runs = tmp_path / "runs"
+    # hold epoch 2 so the kill lands mid-training at a known point (test-only fault hook)
+    env = cli_env({**NO_ENV_REGISTRY, "YOLO_ORCH_FAULT_SLEEP": "epoch=2,seconds=300"})
+    t0 = time.time()
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "submit", str(job)], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    run_dir = _wait_first_epoch(runs, proc)
+    t_epoch = time.time()
+    assert (run_dir / "weights" / "last.pt").is_file()
+    with Registry.open(runs) as reg:
+        before = reg.get(run_dir.name)
+    assert before["state"] == "running" and before["worker_pid"]
+
+    os.killpg(proc.pid, signal.SIGKILL)  # the orchestrator's whole process group
+    proc.wait(30)
+    t_kill = time.time()
+    # the worker (its own session) follows its orchestrator (PR_SET_PDEATHSIG / watchdog): no orphan
+    deadline = time.time() + 20
+    while process_alive(before["worker_pid"], before["worker_start"]) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not process_alive(before["worker_pid"], before["worker_start"]), "worker survived its orchestrator"
+    t_worker_gone = time.time()
+
+    r = run_cli("runs", "--json", cwd=tmp_path, env=NO_ENV_REGISTRY)
+    assert r.returncode == 0, r.stderr
+    row = next(x for x in json.loads(r.stdout) if x["id"] == run_dir.name)
+    assert row["state"] == "killed", row
+    assert row["epochs_done"] == 1
+    assert any("vanished" in n["text"] for n in row["notes"])
+    epochs_before = [e["epoch"] for e in _events(run_dir) if e["event"] == "epoch"]
+    assert epochs_before == [1]
+
+    t_resume = time.time()
+    r = run_cli("resume", run_dir.name[:17], "--json", cwd=tmp_path, env=NO_ENV_REGISTRY)
+    t_done = time.time()
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = json.loads(r.stdout)
+    assert out["state"] == "finished" and out["resumed_from_epoch"] == 2 and out["run_id"] == run_dir.name
+
+    events = _events(run_dir)
+    starts = [e for e in events if e["event"] == "train_start"]
+    assert [s["start_epoch"] for s in starts] == [0, 1]
+    assert [e["epoch"] for e in events if e["event"] == "epoch"] == [1, 2, 3]  # epoch 1 not repeated
+    log = (run_dir / "train.log").read_text()
+    assert "Resuming training" in log and "from epoch 2 to 3 total epochs" in log
+    assert "Resume ignores" not in log  # the resumed args are exactly the run's resolved ones
+    rows = (run_dir / "results.csv").read_text().strip().splitlines()[1:]
+    assert [int(float(line.split(",")[0])) for line in rows] == [1, 2, 3]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["epochs_completed"] == 3
+    assert not (run_dir / "weights" / "resume.pt").exists()
+
+    with Registry.open(runs) as reg:
+        final = reg.get(run_dir.name)
+    assert final["state"] == "finished" and final["attempts"] == 2 and final["epochs_done"] == 3
+    assert final["metrics"] and any("resume from epoch 2/3" in n["text"] for n in final["notes"])
+    assert len(list(runs.glob("tiny/*"))) == 1  # same run dir, same row
+
+    timings = {"first_epoch_s": round(t_epoch - t0, 1), "worker_gone_after_kill_s": round(t_worker_gone - t_kill, 2),
+               "resume_to_finished_s": round(t_done - t_resume, 1)}
+    record_property("timings", timings)
+    print("resume timings", timings)
+
+
+def _fake_run(runs: Path, state: str, *, last: bool = True, pid: int | None = None) -> str:
+    run_id = f"20260101-00000{len(list(runs.glob('tiny/*')))}-abcd"
+    d = runs / "tiny" / run_id
+    (d / "weights").mkdir(parents=True)
+    (d / "job.resolved.yaml").write_text(yaml.safe_dump({"run_id": run_id, "plan": {"devices": "cpu"}}))
+    if last:
+        (d / "weights" / "last.pt").write_bytes(b"x")
+    with Registry.open(runs) as reg:
+        reg.add_run(run_id, job="tiny", run_dir=d, devices="cpu", pid=pid)
+        reg.update(run_id, state=state)
+    return run_id
+
+
+def test_resume_refusals(tmp_path):
+    runs = tmp_path / "runs"
+    finished = _fake_run(runs, "finished")
+    running = _fake_run(runs, "running", pid=os.getpid())  # this process: alive
+    no_ckpt = _fake_run(runs, "killed", last=False, pid=1 << 22)
+    cases = [
+        ((finished,), "finished all its epochs"),
+        ((running,), "is still running"),
+        ((no_ckpt,), "stopped before its first epoch ended"),
+        (("zzz",), "RUN: no run matches 'zzz'"),
+        ((no_ckpt, "--devices", "gpu7"), "--devices: 'gpu7' is not a device spec"),
+    ]
+    for args, message in cases:
+        r = run_cli("resume", *args, "--runs-dir", runs, env=NO_ENV_REGISTRY, timeout=60)
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        assert message in r.stderr, (args, r.stderr)
+        assert "Traceback" not in r.stderr
+    with Registry.open(runs) as reg:  # refusals leave the rows as they were
+        assert reg.get(no_ckpt)["state"] == "killed" and reg.get(finished)["state"] == "finished"
+
+
+def test_resume_on_another_device_count_is_replanned(tmp_path, monkeypatch):
+    """cpu -> cpu:2: the scaler re-plans (total batch doubles, accumulation halves): same images
+    per optimizer step; the worker gets it as a `resume` section in job.resolved.yaml."""
+    monkeypatch.setenv("YOLO_ORCH_REGISTRY", "")
+    from orchestrator import runner
+    from orchestrator.plan import make_plan
+    from orchestrator.spec.loader import load_job
+
+    job = write_job(tmp_path, TINY_JOB, epochs=3, reference={"devices": 1, "batch": 4, "nbs": 16})
+    plan = make_plan(load_job(job))
+    run_id, run_dir = runner.create_run(plan, runs_dir=tmp_path / "runs")
+    (run_dir / "weights").mkdir()
+    (run_dir / "weights" / "last.pt").write_bytes(b"x")
+    (run_dir / "results.csv").write_text("epoch,x\n1,0\n")
+    with Registry.open(tmp_path / "runs") as reg:
+        reg.update(run_id, state="killed")
+        row = reg.get(run_id)
+    info = runner.prepare_resume_row(row, devices="cpu:2")
+    new = info["plan"]
+    old_eff = plan.scaled.effective
+    assert info["replanned"] and info["from_epoch"] == 2
+    assert new["devices"] == "cpu:2" and new["world_size"] == 2
+    assert new["train_args"]["batch"] == 8 and new["scaling"]["effective"]["batch_per_device"] == 4
+    assert new["scaling"]["effective"]["images_per_step"] == old_eff["images_per_step"] == 16
+    assert new["train_args"]["lr0"] == plan.train_args["lr0"]
+    resolved = yaml.safe_load((run_dir / "job.resolved.yaml").read_text())
+    assert resolved["resume"] == {"checkpoint": "weights/last.pt", "if_missing": "fail", "reason": "resume"}
+    assert resolved["plan"]["devices"] == "cpu:2" and resolved["resumes"][-1]["previous_devices"] == "cpu"
+    with Registry.open(tmp_path / "runs") as reg:
+        row = reg.get(run_id)
+    assert row["state"] == "queued" and row["devices"] == "cpu:2"
