@@ -8,7 +8,7 @@ import sys
 import typer
 
 from orchestrator import __version__
-from orchestrator.cli import data, plan, schema, submit
+from orchestrator.cli import data, plan, schema, slurm, submit
 from orchestrator.cli import sweep as sweep_cli
 from orchestrator.cli import doctor as doctor_cli, resume as resume_cli, runs as runs_cli
 from orchestrator.cli.common import fail
@@ -37,7 +37,7 @@ def _root(
     pass
 
 
-for module in (submit, plan, schema, data):
+for module in (submit, plan, schema, data, slurm):
     module.register(app)
 for module in (runs_cli, resume_cli, doctor_cli):  # registry, resume, doctor (docs/operations.md)
     module.register(app)

@@ -1,4 +1,5 @@
-"""`yolo-orch submit JOB.yaml [--set K=V]... [--devices SPEC] [--dry-run] [--json]`"""
+"""`yolo-orch submit JOB.yaml [--set K=V]... [--devices SPEC] [--dry-run] [--json]
+[--node-rank K --rdzv-endpoint HOST:PORT [--rdzv-backend static|c10d] [--rdzv-id ID]]`"""
 
 from __future__ import annotations
 
@@ -18,6 +19,11 @@ def submit_cmd(
     devices: Optional[str] = typer.Option(None, "--devices", "-d", help="Target devices (overrides target.devices)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved plan and write nothing."),
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output on stdout."),
+    node_rank: Optional[int] = typer.Option(None, "--node-rank", help="Multi-node (MxN): this node's rank, 0..M-1."),
+    rdzv_endpoint: Optional[str] = typer.Option(
+        None, "--rdzv-endpoint", help="Multi-node: HOST:PORT of node 0, the same on every node."),
+    rdzv_backend: str = typer.Option("static", "--rdzv-backend", help="Multi-node rendezvous: static or c10d."),
+    rdzv_id: Optional[str] = typer.Option(None, "--rdzv-id", help="c10d rendezvous id (default: the job name)."),
 ) -> None:
     """Validate, plan and train a job."""
     from orchestrator.cli.render import scaling_table, train_args_table
@@ -31,6 +37,10 @@ def submit_cmd(
             raise SpecError(f"--devices: {exc}") from None
     job = load_job(job_file, sets=set_ or [], devices=devices)
     plan = make_plan(job)
+    if plan.launcher == "torchrun" or node_rank is not None or rdzv_endpoint is not None:
+        from orchestrator.launch.torchrun import launch_options  # docs/distributed.md
+
+        plan.launch = launch_options(plan.devices, node_rank, rdzv_endpoint, rdzv_backend, rdzv_id, require=not dry_run)
     console = human(json_out)
     if dry_run:
         if json_out:

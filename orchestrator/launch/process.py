@@ -29,14 +29,33 @@ def start(cmd: list[str], log_path: Path, env: dict[str, str] | None = None, cwd
 
 
 def stop_group(proc: subprocess.Popen, grace_s: float = 15.0) -> int:
-    """SIGTERM the child's process group, then SIGKILL whatever is left after `grace_s`."""
+    """SIGTERM the child's process group, then SIGKILL whatever is left after `grace_s`.
+    Descendants that left the group (torchrun starts every rank in its own session) are
+    found before signalling and SIGKILLed too if they outlive the grace period."""
+    strays = descendants(proc.pid) if proc.poll() is None else []
     if proc.poll() is None:
         _signal_group(proc.pid, signal.SIGTERM)
         deadline = time.time() + grace_s
         while proc.poll() is None and time.time() < deadline:
             time.sleep(0.1)
     _signal_group(proc.pid, signal.SIGKILL)  # stragglers (dataloader workers) even if the leader exited
-    return proc.wait()
+    code = proc.wait()
+    for p in strays:
+        try:
+            p.kill()  # psutil checks the process identity (PID reuse) before signalling
+        except Exception:  # noqa: BLE001 - gone already, or not ours
+            pass
+    return code
+
+
+def descendants(pid: int) -> list:
+    """psutil.Process objects of every descendant of `pid` (empty without psutil)."""
+    try:
+        import psutil
+
+        return psutil.Process(pid).children(recursive=True)
+    except Exception:  # noqa: BLE001 - psutil missing, or the process is gone
+        return []
 
 
 def _signal_group(pgid: int, sig: int) -> None:

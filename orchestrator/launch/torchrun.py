@@ -44,13 +44,19 @@ def parse_endpoint(text: str) -> tuple[str, int]:
 
 
 def launch_options(devices: DeviceSpec, node_rank: int | None = None, rdzv_endpoint: str | None = None,
-                   rdzv_backend: str = "static", rdzv_id: str | None = None) -> dict[str, Any]:
-    """Validate the multi-node options against the device spec; the dict goes to plan.launch."""
+                   rdzv_backend: str = "static", rdzv_id: str | None = None, require: bool = True) -> dict[str, Any]:
+    """Validate the multi-node options against the device spec; the dict goes to plan.launch.
+    `require=False` (dry runs): a multi-node spec may still lack its rendezvous."""
     problems = []
     if rdzv_backend not in RDZV_BACKENDS:
         problems.append(f"--rdzv-backend: '{rdzv_backend}' is not one of {', '.join(RDZV_BACKENDS)}")
-    if devices.nodes > 1:
-        if rdzv_endpoint is None or node_rank is None:
+    if not devices.distributed and (node_rank is not None or rdzv_endpoint is not None):
+        problems.append(f"--node-rank/--rdzv-endpoint: '{devices.text}' is one process; they apply to "
+                        "several devices (cpu:N, 0,1, MxN, Mxcpu:N)")
+    elif devices.nodes > 1:
+        if (rdzv_endpoint is None or node_rank is None) and not require:
+            pass
+        elif rdzv_endpoint is None or node_rank is None:
             problems.append(
                 f"target.devices: '{devices.text}' spans {devices.nodes} nodes: run submit on every node with "
                 f"--node-rank 0..{devices.nodes - 1} and the same --rdzv-endpoint HOST:PORT (HOST = node 0), "
@@ -67,7 +73,7 @@ def launch_options(devices: DeviceSpec, node_rank: int | None = None, rdzv_endpo
             problems.extend(exc.problems)
     if problems:
         raise SpecError(problems)
-    if devices.nodes == 1 and rdzv_endpoint is None:
+    if (devices.nodes == 1 and rdzv_endpoint is None) or (devices.nodes > 1 and rdzv_endpoint is None):
         return {}
     opts: dict[str, Any] = {"node_rank": node_rank or 0, "rdzv_endpoint": rdzv_endpoint, "rdzv_backend": rdzv_backend}
     if rdzv_id:

@@ -183,8 +183,37 @@ def make_trainer_class(base, sync_bn: bool = False):
 
                 self.ema.ema = revert_sync_batchnorm(self.ema.ema)  # checkpoints hold plain BatchNorm2d
 
-        # -- final validation of best.pt on CPU ranks
+        # -- final validation of best.pt: every rank takes part (distributed validation)
+        def _share_best(self):
+            """Several nodes: each node's orchestrator has its own run dir, so the ranks not on node 0
+            lack weights/best.pt, skip the final validation and leave the others waiting in its
+            gather. Rank 0 sends them the file (only to ranks that cannot see it)."""
+            info = [self.best.exists() if RANK == 0 else None]
+            dist.broadcast_object_list(info, 0)
+            need = bool(info[0]) and not self.best.exists()
+            needs = [None] * self.world_size
+            dist.all_gather_object(needs, need)
+            if any(needs):
+                payload = [self.best.read_bytes() if RANK == 0 else None]
+                dist.broadcast_object_list(payload, 0)
+                if need:
+                    self.wdir.mkdir(parents=True, exist_ok=True)
+                    tmp = self.best.with_name(f".{self.best.name}.tmp")
+                    tmp.write_bytes(payload[0])
+                    tmp.replace(self.best)
+            return need
+
         def final_eval(self):
+            received = False
+            if self.world_size > 1 and int(os.environ.get("LOCAL_WORLD_SIZE", self.world_size)) < self.world_size:
+                received = self._share_best()
+            try:
+                self._final_eval()
+            finally:
+                if received:
+                    self.best.unlink(missing_ok=True)  # a temporary copy: node 0's run dir has the real one
+
+        def _final_eval(self):
             if self.device.type != "cpu" or self.world_size <= 1:
                 return super().final_eval()
             import ultralytics.engine.validator as validator_module
@@ -308,12 +337,32 @@ def main(argv: list[str] | None = None) -> int:
     from orchestrator.worker.train import train
 
     try:
-        return train(run_dir, trainer_factory=trainer_factory)
+        code = train(run_dir, trainer_factory=trainer_factory)
     finally:
         import torch.distributed as dist
 
         if dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()
+    if code == 0 and int(os.environ["RANK"]) != 0 and int(os.environ.get("LOCAL_RANK", "0")) == 0:
+        node_summary(run_dir)
+    return code
+
+
+def node_summary(run_dir: Path) -> None:
+    """A node without global rank 0 (multi-node): its run dir gets a summary too, so its
+    orchestrator reports the finished state; metrics, events and weights are in node 0's run dir."""
+    from orchestrator.events import SUMMARY, write_json_atomic
+
+    if (run_dir / SUMMARY).exists():
+        return
+    write_json_atomic(run_dir / SUMMARY, {
+        "state": "finished",
+        "primary": False,
+        "node_rank": int(os.environ.get("GROUP_RANK", "0")),
+        "world_size": int(os.environ.get("WORLD_SIZE", "1")),
+        "metrics": {},
+        "note": "global rank 0 ran on node 0: its run dir holds events.jsonl, the metrics and the weights",
+    })
 
 
 if __name__ == "__main__":
