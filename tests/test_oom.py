@@ -1,0 +1,126 @@
+"""OOM recovery through the test-only fault hook (YOLO_ORCH_FAULT_OOM): the worker raises
+torch.cuda.OutOfMemoryError inside Ultralytics' forward `try`, exits with EXIT_OOM; the runner
+halves the per-device batch through the scaler (nbs raised) and restarts from weights/last.pt
+or from scratch. Images per optimizer step stay the same.
+
+The job uses batch 6 / nbs 16 (accumulate 3, 18 images per step): Ultralytics' own first-epoch
+halving would give batch 3 with accumulate round(16/3) = 5, 15 images per step; ours gives
+batch 3, nbs 18, accumulate 6: 18."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import TINY_JOB, run_cli, write_job
+from orchestrator.registry import Registry
+
+OOM_JOB = {**TINY_JOB, "name": "oomjob", "epochs": 2, "reference": {"devices": 1, "batch": 6, "nbs": 16}}
+ENV = {"YOLO_ORCH_REGISTRY": ""}
+
+
+def _events(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
+
+
+def _only_run(tmp_path: Path) -> Path:
+    (run_dir,) = list((tmp_path / "runs" / "oomjob").iterdir())
+    return run_dir
+
+
+def _images_per_step(start: dict) -> int:
+    return start["batch"] * start["accumulate"]
+
+
+@pytest.mark.slow
+def test_oom_after_checkpoint_restarts_from_last_pt(tmp_path):
+    job = write_job(tmp_path, OOM_JOB)
+    r = run_cli("submit", job, "--json", cwd=tmp_path, env={**ENV, "YOLO_ORCH_FAULT_OOM": "epoch=2"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = json.loads(r.stdout)
+    assert out["state"] == "finished"
+    run_dir = _only_run(tmp_path)
+    events = _events(run_dir)
+    kinds = [e["event"] for e in events]
+    assert kinds.count("oom") == 1 and kinds.count("oom_restart") == 1
+    oom = next(e for e in events if e["event"] == "oom")
+    assert oom["epoch"] == 2 and oom["batch_per_device"] == 6 and "OutOfMemoryError" in oom["error"]
+    restart = next(e for e in events if e["event"] == "oom_restart")
+    assert restart["restart_from"] == "weights/last.pt"
+    assert restart["batch_per_device"] == [6, 3] and restart["nbs"] == [16, 18]
+    assert restart["images_per_step"] == [18, 18]
+    starts = [e for e in events if e["event"] == "train_start"]
+    assert [(s["batch"], s["accumulate"], s["start_epoch"]) for s in starts] == [(6, 3, 0), (3, 6, 1)]
+    assert _images_per_step(starts[0]) == _images_per_step(starts[1]) == 18
+    assert [e["epoch"] for e in events if e["event"] == "epoch"] == [1, 2]  # epoch 1 kept, epoch 2 redone at batch 3
+    log = (run_dir / "train.log").read_text()
+    assert "from epoch 2 to 2 total epochs" in log and "[yolo-orch] CUDA out of memory at epoch 2" in log
+    assert "Resume ignores" not in log
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["oom_recoveries"][0]["batch_per_device"] == [6, 3]
+    resolved = yaml.safe_load((run_dir / "job.resolved.yaml").read_text())
+    assert resolved["plan"]["train_args"]["batch"] == 3 and resolved["plan"]["train_args"]["nbs"] == 18
+    assert resolved["oom"]["max_batch_per_device"] == 3
+    with Registry.open(tmp_path / "runs") as reg:
+        row = reg.get(run_dir.name)
+    assert row["state"] == "finished" and row["oom_retries"] == 1 and row["attempts"] == 2
+    assert any("per-device batch 6 -> 3" in n["text"] for n in row["notes"])
+    r = run_cli("show", run_dir.name, cwd=tmp_path, env=ENV)
+    assert r.returncode == 0 and "oom recovery" in r.stdout
+
+
+@pytest.mark.slow
+def test_oom_first_epoch_preempts_ultralytics_halving(tmp_path):
+    """At the first epoch Ultralytics 8.4 would halve the batch in-process (15 images per step);
+    the worker switches that off, so the orchestrator restarts from scratch at 18."""
+    job = write_job(tmp_path, OOM_JOB, epochs=1)
+    r = run_cli("submit", job, cwd=tmp_path, env={**ENV, "YOLO_ORCH_FAULT_OOM": "epoch=1"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "oom recovery" in r.stdout and "images per optimizer step 18 -> 18" in r.stdout
+    run_dir = _only_run(tmp_path)
+    events = _events(run_dir)
+    log = (run_dir / "train.log").read_text()
+    assert "Reducing to batch" not in log  # Ultralytics' own halving never ran
+    restart = next(e for e in events if e["event"] == "oom_restart")
+    assert restart["restart_from"] == "scratch"
+    starts = [e for e in events if e["event"] == "train_start"]
+    assert [(s["batch"], s["accumulate"], s["start_epoch"]) for s in starts] == [(6, 3, 0), (3, 6, 0)]
+
+
+@pytest.mark.slow
+def test_oom_retries_exhausted(tmp_path):
+    """A memory limit the batch never gets under (above=1): one retry allowed, then failed."""
+    job = write_job(tmp_path, OOM_JOB, epochs=1, oom_retries=1)
+    r = run_cli("submit", job, "--json", cwd=tmp_path, env={**ENV, "YOLO_ORCH_FAULT_OOM": "epoch=1,above=1"})
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert json.loads(r.stdout)["state"] == "failed"
+    run_dir = _only_run(tmp_path)
+    kinds = [e["event"] for e in _events(run_dir)]
+    assert kinds.count("oom") == 2 and kinds.count("oom_restart") == 1
+    with Registry.open(tmp_path / "runs") as reg:
+        row = reg.get(run_dir.name)
+    assert row["state"] == "failed" and row["oom_retries"] == 1 and row["exit_code"] == 75
+    assert "no OOM retries left (1/1 used" in row["notes"][-1]["text"]
+
+
+def test_plan_oom_restart_keeps_images_per_step(tmp_path, monkeypatch):
+    """Pure: successive halvings through the scaler, images per step fixed, stops at batch 1."""
+    monkeypatch.setenv("YOLO_ORCH_REGISTRY", "")
+    from orchestrator import recovery, runner
+    from orchestrator.plan import make_plan
+    from orchestrator.spec.errors import SpecError
+    from orchestrator.spec.loader import load_job
+
+    job = write_job(tmp_path, OOM_JOB, epochs=100, reference={"devices": 1, "batch": 8, "nbs": 64})
+    run_id, run_dir = runner.create_run(make_plan(load_job(job)), runs_dir=tmp_path / "runs")
+    seen = []
+    for retry in range(3):
+        step = recovery.plan_oom_restart(run_dir, retry)
+        seen.append((step["batch_per_device"][1], step["nbs"][1], step["accumulate"][1], step["images_per_step"][1]))
+        assert step["restart_from"] == "scratch"
+    assert seen == [(4, 64, 16, 64), (2, 64, 32, 64), (1, 64, 64, 64)]
+    with pytest.raises(SpecError, match="cannot be halved further"):
+        recovery.plan_oom_restart(run_dir, 3)
