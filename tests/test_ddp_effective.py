@@ -1,0 +1,82 @@
+"""The library proof at world size 2: in each rank of a real 2-process gloo run (`--devices cpu:2`), the
+trainer Ultralytics built applies exactly the scaler's `effective` values: batch per device,
+accumulate, the optimizer and its param groups' weight decay and lr, warmup iterations, samples and
+batches per device, and the loss scaling (loss x per-device batch x world size, which DDP averages).
+
+The worker records what the trainer applied when YOLO_ORCH_PROBE_DIR is set
+(orchestrator/worker/ddp.py RankProbe). Extends tests/test_scaler_vs_ultralytics.py (world size 1)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import yaml
+
+from conftest import TINY_JOB, run_cli, write_job
+
+pytestmark = pytest.mark.slow
+
+CASES = {
+    # the reference's per-device batch kept: 4 per device x 2, accumulation holds 64 images per step
+    "keep-images-per-step": dict(images=32, reference={"devices": 1, "batch": 4}, target={"devices": "cpu:2"}),
+    # more images per step than the reference (16 -> 32): sqrt rule for AdamW, nbs raised, wd rescaled
+    "sqrt-rescale": dict(images=64, reference={"devices": 1, "batch": 16, "nbs": 16},
+                         target={"devices": "cpu:2", "batch_per_device": 16}),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
+def ddp_case(request, tmp_path_factory):
+    case = CASES[request.param]
+    tmp = tmp_path_factory.mktemp(request.param)
+    data = {"synth": {**TINY_JOB["data"]["synth"], "images": case["images"]}}
+    job = write_job(tmp, epochs=2, data=data, reference=case["reference"], target=case["target"])
+    probe = tmp / "probe"
+    result = run_cli("submit", job, "--json", cwd=tmp, env={"YOLO_ORCH_PROBE_DIR": str(probe)})
+    assert result.returncode == 0, result.stderr[-3000:]
+    run_dir = next((tmp / "runs" / "tiny").iterdir())
+    scaling = yaml.safe_load((run_dir / "job.resolved.yaml").read_text())["plan"]["scaling"]
+    probes = [json.loads((probe / f"probe-rank{r}.json").read_text()) for r in (0, 1)]
+    return request.param, scaling, probes
+
+
+def test_every_rank_applies_the_scalers_effective_values(ddp_case):
+    name, scaling, probes = ddp_case
+    eff = scaling["effective"]
+    assert eff["world_size"] == 2
+    for p in probes:
+        assert p["world_size"] == eff["world_size"]
+        assert p["batch"] == eff["batch"]
+        assert p["batch_per_device"] == eff["batch_per_device"]
+        assert p["nbs"] == eff["nbs"]
+        assert p["accumulate"] == eff["accumulate"]
+        assert p["batch_per_device"] * p["world_size"] * p["accumulate"] == eff["images_per_step"]
+        assert p["optimizer"] == eff["optimizer"]
+        weight = next(g for g in p["param_groups"] if g["param_group"] == "weight")
+        assert math.isclose(weight["weight_decay"], eff["weight_decay"], rel_tol=1e-9), (name, weight, eff)
+        for g in p["param_groups"]:
+            assert math.isclose(g["lr"], eff["lr0"], rel_tol=1e-9), (name, g, eff["lr0"])
+            if g["param_group"] != "weight":
+                assert g["weight_decay"] == 0.0
+        assert p["warmup_iterations"] == eff["warmup_iterations"]
+        assert p["samples_per_device"] == eff["samples_per_device"]
+        assert p["batches_per_epoch"] == eff["batches_per_epoch"]
+        assert p["dataset_size"] == eff["dataset_size"]
+        # Ultralytics multiplies the loss by the per-device batch (criterion) and the world size (trainer)
+        assert math.isclose(p["loss_scale"], eff["batch_per_device"] * eff["world_size"], rel_tol=1e-4)
+
+
+def test_the_cases_exercise_the_scaler(ddp_case):
+    """Guard against a vacuous proof: accumulation, warmup and (in one case) lr/wd rescaling are real."""
+    name, scaling, _ = ddp_case
+    eff, ref = scaling["effective"], scaling["reference_effective"]
+    assert eff["warmup_iterations"] > 0
+    if name == "keep-images-per-step":
+        assert eff["accumulate"] == 8 and eff["images_per_step"] == ref["images_per_step"] == 64
+        assert eff["lr0"] == ref["lr0"]
+    else:
+        assert eff["images_per_step"] == 2 * ref["images_per_step"] == 32 and eff["nbs"] == 32
+        assert math.isclose(eff["lr0"], ref["lr0"] * math.sqrt(2), rel_tol=1e-9)
+        assert math.isclose(eff["weight_decay"], ref["weight_decay"] * math.sqrt(2), rel_tol=1e-9)
