@@ -1,0 +1,140 @@
+#!/usr/bin/env python
+"""Parity: the same job on one process and on several data-parallel processes must train the same way.
+
+Runs the job (default examples/quickstart.yaml, default policy, same seed) on each device spec in turn
+(default `cpu` then `cpu:2`), sequentially, through the real CLI (`yolo-orch submit`), then writes:
+
+- a JSON report (final mAP50 / mAP50-95 from the best.pt validation, per-epoch losses and metrics,
+  wall time, the scaler's effective values per run, and the differences),
+- one matplotlib PNG with the per-epoch loss curves of every run (train box/cls/dfl, val box) and
+  mAP50-95.
+
+    python scripts/parity.py                                     # runs both, ~2 x a quickstart
+    python scripts/parity.py --replot runs/quickstart/<id-cpu> runs/quickstart/<id-cpu2>
+
+Numbers in docs/distributed.md come from this script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+TARGET_MAP_DIFF = 0.03
+
+
+def run_job(job: Path, devices: str, runs_dir: Path, sets: list[str]) -> Path:
+    cmd = [sys.executable, "-m", "orchestrator", "submit", str(job), "--devices", devices, "--json",
+           "--set", f"runs_dir={runs_dir}", "--set", "wandb.mode=disabled"]
+    for s in sets:
+        cmd += ["--set", s]
+    print(f"$ {' '.join(cmd)}", flush=True)
+    started = time.time()
+    out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.stderr.write(out.stderr[-4000:])
+        raise SystemExit(f"{devices}: submit failed with exit code {out.returncode}")
+    result = json.loads(out.stdout)
+    print(f"  {devices}: {result['state']} in {time.time() - started:.0f}s -> {result['run_dir']}", flush=True)
+    return Path(result["run_dir"])
+
+
+def read_run(run_dir: Path) -> dict:
+    resolved = yaml.safe_load((run_dir / "job.resolved.yaml").read_text())
+    summary = json.loads((run_dir / "summary.json").read_text())
+    with open(run_dir / "results.csv") as f:
+        rows = [{k.strip(): float(v) for k, v in row.items()} for row in csv.DictReader(f)]
+    per_epoch = {key: [r[key] for r in rows] for key in rows[0] if key != "epoch"} if rows else {}
+    m = summary["metrics"]
+    return {
+        "devices": resolved["plan"]["devices"],
+        "run_dir": str(run_dir),
+        "final": {"mAP50": m.get("metrics/mAP50(B)"), "mAP50-95": m.get("metrics/mAP50-95(B)"),
+                  "precision": m.get("metrics/precision(B)"), "recall": m.get("metrics/recall(B)")},
+        "best_epoch_mAP50-95": max(per_epoch.get("metrics/mAP50-95(B)", [0.0])),
+        "wall_time_s": summary.get("wall_time_s"),
+        "effective": resolved["plan"]["scaling"]["effective"],
+        "per_epoch": per_epoch,
+    }
+
+
+def plot(runs: list[dict], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [("train/box_loss", "train box loss"), ("train/cls_loss", "train cls loss"),
+              ("train/dfl_loss", "train dfl loss"), ("val/box_loss", "val box loss"),
+              ("val/cls_loss", "val cls loss"), ("metrics/mAP50-95(B)", "val mAP50-95")]
+    fig, axes = plt.subplots(2, 3, figsize=(13, 7), sharex=True)
+    for ax, (key, label) in zip(axes.flat, panels):
+        for run in runs:
+            ys = run["per_epoch"].get(key)
+            if ys:
+                eff = run["effective"]
+                ax.plot(range(1, len(ys) + 1), ys, marker=".", label=(
+                    f"{run['devices']} ({eff['batch_per_device']}/dev x {eff['world_size']} x acc {eff['accumulate']})"))
+        ax.set_title(label)
+        ax.grid(alpha=0.3)
+    for ax in axes[1]:
+        ax.set_xlabel("epoch")
+    axes[0][0].legend(fontsize=8)
+    finals = ", ".join(f"{r['devices']}: mAP50 {r['final']['mAP50']:.3f} / mAP50-95 {r['final']['mAP50-95']:.3f}"
+                       for r in runs)
+    fig.suptitle(f"{title}\nfinal (best.pt) {finals}", fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    print(f"wrote {path}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--job", type=Path, default=REPO / "examples" / "quickstart.yaml")
+    ap.add_argument("--devices", nargs="+", default=["cpu", "cpu:2"])
+    ap.add_argument("--runs-dir", type=Path, default=REPO / "runs" / "parity")
+    ap.add_argument("--set", dest="sets", action="append", default=[], help="extra job override KEY=VALUE")
+    ap.add_argument("--plot", type=Path, default=REPO / "docs" / "img" / "parity_loss.png")
+    ap.add_argument("--json", type=Path, default=REPO / "docs" / "parity.json")
+    ap.add_argument("--replot", type=Path, nargs="+", help="existing run dirs: no training, report and plot only")
+    args = ap.parse_args(argv)
+
+    run_dirs = args.replot or [run_job(args.job.resolve(), d, args.runs_dir.resolve(), args.sets) for d in args.devices]
+    runs = [read_run(Path(d)) for d in run_dirs]
+    base = runs[0]
+    report = {
+        "job": str(args.job),
+        "target_mAP50-95_diff": TARGET_MAP_DIFF,
+        "runs": runs,
+        "differences": [
+            {"devices": f"{r['devices']} - {base['devices']}",
+             "mAP50": round(r["final"]["mAP50"] - base["final"]["mAP50"], 5),
+             "mAP50-95": round(r["final"]["mAP50-95"] - base["final"]["mAP50-95"], 5),
+             "within_target": abs(r["final"]["mAP50-95"] - base["final"]["mAP50-95"]) <= TARGET_MAP_DIFF}
+            for r in runs[1:]
+        ],
+    }
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(report, indent=1) + "\n")
+    print(f"wrote {args.json}")
+    plot(runs, args.plot, f"Parity: {Path(args.job).name} on {' vs '.join(r['devices'] for r in runs)} (same seed)")
+    for r in runs:
+        print(f"{r['devices']:>8}: mAP50 {r['final']['mAP50']:.4f}  mAP50-95 {r['final']['mAP50-95']:.4f}  "
+              f"wall {r['wall_time_s']}s")
+    for d in report["differences"]:
+        print(f"{d['devices']}: mAP50 {d['mAP50']:+.4f}  mAP50-95 {d['mAP50-95']:+.4f}  "
+              f"({'within' if d['within_target'] else 'OUTSIDE'} the {TARGET_MAP_DIFF} target)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
