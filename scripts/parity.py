@@ -111,8 +111,12 @@ def main(argv: list[str] | None = None) -> int:
     run_dirs = args.replot or [run_job(args.job.resolve(), d, args.runs_dir.resolve(), args.sets) for d in args.devices]
     runs = [read_run(Path(d)) for d in run_dirs]
     base = runs[0]
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     report = {
         "job": str(args.job),
+        "job_yaml": args.job.read_text() if args.job.exists() else None,
+        "git_commit": commit or None,
+        "sets": args.sets,
         "target_mAP50-95_diff": TARGET_MAP_DIFF,
         "runs": runs,
         "differences": [
