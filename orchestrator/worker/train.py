@@ -69,7 +69,7 @@ def train(run_dir: Path, trainer_factory=None) -> int:
     from ultralytics import YOLO
 
     disable_integrations()
-    if plan["devices"] not in ("cpu",) and not plan["devices"].startswith("cpu:"):
+    if plan["devices"] not in ("cpu",) and not plan["devices"].startswith("cpu:") and "xcpu:" not in plan["devices"]:
         skip_amp_download_check()
 
     try:
