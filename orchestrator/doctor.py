@@ -193,8 +193,8 @@ def parse_smi_csv(text: str) -> list[dict]:
 
 
 def our_pids(runs_dir: Path) -> set[int]:
-    """PIDs of active runs in the registry (supervisors and workers) and of this process."""
-    pids = {os.getpid()}
+    """PIDs of running runs in the registry (supervisors and workers)."""
+    pids: set[int] = set()
     try:
         from orchestrator.registry import Registry, registry_path
 
@@ -217,7 +217,8 @@ def _pgid(pid: int) -> int | None:
 def check_gpu_processes(runs_dir: Path, nvidia_smi: str | None = None) -> Check:
     procs, how = gpu_processes(nvidia_smi)
     ours = our_pids(runs_dir)
-    our_groups = {g for g in (_pgid(p) for p in ours) if g}
+    our_groups = {g for g in (_pgid(p) for p in ours) if g}  # a run's ranks and dataloader workers
+    ours.add(os.getpid())
     foreign, orphans = [], []
     from orchestrator.registry import process_alive
 
