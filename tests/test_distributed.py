@@ -70,6 +70,7 @@ def test_two_rank_gloo_run_completes(ddp_run):
         probe = json.loads((ddp_run["probe"] / f"probe-rank{rank}.json").read_text())
         assert (probe["rank"], probe["world_size"], probe["backend"], probe["device"]) == (rank, 2, "gloo", "cpu")
         assert probe["ddp_wrapped"] == "DistributedDataParallel"
+        assert probe["amp"] is False  # no autocast on CPU
     assert ddp_run["elapsed"] < 240, f"2-epoch tiny DDP job took {ddp_run['elapsed']:.0f}s"
 
 
@@ -200,12 +201,13 @@ def test_two_nodes_on_localhost(tmp_path):
     """`2xcpu:1`: two orchestrators (node ranks 0 and 1), one torchrun each, static rendezvous."""
     job = write_job(tmp_path, target={"devices": "2xcpu:1"})
     endpoint = f"127.0.0.1:{_free_port()}"
+    probe = {PROBE_ENV: str(tmp_path / "probe")}
     node1 = subprocess.Popen([sys.executable, "-m", "orchestrator", "submit", str(job), "--json",
-                              "--node-rank", "1", "--rdzv-endpoint", endpoint], cwd=tmp_path, env=cli_env(),
+                              "--node-rank", "1", "--rdzv-endpoint", endpoint], cwd=tmp_path, env=cli_env(probe),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         node0 = run_cli("submit", job, "--json", "--node-rank", "0", "--rdzv-endpoint", endpoint, cwd=tmp_path,
-                        timeout=300)
+                        timeout=300, env=probe)
         out1, err1 = node1.communicate(timeout=120)
     finally:
         if node1.poll() is None:
@@ -220,6 +222,9 @@ def test_two_nodes_on_localhost(tmp_path):
     assert (dir0 / "rank0.log").exists() and (dir1 / "rank1.log").exists()
     assert "DDP: rank 0/2" in (dir0 / "train.log").read_text()
     assert (dir0 / "weights" / "best.pt").exists() and not (dir1 / "weights" / "best.pt").exists()
+    for rank in (0, 1):
+        p = json.loads((tmp_path / "probe" / f"probe-rank{rank}.json").read_text())
+        assert (p["world_size"], p["device"], p["amp"], p["samples_per_device"]) == (2, "cpu", False, 8)
     launch = yaml.safe_load((dir1 / "job.resolved.yaml").read_text())["plan"]["launch"]
     assert launch == {"node_rank": 1, "rdzv_endpoint": endpoint, "rdzv_backend": "static"}
 

@@ -271,6 +271,7 @@ class RankProbe:
             "world_size": t.world_size,
             "backend": dist.get_backend() if dist.is_initialized() else None,
             "device": str(t.device),
+            "amp": bool(t.amp),
             "batch": t.batch_size,
             "batch_per_device": loader.batch_size,
             "nbs": t.args.nbs,
