@@ -1,0 +1,216 @@
+#!/usr/bin/env python
+"""Benchmarks side by side with plain Ultralytics. Each number is a ratio measured in
+one run on one machine. Prints a table and writes JSON.
+
+    python scripts/bench.py                          # all sections
+    python scripts/bench.py --only overhead,cli      # some
+    python scripts/bench.py --reps 3 --epochs 10     # quicker overhead runs
+
+Sections:
+  overhead    quickstart via `yolo-orch submit` vs the same resolved arguments via
+              YOLO(...).train in a fresh process, interleaved, median wall time
+  cli         cold start of `--help`, `plan`, `submit --dry-run` vs `python -c pass`
+  throughput  train images/s (from results.csv) in the same runs as `overhead`
+  dp          images/s on cpu vs cpu:2 (gloo) for the same job
+  extra       numbers other scripts wrote: sweep vs model.tune, XLA compile counts
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+QUICKSTART = REPO / "examples" / "quickstart.yaml"
+PY = sys.executable
+
+PLAIN = r"""
+import json, sys, time
+from orchestrator.worker.offline import prepare_env, disable_integrations
+prepare_env()
+from ultralytics import YOLO
+disable_integrations()
+args = json.loads(sys.argv[1])
+model = YOLO(args.pop("model"))
+model.train(**args)
+"""
+
+
+def env_for(cache: Path) -> dict:
+    env = dict(os.environ, YOLO_ORCH_CACHE=str(cache), WANDB_MODE="disabled", PYTHONPATH=str(REPO))
+    return env
+
+
+def timed(cmd: list[str], env: dict, cwd: Path) -> float:
+    t = time.perf_counter()
+    subprocess.run(cmd, env=env, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t
+
+
+def train_images_per_s(results_csv: Path, images: int) -> float:
+    rows = list(csv.DictReader(results_csv.open()))
+    return images * len(rows) / float(rows[-1]["time"])
+
+
+def bench_overhead(reps: int, epochs: int, work: Path, cache: Path) -> dict:
+    from orchestrator.plan import make_plan
+    from orchestrator.runner import ensure_data
+    from orchestrator.spec.loader import load_job
+
+    os.environ["YOLO_ORCH_CACHE"] = str(cache)
+    sets = [f"epochs={epochs}", "wandb.mode=disabled"]
+    plan = make_plan(load_job(QUICKSTART, sets=sets))
+    ensure_data(plan)  # both sides start from the generated dataset
+    images = plan.data.train_images
+    env = env_for(cache)
+    orch, plain, orch_ips, plain_ips = [], [], [], []
+    for rep in range(reps):
+        order = ("orch", "plain") if rep % 2 == 0 else ("plain", "orch")
+        for side in order:
+            if side == "orch":
+                runs = work / f"orch{rep}"
+                cmd = [PY, "-m", "orchestrator", "submit", str(QUICKSTART), "--json",
+                       *[a for s in sets for a in ("--set", s)], "--set", f"runs_dir={runs}"]
+                orch.append(timed(cmd, env, work))
+                orch_ips.append(train_images_per_s(next(runs.rglob("results.csv")), images))
+            else:
+                project = work / f"plain{rep}"
+                args = dict(plan.train_args, project=str(project), name="run", exist_ok=True)
+                plain.append(timed([PY, "-c", PLAIN, json.dumps(args)], env, work))
+                plain_ips.append(train_images_per_s(project / "run" / "results.csv", images))
+        print(f"  rep {rep + 1}/{reps}: orchestrator {orch[-1]:.1f}s  plain {plain[-1]:.1f}s", flush=True)
+    return {
+        "epochs": epochs, "reps": reps, "orchestrator_s": orch, "plain_s": plain,
+        "median_orchestrator_s": statistics.median(orch), "median_plain_s": statistics.median(plain),
+        "ratio": statistics.median(orch) / statistics.median(plain),
+        "throughput": {
+            "orchestrator_images_per_s": statistics.median(orch_ips),
+            "plain_images_per_s": statistics.median(plain_ips),
+            "ratio": statistics.median(orch_ips) / statistics.median(plain_ips),
+        },
+    }
+
+
+def bench_cli(n: int, work: Path, cache: Path) -> dict:
+    env = env_for(cache)
+    exe = [PY, "-m", "orchestrator"]
+    cases = {
+        "python -c pass": [PY, "-c", "pass"],
+        "yolo-orch --help": [*exe, "--help"],
+        "yolo-orch plan": [*exe, "plan", str(QUICKSTART), "-d", "cpu", "-d", "8"],
+        "yolo-orch submit --dry-run": [*exe, "submit", str(QUICKSTART), "--dry-run"],
+    }
+    times = {name: [] for name in cases}
+    for _ in range(n):  # interleaved so load changes hit every case alike
+        for name, cmd in cases.items():
+            times[name].append(timed(cmd, env, work))
+    base = statistics.median(times["python -c pass"])
+    return {name: {"median_s": statistics.median(t), "vs_python": statistics.median(t) / base}
+            for name, t in times.items()}
+
+
+def bench_dp(epochs: int, work: Path, cache: Path) -> dict:
+    env = env_for(cache)
+    out = {}
+    from orchestrator.plan import make_plan
+    from orchestrator.spec.loader import load_job
+
+    images = make_plan(load_job(QUICKSTART)).data.train_images
+    for devices in ("cpu", "cpu:2"):
+        runs = work / f"dp-{devices.replace(':', '')}"
+        cmd = [PY, "-m", "orchestrator", "submit", str(QUICKSTART), "--devices", devices, "--set", f"epochs={epochs}",
+               "--set", "wandb.mode=disabled", "--set", f"runs_dir={runs}", "--json"]
+        wall = timed(cmd, env, work)
+        summary = json.loads(next(runs.rglob("summary.json")).read_text())
+        out[devices] = {"wall_s": wall, "images_per_s": train_images_per_s(next(runs.rglob("results.csv")), images),
+                        "mAP50-95": summary["metrics"].get("metrics/mAP50-95(B)")}
+    out["speedup"] = out["cpu:2"]["images_per_s"] / out["cpu"]["images_per_s"]
+    out["efficiency"] = out["speedup"] / 2
+    return out
+
+
+def bench_extra() -> dict:
+    found = {}
+    for name, path in {"sweep": REPO / "docs" / "bench" / "sweep.json",
+                       "xla": REPO / "docs" / "bench" / "xla.json"}.items():
+        if path.exists():
+            found[name] = json.loads(path.read_text())
+    return found
+
+
+def machine() -> dict:
+    import torch
+
+    return {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
+            "torch": torch.__version__, "cuda": torch.cuda.is_available()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", default="cli,overhead,dp,extra")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--epochs", type=int, default=30, help="epochs for the overhead/throughput runs")
+    ap.add_argument("--dp-epochs", type=int, default=5)
+    ap.add_argument("--cli-n", type=int, default=10)
+    ap.add_argument("--out", type=Path, default=REPO / "docs" / "bench" / "results.json")
+    args = ap.parse_args()
+    only = set(args.only.split(","))
+    results: dict = {"machine": machine(), "when": time.strftime("%Y-%m-%d %H:%M:%S")}
+    with tempfile.TemporaryDirectory(prefix="yolo-orch-bench-") as tmp:
+        work, cache = Path(tmp), Path(tmp) / "cache"
+        if "cli" in only:
+            print("cli start-up ...", flush=True)
+            results["cli"] = bench_cli(args.cli_n, work, cache)
+        if "overhead" in only:
+            print("overhead (interleaved) ...", flush=True)
+            results["overhead"] = bench_overhead(args.reps, args.epochs, work, cache)
+        if "dp" in only:
+            print("data-parallel cpu vs cpu:2 ...", flush=True)
+            results["dp"] = bench_dp(args.dp_epochs, work, cache)
+    if "extra" in only:
+        results.update(bench_extra())
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    if args.out.exists():  # keep sections measured in an earlier run
+        previous = json.loads(args.out.read_text())
+        results = {**previous, **results}
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print_table(results)
+    print(f"wrote {args.out}")
+
+
+def print_table(r: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title="yolo-orch benchmarks (ratios measured side by side)")
+    for col in ("measure", "value", "target"):
+        t.add_column(col)
+    if "overhead" in r:
+        o = r["overhead"]
+        t.add_row(f"submit vs YOLO.train wall ({o['epochs']} ep, median of {o['reps']})",
+                  f"{o['median_orchestrator_s']:.1f}s / {o['median_plain_s']:.1f}s = {o['ratio']:.3f}", "<= 1.02")
+        th = o["throughput"]
+        t.add_row("train images/s orchestrator / plain",
+                  f"{th['orchestrator_images_per_s']:.1f} / {th['plain_images_per_s']:.1f} = {th['ratio']:.3f}", ">= 1.0")
+    for name, c in r.get("cli", {}).items():
+        t.add_row(f"cold start: {name}", f"{c['median_s']:.3f}s ({c['vs_python']:.1f}x python)", "< 0.5 s")
+    if "dp" in r:
+        d = r["dp"]
+        t.add_row("images/s cpu:2 / cpu (gloo, 2 cores)",
+                  f"{d['cpu:2']['images_per_s']:.1f} / {d['cpu']['images_per_s']:.1f} = {d['speedup']:.2f}",
+                  "efficiency " + f"{d['efficiency']:.0%}")
+    Console().print(t)
+
+
+if __name__ == "__main__":
+    main()
