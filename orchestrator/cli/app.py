@@ -10,6 +10,7 @@ import typer
 from orchestrator import __version__
 from orchestrator.cli import data, plan, schema, slurm, submit
 from orchestrator.cli import sweep as sweep_cli
+from orchestrator.cli import kaggle as kaggle_cli
 from orchestrator.cli import doctor as doctor_cli, resume as resume_cli, runs as runs_cli
 from orchestrator.cli.common import fail
 from orchestrator.spec.errors import SpecError
@@ -43,6 +44,7 @@ for module in (runs_cli, resume_cli, doctor_cli):  # registry, resume, doctor (d
     module.register(app)
 
 sweep_cli.register(app)  # yolo-orch sweep (docs/sweeps.md)
+kaggle_cli.register(app)  # yolo-orch kaggle build|wheels|push|status|pull|quota (docs/kaggle.md)
 
 
 def main() -> None:

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from orchestrator.scaling.types import POLICIES
 from orchestrator.spec.devices import DeviceSpecError, parse_devices
+from orchestrator.spec.kaggle import KaggleOptions
 
 OPTIMIZERS = ("auto", "SGD", "MuSGD", "Adam", "Adamax", "AdamW", "NAdam", "RAdam", "RMSProp")
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
@@ -145,6 +146,7 @@ class JobSpec(Strict):
     wandb: Wandb = Field(default_factory=Wandb)
     overrides: dict[str, Any] = Field(default_factory=dict)
     runs_dir: str = Field(default="runs", min_length=1)
+    kaggle: Optional[KaggleOptions] = Field(default=None, description="Kaggle TPU launcher settings (yolo-orch kaggle build)")
     oom_retries: int = Field(
         default=2, ge=0, le=10,
         description="CUDA out-of-memory recoveries: restart from the last checkpoint with the per-device batch "

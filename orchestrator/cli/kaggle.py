@@ -1,0 +1,216 @@
+"""`yolo-orch kaggle build|wheels|push|status|pull|quota`: Kaggle TPU kernels.
+
+Light: nothing here imports torch; `push`/`status`/`pull`/`quota` run the official `kaggle`
+CLI and turn its failures (missing, not authenticated, refused) into one line and exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from orchestrator.cli.common import fail, human, print_json
+
+kaggle_app = typer.Typer(
+    help="Kaggle TPU: build a kernel folder, the offline wheels dataset; push, status, pull, quota.",
+    no_args_is_help=True,
+)
+
+
+def _tool():
+    from orchestrator.kaggle import tool
+
+    return tool
+
+
+def _kernel_ref(value: str) -> str:
+    """OWNER/KERNEL, or a built kernel folder (its kernel-metadata.json id)."""
+    path = Path(value)
+    meta = path / "kernel-metadata.json"
+    if meta.is_file():
+        return json.loads(meta.read_text())["id"]
+    if value.count("/") == 1 and not path.exists():
+        return value
+    fail([f"KERNEL: expected OWNER/KERNEL or a folder with kernel-metadata.json (got {value!r})"])
+
+
+@kaggle_app.command("build")
+def build_cmd(
+    job_file: Path = typer.Argument(..., help="Job spec YAML."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Kernel folder to write (default kaggle/<kernel slug>)."),
+    machine_shape: Optional[str] = typer.Option(None, "--machine-shape", help="Kaggle accelerator (default TpuV5E8)."),
+    owner: Optional[str] = typer.Option(None, "--owner", help="Kaggle user (default: KAGGLE_USERNAME / kaggle.json)."),
+    wheels_dataset: Optional[str] = typer.Option(None, "--wheels-dataset", help="OWNER/SLUG of the wheels dataset."),
+    data_dataset: Optional[str] = typer.Option(None, "--data-dataset", help="OWNER/SLUG of the data yaml's dataset."),
+    resume_from: Optional[str] = typer.Option(None, "--resume-from", help="OWNER/KERNEL of the previous session."),
+    session: Optional[int] = typer.Option(None, "--session", help="Session number (default 1, or previous + 1)."),
+    run_id: Optional[str] = typer.Option(None, "--run-id", help="Run id (default: a new one; keep it across sessions)."),
+    devices: Optional[str] = typer.Option(None, "--devices", "-d", help="tpu:N or xla:cpu (default: tpu:8 on TpuV5E8)."),
+    kernel: Optional[str] = typer.Option(None, "--kernel", help="Kernel slug (default yolo-orch-<job name>)."),
+    session_hours: Optional[float] = typer.Option(None, "--session-hours", help="Kaggle session limit (default 9)."),
+    margin_minutes: Optional[float] = typer.Option(None, "--margin-minutes", help="Stop this early (default 20)."),
+    internet: Optional[bool] = typer.Option(None, "--internet/--no-internet", help="Kernel internet (default off)."),
+    max_boxes: Optional[int] = typer.Option(None, "--max-boxes", help="XLA per-image box limit (default 32)."),
+    bf16: Optional[bool] = typer.Option(None, "--bf16/--no-bf16", help="bf16 autocast on the TPU."),
+    set_: Optional[list[str]] = typer.Option(None, "--set", help="Override a job field: KEY=VALUE (dotted keys)."),
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable output on stdout."),
+) -> None:
+    """Write a ready kernel folder: kernel-metadata.json, the runner script, the resolved job."""
+    from orchestrator.kaggle.build import BuildOptions, build, describe
+    from orchestrator.spec.loader import load_job
+
+    job = load_job(job_file, sets=set_ or [])
+    result = build(job, BuildOptions(
+        out=out, owner=owner, machine_shape=machine_shape, wheels_dataset=wheels_dataset, data_dataset=data_dataset,
+        resume_from=resume_from, kernel=kernel, session=session, run_id=run_id, devices=devices,
+        session_hours=session_hours, margin_minutes=margin_minutes, enable_internet=internet, max_boxes=max_boxes,
+        bf16=bf16,
+    ))
+    console = human(json_out)
+    for w in result.warnings:
+        console.print(f"[yellow]warning:[/] {w}", highlight=False)
+    if json_out:
+        print_json(result.as_json())
+        return
+    for line in describe(result):
+        console.print(line, highlight=False, markup=False)
+    if result.bundle["wandb_mode"] == "online":
+        console.print("W&B online: attach the WANDB_API_KEY secret to this kernel once in Kaggle's editor "
+                      "(Add-ons > Secrets); without it the kernel logs offline.", highlight=False)
+
+
+@kaggle_app.command("wheels")
+def wheels_cmd(
+    out: Path = typer.Option(Path("kaggle/yolo-orch-wheels"), "--out", "-o", help="Flat wheels folder to fill."),
+    owner: Optional[str] = typer.Option(None, "--owner", help="Kaggle user (default: KAGGLE_USERNAME / kaggle.json)."),
+    slug: str = typer.Option("yolo-orch-wheels", "--slug", help="Dataset slug."),
+    title: str = typer.Option("yolo-orch wheels for Kaggle TPU", "--title", help="Dataset title (6-50 chars)."),
+    python_version: str = typer.Option("3.12", "--python-version", help="The Kaggle image's Python."),
+    platform: Optional[list[str]] = typer.Option(None, "--platform", help="Wheel platform tags (repeatable)."),
+    package: Optional[list[str]] = typer.Option(None, "--package", "-p",
+                                                help="Requirement to ship instead of the default set (repeatable)."),
+    no_project: bool = typer.Option(False, "--no-project", help="Do not build and ship this project's wheel."),
+    no_wandb: bool = typer.Option(False, "--no-wandb", help="Leave W&B out of the default set."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the pip commands; write nothing."),
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable output on stdout."),
+) -> None:
+    """Build the offline wheels folder (+ dataset-metadata.json) for the Kaggle TPU image."""
+    from orchestrator.kaggle.build import BuildOptions, resolve_owner
+    from orchestrator.kaggle.wheels import DEFAULT_PLATFORMS, WheelsOptions, build_wheels, upload_hint
+
+    opts = WheelsOptions(out=out, owner=resolve_owner(BuildOptions(owner=owner)), slug=slug, title=title,
+                         python_version=python_version, platforms=tuple(platform or DEFAULT_PLATFORMS),
+                         packages=list(package) if package else None, with_wandb=not no_wandb, project=not no_project)
+    console = human(json_out)
+    if not json_out and not dry_run:
+        console.print(f"resolving and downloading wheels for Python {python_version} into {out} ...", highlight=False)
+    result = build_wheels(opts, dry_run=dry_run)
+    if json_out:
+        print_json(result.as_json())
+        return
+    if dry_run:
+        for cmd in result.commands:
+            console.print(" ".join(cmd), highlight=False, markup=False, soft_wrap=True)
+        return
+    console.print(f"{len(result.wheels)} wheels in {result.folder} ({result.seconds:.0f} s); left out (in the image): "
+                  f"{', '.join(result.excluded) or '-'}", highlight=False, markup=False)
+    for note in result.notes:
+        console.print(f"[yellow]note:[/] {note}", highlight=False)
+    for line in upload_hint(result):
+        console.print(line, highlight=False, markup=False)
+
+
+@kaggle_app.command("push")
+def push_cmd(
+    folder: Path = typer.Argument(..., help="Kernel folder made by `yolo-orch kaggle build`."),
+    timeout: float = typer.Option(600, "--timeout", help="Seconds to wait for the CLI."),
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable output on stdout."),
+) -> None:
+    """`kaggle kernels push -p FOLDER`: upload the runner and start the kernel."""
+    tool = _tool()
+    if not (folder / "kernel-metadata.json").is_file():
+        fail([f"FOLDER: {folder} has no kernel-metadata.json (run `yolo-orch kaggle build` first)"])
+    try:
+        res = tool.push(folder, timeout=timeout)
+    except tool.KaggleCliError as exc:
+        fail([str(exc)])
+    if json_out:
+        print_json(res)
+        return
+    human(False).print(f"pushed {res['kernel']}" + (f" version {res['version']}" if res["version"] else "")
+                       + (f": {res['url']}" if res["url"] else ""), highlight=False, markup=False)
+
+
+@kaggle_app.command("status")
+def status_cmd(
+    kernel: str = typer.Argument(..., help="OWNER/KERNEL, or a built kernel folder."),
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable output on stdout."),
+) -> None:
+    """`kaggle kernels status`: queued, running, complete, error or cancelled."""
+    tool = _tool()
+    ref = _kernel_ref(kernel)
+    try:
+        res = tool.status(ref)
+    except tool.KaggleCliError as exc:
+        fail([str(exc)])
+    if json_out:
+        print_json(res)
+        return
+    text = f"{ref}: {res['state']}"
+    if res["failure_message"]:
+        text += f" ({res['failure_message']})"
+    human(False).print(text, highlight=False, markup=False)
+
+
+@kaggle_app.command("pull")
+def pull_cmd(
+    kernel: str = typer.Argument(..., help="OWNER/KERNEL, or a built kernel folder."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Where to download (default kaggle-output/<slug>)."),
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable output on stdout."),
+) -> None:
+    """`kaggle kernels output`: download the latest version's outputs (tarball, resume.json, log)."""
+    tool = _tool()
+    ref = _kernel_ref(kernel)
+    dest = out or Path("kaggle-output") / ref.split("/")[1]
+    try:
+        res = tool.output(ref, dest)
+    except tool.KaggleCliError as exc:
+        fail([str(exc)])
+    state = None
+    resume = dest / "resume.json"
+    if resume.is_file():
+        try:
+            state = json.loads(resume.read_text())
+        except ValueError:
+            state = None
+    res["resume"] = state
+    if json_out:
+        print_json(res)
+        return
+    console = human(False)
+    console.print(f"{len(res['files'])} files from {ref} in {dest}", highlight=False, markup=False)
+    if state:
+        console.print(f"run {state.get('run_id')}: {state.get('epochs_done')}/{state.get('epochs')} epochs, "
+                      f"{state.get('state')}" + ("" if state.get("done") else " (not done: build with --resume-from "
+                                                  f"{ref} --run-id {state.get('run_id')} and push)"),
+                      highlight=False, markup=False)
+
+
+@kaggle_app.command("quota")
+def quota_cmd(json_out: bool = typer.Option(False, "--json", help="Machine-readable output on stdout.")) -> None:
+    """`kaggle quota`: weekly GPU/TPU hours used and left."""
+    tool = _tool()
+    try:
+        res = tool.quota(csv=json_out)
+    except tool.KaggleCliError as exc:
+        fail([str(exc)])
+    if json_out:
+        print_json(res)
+        return
+    human(False).print(res["text"] or "(no quota information)", highlight=False, markup=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(kaggle_app, name="kaggle")

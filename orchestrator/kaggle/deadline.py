@@ -1,0 +1,76 @@
+"""Stop before Kaggle's session limit, at an epoch boundary, with a resumable checkpoint.
+
+`SessionDeadline` is an Ultralytics `on_fit_epoch_end` callback for the XLA trainer (it runs in
+the master process, after `save_model` wrote this epoch's last.pt; the trainer makes every
+core agree on `.stop`). When the NEXT epoch would end after the deadline it sets
+`trainer.stop = True`, copies the just-written, still resumable last.pt to
+`weights/session_resume.pt` (the trainer's final evaluation then strips last.pt of its
+optimizer, as Ultralytics does) and writes `session_stop.json`. Files, not attributes, carry
+the decision: with several cores the callback runs in a spawned process.
+
+Picklable and torch-free (only the standard library).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+RESUME_COPY = Path("weights") / "session_resume.pt"
+STOP_FILE = "session_stop.json"
+
+
+class SessionDeadline:
+    def __init__(self, deadline: float, run_dir: str | Path, safety: float = 1.2, clock=time.time):
+        self.deadline = float(deadline)
+        self.run_dir = str(run_dir)
+        self.safety = float(safety)
+        self.clock = clock
+        self.durations: list[float] = []
+        self.last_mark: float | None = None
+        self.done = False  # stopped here, or the natural last epoch passed: later calls are final_eval's
+
+    def estimate(self) -> float:
+        """Expected duration of the next epoch: the slowest of the last three, leaving out the first
+        epoch (it includes XLA compilation) once there are others."""
+        steady = self.durations[1:] or self.durations
+        return max(steady[-3:]) if steady else 0.0
+
+    def __call__(self, trainer) -> None:
+        now = self.clock()
+        if self.done:
+            return
+        epoch, total = int(trainer.epoch), int(trainer.epochs)
+        duration = getattr(trainer, "epoch_time", None)
+        if not duration:
+            start = self.last_mark if self.last_mark is not None else getattr(trainer, "train_time_start", now)
+            duration = now - start
+        self.last_mark = now
+        self.durations.append(float(duration))
+        if epoch + 1 >= total or getattr(trainer, "stop", False):
+            self.done = True  # the trainer ends here anyway
+            return
+        need = self.estimate() * self.safety
+        if now + need <= self.deadline:
+            return
+        self.done = True
+        trainer.stop = True
+        run_dir = Path(self.run_dir)
+        last = Path(getattr(trainer, "last", run_dir / "weights" / "last.pt"))
+        kept = None
+        if last.is_file():
+            kept = run_dir / RESUME_COPY
+            tmp = kept.with_name(f".{kept.name}.tmp")
+            shutil.copyfile(last, tmp)
+            tmp.replace(kept)
+        record = {
+            "epoch": epoch + 1, "epochs": total, "time": now, "deadline": self.deadline,
+            "next_epoch_estimate_s": round(need, 1), "seconds_left": round(self.deadline - now, 1),
+            "checkpoint": str(RESUME_COPY) if kept else None,
+        }
+        (run_dir / STOP_FILE).write_text(json.dumps(record, indent=2) + "\n")
+        print(f"[yolo-orch] session limit: stopping after epoch {epoch + 1}/{total} "
+              f"({record['seconds_left']:.0f} s left, next epoch needs ~{need:.0f} s); "
+              "the next session resumes from here", flush=True)

@@ -1,0 +1,258 @@
+"""The whole Kaggle loop for one job (scripts/kaggle_tpu_launch.py drives it with a display):
+
+    build -> push -> poll status -> pull outputs into runs/<job>/<run id>/ -> registry
+       ^                                                      |
+       +---- session stopped before the limit: next session --+
+             (a new kernel `<slug>-sN` with kernel_sources = the previous one)
+
+Each session's kernel folder and downloaded output stay in `<run dir>/kaggle/session-N/`; the
+run tarball is unpacked into the run directory itself, so it looks like a local run
+(weights/, results.csv, events.jsonl, summary.json, job.resolved.yaml).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tarfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from orchestrator.kaggle import tool
+from orchestrator.kaggle.build import BuildOptions, build, new_run_id
+from orchestrator.spec.errors import SpecError
+from orchestrator.spec.loader import LoadedJob
+
+RESUME = "resume.json"
+
+
+class LaunchError(Exception):
+    """A session failed or the loop cannot go on; the message says what to look at."""
+
+
+@dataclass
+class LaunchOptions:
+    build: BuildOptions = field(default_factory=BuildOptions)  # out/session/run_id/resume_from are set per session
+    runs_dir: Path | None = None
+    poll_s: float = 60.0
+    max_sessions: int = 20
+    session_timeout_h: float | None = None  # default: session_hours + 3 (queueing included)
+
+
+@dataclass
+class LaunchOutcome:
+    run_id: str
+    run_dir: Path
+    state: str  # finished | failed | killed
+    sessions: list[dict]
+    resume: dict | None
+    message: str = ""
+
+
+def _find(folder: Path, name: str) -> Path | None:
+    hits = sorted(folder.rglob(name))
+    return hits[0] if hits else None
+
+
+def unpack_run(tarball: Path, run_dir: Path) -> int:
+    """Extract `<run id>/...` members into run_dir (the top folder stripped); returns files written."""
+    count = 0
+    with tarfile.open(tarball) as tar:
+        for member in tar.getmembers():
+            parts = Path(member.name).parts
+            if not parts or Path(member.name).is_absolute() or ".." in parts:
+                raise LaunchError(f"{tarball.name}: refusing member {member.name!r}")
+            if len(parts) == 1 or not (member.isfile() or member.isdir()):
+                continue
+            target = run_dir.joinpath(*parts[1:])
+            if member.isdir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            src = tar.extractfile(member)
+            tmp = target.with_name(f".{target.name}.part")
+            with open(tmp, "wb") as f:
+                shutil.copyfileobj(src, f)
+            tmp.replace(target)
+            count += 1
+    return count
+
+
+def localize(run_dir: Path) -> None:
+    """Point the pulled run's files at this machine's run directory."""
+    resolved = run_dir / "job.resolved.yaml"
+    if resolved.is_file():
+        import yaml
+
+        doc = yaml.safe_load(resolved.read_text()) or {}
+        doc.setdefault("kaggle", {})["kernel_run_dir"] = doc.get("run_dir")
+        doc["run_dir"] = str(run_dir)
+        resolved.write_text(yaml.safe_dump(doc, sort_keys=False))
+    summary = run_dir / "summary.json"
+    if summary.is_file():
+        data = json.loads(summary.read_text())
+        for key in ("best", "last"):
+            if data.get(key):
+                local = run_dir / "weights" / Path(data[key]).name
+                data[key] = str(local) if local.exists() else None
+        summary.write_text(json.dumps(data, indent=2) + "\n")
+
+
+class Registry:
+    """The run registry when orchestrator/registry.py is there; a no-op otherwise."""
+
+    def __init__(self, runs_root: Path):
+        try:
+            from orchestrator.registry import Registry as Impl
+        except ImportError:  # pragma: no cover - the registry is part of the project
+            self.impl = None
+            return
+        self.impl = Impl.open(runs_root)
+
+    def add(self, run_id: str, **fields: Any) -> None:
+        if self.impl is None:
+            return
+        if self.impl.get(run_id) is None:
+            self.impl.add_run(run_id, **fields)
+        else:  # a launch continued with --run-id: this process owns the row now
+            import os
+
+            self.impl.update(run_id, pid=os.getpid(), note=fields.get("note"))
+
+    def update(self, run_id: str, **fields: Any) -> None:
+        if self.impl is not None:
+            self.impl.update(run_id, **fields)
+
+    def close(self) -> None:
+        if self.impl is not None:
+            self.impl.close()
+
+
+def launch(job: LoadedJob, opts: LaunchOptions, on_event: Callable[[dict], None] = lambda e: None,
+           sleep: Callable[[float], None] = time.sleep) -> LaunchOutcome:
+    spec = job.spec
+    base = opts.build
+    runs_root = Path(opts.runs_dir or spec.runs_dir).expanduser().resolve()
+    run_id = base.run_id or new_run_id()
+    run_dir = runs_root / spec.name / run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    registry = Registry(runs_root)
+    resume_from = base.resume_from
+    session = base.session or 1
+    if resume_from and base.session is None:
+        import re
+
+        m = re.search(r"-s(\d+)$", resume_from)
+        session = int(m.group(1)) + 1 if m else 2
+    try:
+        return _loop(job, opts, base, spec, run_id, run_dir, registry, resume_from, session, on_event, sleep)
+    finally:
+        registry.close()
+
+
+def _loop(job, opts, base, spec, run_id, run_dir, registry, resume_from, session, on_event, sleep) -> LaunchOutcome:
+    sessions: list[dict] = []
+    state: dict | None = None
+    registered = False
+    last_done = -1
+    try:
+        while True:
+            if len(sessions) >= opts.max_sessions:
+                raise LaunchError(f"stopped after {opts.max_sessions} sessions (--max-sessions) with "
+                                  f"{(state or {}).get('epochs_done')}/{spec.epochs} epochs")
+            folder = run_dir / "kaggle" / f"session-{session}"
+            opts_s = BuildOptions(**{**base.__dict__, "out": folder, "session": session, "run_id": run_id,
+                                     "resume_from": resume_from})
+            result = build(job, opts_s)
+            kernel = result.metadata["id"]
+            on_event({"event": "built", "session": session, "kernel": kernel, "folder": str(folder),
+                      "warnings": result.warnings})
+            if not registered:
+                registry.add(run_id, job=spec.name, run_dir=run_dir, devices=result.bundle["devices"],
+                             epochs=spec.epochs, tags={"launcher": "kaggle", "kernel": kernel},
+                             note=f"Kaggle {result.metadata['machine_shape']}: {kernel}")
+                registered = True
+            pushed = tool.push(folder)
+            registry.update(run_id, state="running", started_at=time.time(),
+                            note=f"session {session}: pushed {kernel}" + (f" v{pushed['version']}" if pushed['version'] else ""))
+            on_event({"event": "pushed", "session": session, "kernel": kernel, "url": pushed["url"],
+                      "version": pushed["version"]})
+            info = poll(kernel, opts, session, on_event, sleep, result.bundle["kaggle"]["session_hours"])
+            out_dir = folder / "output"
+            if out_dir.exists():
+                shutil.rmtree(out_dir)
+            pulled = tool.output(kernel, out_dir)
+            on_event({"event": "pulled", "session": session, "kernel": kernel, "files": pulled["files"]})
+            state = collect(out_dir, run_dir, run_id)
+            record = {"session": session, "kernel": kernel, "status": info["state"], "resume": state}
+            sessions.append(record)
+            on_event({"event": "session", **record})
+            if state is None:
+                raise LaunchError(f"session {session} ({kernel}) ended {info['state']} without resume.json in its "
+                                  f"output; its log is in {out_dir}" + _failure(info))
+            done = int(state.get("epochs_done") or 0)
+            registry.update(run_id, epochs_done=done, metrics=state.get("metrics") or None,
+                            note=f"session {session}: {state.get('state')} at {done}/{spec.epochs} epochs")
+            if state.get("state") == "failed" or info["state"] != "complete":
+                raise LaunchError(f"session {session} ({kernel}) {info['state']}: {state.get('reason') or 'see the log'} "
+                                  f"(log and outputs in {out_dir})" + _failure(info))
+            if state.get("done"):
+                break
+            if done <= last_done:
+                raise LaunchError(f"session {session} made no progress ({done}/{spec.epochs} epochs): the session "
+                                  "limit is too short for one epoch; raise --session-hours or lower --margin-minutes")
+            last_done = done
+            resume_from, session = kernel, session + 1
+    except KeyboardInterrupt:
+        note = ("stopped by Ctrl-C; the Kaggle kernel may still be running. Continue with: "
+                f"scripts/kaggle_tpu_launch.py JOB --run-id {run_id}" +
+                (f" --resume-from {resume_from}" if resume_from else ""))
+        registry.update(run_id, state="killed", ended_at=time.time(), note=note)
+        return LaunchOutcome(run_id, run_dir, "killed", sessions, state, note)
+    except (LaunchError, SpecError, tool.KaggleCliError) as exc:
+        message = "; ".join(exc.problems) if isinstance(exc, SpecError) else str(exc)
+        if registered:
+            registry.update(run_id, state="failed", ended_at=time.time(), note=message[:500],
+                            epochs_done=int((state or {}).get("epochs_done") or 0))
+        return LaunchOutcome(run_id, run_dir, "failed", sessions, state, message)
+    registry.update(run_id, state="finished", ended_at=time.time(), exit_code=0,
+                    epochs_done=int(state.get("epochs_done") or 0), metrics=state.get("metrics") or None)
+    on_event({"event": "done", "run_dir": str(run_dir), "resume": state})
+    return LaunchOutcome(run_id, run_dir, "finished", sessions, state,
+                         f"{state.get('epochs_done')}/{spec.epochs} epochs in {len(sessions)} session(s)")
+
+
+def _failure(info: dict) -> str:
+    return f" (Kaggle: {info['failure_message']})" if info.get("failure_message") else ""
+
+
+def poll(kernel: str, opts: LaunchOptions, session: int, on_event, sleep, session_hours: float) -> dict:
+    limit_h = opts.session_timeout_h if opts.session_timeout_h is not None else session_hours + 3
+    started = time.time()
+    while True:
+        info = tool.status(kernel)
+        on_event({"event": "status", "session": session, "kernel": kernel, "state": info["state"],
+                  "elapsed": time.time() - started})
+        if info["terminal"]:
+            return info
+        if time.time() - started > limit_h * 3600:
+            raise LaunchError(f"{kernel} still {info['state']} after {limit_h:.1f} h; check it on kaggle.com")
+        sleep(opts.poll_s)
+
+
+def collect(out_dir: Path, run_dir: Path, run_id: str) -> dict | None:
+    """Unpack the session's tarball into the run directory; return its resume.json (None if absent)."""
+    resume = _find(out_dir, RESUME)
+    if resume is None:
+        return None
+    state = json.loads(resume.read_text())
+    if state.get("run_id") != run_id:
+        raise LaunchError(f"{resume} belongs to run {state.get('run_id')}, not {run_id}")
+    tar_name = state.get("tarball")
+    tarball = _find(out_dir, tar_name) if tar_name else None
+    if tarball is not None:
+        unpack_run(tarball, run_dir)
+        localize(run_dir)
+    return state
