@@ -7,7 +7,9 @@ runner installs with `pip install --no-index --find-links`:
 1. this project's wheel (`pip wheel --no-deps`, built from a clean copy of the source);
 2. the dependency set of (project wheel + Ultralytics [+ W&B]) resolved FOR THE IMAGE, not for
    this machine: `pip install --dry-run --report --only-binary=:all: --python-version 3.12
-   --platform manylinux_2_28_x86_64 ...` with torch/torchvision pinned to the image's versions;
+   --platform manylinux2014_x86_64 --platform manylinux_2_17..28_x86_64 ...`, with torch and
+   torchvision replaced by metadata-only stand-ins of the image's versions (so torch's CUDA
+   dependency tree is never resolved);
 3. those pins downloaded with `pip download --no-deps` for the same tags, minus the image's
    accelerator stack (torch, torchvision, torch_xla, triton, nvidia-*, libtpu, jax).
 
@@ -33,9 +35,13 @@ from orchestrator.spec.errors import SpecError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 KAGGLE_TPU_IMAGE = {"python": "3.12", "torch": "2.8.0", "torchvision": "0.23.0", "torch_xla": "2.8.0"}
-DEFAULT_PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_28_x86_64")  # pip expands manylinux tags downwards
-EXCLUDE = re.compile(r"^(torch|torchvision|torch[-_.]xla|triton|pytorch[-_.]triton.*|nvidia[-_.].*|libtpu.*|jax|jaxlib|"
-                     r"yolo[-_.]orch)$", re.I)
+# pip does not expand manylinux_2_X tags downwards (only manylinux2014 -> 2010 -> 1): list them. The
+# image runs torch 2.8 wheels (manylinux_2_28), so its glibc is >= 2.28.
+DEFAULT_PLATFORMS = ("manylinux2014_x86_64",) + tuple(f"manylinux_2_{m}_x86_64" for m in (17, 24, 25, 26, 27, 28))
+# The image's accelerator stack (and the CUDA libraries torch would pull on a GPU machine); small
+# helpers such as nvidia-ml-py stay (something needs them).
+EXCLUDE = re.compile(r"^(torch|torchvision|torch[-_.]xla|triton|pytorch[-_.]triton.*|libtpu.*|jax|jaxlib|yolo[-_.]orch|"
+                     r"nvidia[-_.].*[-_.]cu\d+|nvidia[-_.](nccl|nvtx|nvjitlink|cufile|cusparselt|nvshmem)[-_.].*)$", re.I)
 MANIFEST = "yolo-orch-wheels.json"
 
 
