@@ -14,6 +14,7 @@ optuna-dashboard command. Written into the study folder `<runs>/sweeps/<study>/`
 from __future__ import annotations
 
 import math
+import warnings
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -193,7 +194,9 @@ def write_plots(study: "optuna.Study", folder: Path) -> tuple[list[str], list[st
         notes.append("importances.html skipped: needs at least 2 complete trials")
     for name, make in jobs:
         try:
-            save(make(), name)
+            with warnings.catch_warnings():  # experimental-API and few-trials warnings: not the user's business
+                warnings.simplefilter("ignore")
+                save(make(), name)
         except Exception as exc:  # noqa: BLE001 - a plot never fails the sweep
             notes.append(f"{name} skipped: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
     return written, notes

@@ -1,0 +1,249 @@
+"""`yolo-orch sweep` for real: tiny 2-epoch trials on CPU, SQLite storage, a pruner that
+prunes deterministically, best.yaml that plans as a job's `hyp:`, resume to more trials,
+W&B offline runs grouped by study, and bad sweep files that exit 2 naming the field."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import TINY_JOB, cli_env, run_cli, write_job
+
+# The pruned trial is guaranteed by the parameters, not by luck: the box loss gain multiplies
+# val/box_loss (about 0.5 at box 0.5, about 47 at box 50), and the threshold pruner cuts any
+# trial whose val/box_loss exceeds 10 at its first epoch. Trial 1 is enqueued with box 50.
+SWEEP = {
+    "study": "tiny-sweep",
+    "base": "job.yaml",
+    "space": {"hyp": {"box": {"choices": [0.5, 50.0]}, "lr0": {"low": 1.0e-3, "high": 1.0e-2, "log": True}}},
+    "objective": {"metric": "val/box_loss"},
+    "sampler": {"name": "tpe", "seed": 0},
+    "pruner": {"name": "threshold", "upper": 10.0},
+    "budget": {"n_trials": 4},
+    "heartbeat": {"interval": 2},
+    "enqueue": [{"hyp": {"box": 0.5, "lr0": 0.002}}, {"hyp": {"box": 50.0, "lr0": 0.002}}],
+}
+
+
+def write_sweep(folder: Path, name: str = "sweep.yaml", job_changes: dict | None = None, **changes) -> Path:
+    write_job(folder, **{"epochs": 2, **(job_changes or {})})
+    data = json.loads(json.dumps(SWEEP))
+    data.update(changes)
+    path = folder / name
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def sweep_json(result) -> dict:
+    assert result.returncode == 0, (result.returncode, result.stdout[-2000:], result.stderr[-4000:])
+    return json.loads(result.stdout)
+
+
+def trials_by_state(summary: dict, state: str) -> list[dict]:
+    return [t for t in summary["trials"] if t["state"] == state]
+
+
+@pytest.mark.slow
+def test_sweep_prunes_writes_best_and_resumes(tmp_path):
+    sweep = write_sweep(tmp_path)
+    first = sweep_json(run_cli("sweep", sweep, "--json", cwd=tmp_path, timeout=900))
+
+    assert first["study"] == "tiny-sweep" and first["n_trials"] == 4
+    assert first["done"] == 4 and first["reached"]
+    assert first["states"]["COMPLETE"] + first["states"]["PRUNED"] == 4
+    assert first["states"]["FAIL"] == 0 and first["states"]["RUNNING"] == 0
+    assert first["storage"] == f"sqlite:///{tmp_path / 'runs' / 'sweeps' / 'tiny-sweep.db'}"
+    assert [t["number"] for t in first["trials"]] == [0, 1, 2, 3]
+
+    # trial 1 (box 50) was pruned at its first epoch, with its last reported value
+    pruned = trials_by_state(first, "PRUNED")
+    assert pruned, first["trials"]
+    t1 = first["trials"][1]
+    assert t1["params"]["hyp.box"] == 50.0 and t1["state"] == "PRUNED", t1
+    assert t1["epochs"] == 1 and t1["values"][0] > 10.0
+    for t in pruned:
+        assert t["params"]["hyp.box"] == 50.0
+    for t in trials_by_state(first, "COMPLETE"):
+        assert t["params"]["hyp.box"] == 0.5 and t["epochs"] == 2 and t["values"][0] < 10.0
+
+    # the pruned trial stopped cleanly after 1 of 2 epochs: a normal run, registry row `pruned`
+    run_dir = Path(t1["run_dir"])
+    assert run_dir.parent.name == "tiny-sweep-trial1" and run_dir.parent.parent == tmp_path / "runs"
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert [e["epoch"] for e in events if e["event"] == "epoch"] == [1]
+    assert json.loads((run_dir / "summary.json").read_text())["epochs_completed"] == 1
+    trial_json = json.loads((run_dir / "trial.json").read_text())
+    assert trial_json["state"] == "pruned" and trial_json["step"] == 1
+    resolved = yaml.safe_load((run_dir / "job.resolved.yaml").read_text())
+    assert resolved["sweep"]["study"] == "tiny-sweep" and resolved["sweep"]["trial"] == 1
+    assert resolved["plan"]["hyp"]["box"] == 50.0  # reference scale, through the plan (scaler)
+    assert "storage" not in json.dumps(resolved["sweep"]), "the storage URL travels in the environment only"
+    registry = tmp_path / "runs" / "registry.db"
+    if registry.exists():
+        rows = dict(sqlite3.connect(registry).execute("SELECT trial, state FROM runs WHERE study = 'tiny-sweep'"))
+        assert rows[1] == "pruned", rows
+        assert {rows[t["number"]] for t in trials_by_state(first, "COMPLETE")} == {"finished"}
+
+    # results: best.yaml (flat preset at reference scale), plots, dashboard command
+    best = first["best"]
+    assert best["params"]["hyp.box"] == 0.5
+    study_dir = tmp_path / "runs" / "sweeps" / "tiny-sweep"
+    best_yaml = study_dir / "best.yaml"
+    assert first["best_yaml"] == str(best_yaml)
+    preset = yaml.safe_load(best_yaml.read_text())
+    assert preset["box"] == 0.5 and preset["lr0"] == pytest.approx(best["params"]["hyp.lr0"])
+    assert preset["optimizer"] == "AdamW"  # from the base job, not sampled
+    assert all(not isinstance(v, dict) for v in preset.values()), "hyp values flat"
+    for name in ("history.html", "intermediate.html", "importances.html"):
+        assert (study_dir / name).is_file(), first.get("notes")
+    assert (study_dir / "plotly.min.js").is_file(), "plots work offline"
+    assert first["dashboard"] == f"optuna-dashboard 'sqlite:///{tmp_path / 'runs' / 'sweeps' / 'tiny-sweep.db'}'"
+    assert json.loads((study_dir / "summary.json").read_text())["done"] == 4
+
+    # a job using `hyp: best.yaml` plans, with the winner's values
+    job = write_job(tmp_path, filename="winner.yaml", name="winner",
+                    hyp=str(best_yaml.relative_to(tmp_path)))
+    plan = run_cli("submit", job, "--dry-run", "--json", cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr
+    args = json.loads(plan.stdout)["train_args"]
+    assert args["box"] == 0.5 and args["lr0"] == pytest.approx(preset["lr0"]) and args["optimizer"] == "AdamW"
+
+    # re-running resumes the same study: 6 trials in total, the first 4 untouched
+    second = sweep_json(run_cli("sweep", sweep, "--n-trials", "6", "--json", cwd=tmp_path, timeout=900))
+    assert second["done"] == 6 and second["n_trials"] == 6
+    assert [t["number"] for t in second["trials"]] == list(range(6))
+    assert [(t["state"], t["values"]) for t in second["trials"][:4]] == \
+        [(t["state"], t["values"]) for t in first["trials"]]
+
+    # with the budget reached, the command only reports; the orchestrator process imports no torch
+    probe = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from orchestrator.cli.app import app\n"
+        "r = CliRunner().invoke(app, ['sweep', sys.argv[1], '--n-trials', '6'])\n"
+        "assert r.exit_code == 0, r.output\n"
+        "assert 'Sweep tiny-sweep: 6/6 trials done' in r.output, r.output\n"
+        "assert 'optuna-dashboard' in r.output\n"
+        "print('HEAVY', sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'ultralytics', 'cv2')))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe, str(sweep)], env=cli_env(), capture_output=True,
+                            text=True, cwd=tmp_path, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "HEAVY []" in result.stdout
+
+
+@pytest.mark.slow
+def test_trial_is_a_wandb_run_grouped_by_study(tmp_path):
+    from wandb_records import read_run
+
+    sweep = write_sweep(tmp_path, study="wb-sweep", enqueue=[{"hyp": {"box": 0.5, "lr0": 0.002}}],
+                        budget={"n_trials": 1}, job_changes={"epochs": 1, "wandb": {"project": "orch-sweep"}})
+    summary = sweep_json(run_cli("sweep", sweep, "--json", cwd=tmp_path, env={"WANDB_API_KEY": ""}, timeout=600))
+    trial = summary["trials"][0]
+    assert trial["state"] == "COMPLETE"
+    files = list(Path(trial["run_dir"]).glob("wandb/offline-run-*/run-*.wandb"))
+    assert len(files) == 1
+    run = read_run(files[0])
+    assert run["run"].run_group == "wb-sweep" and run["run"].project == "orch-sweep"
+    assert run["config"]["sweep"]["params"] == {"hyp.box": 0.5, "hyp.lr0": 0.002}
+    assert run["config"]["sweep"]["trial"] == 0
+    assert run["summary"]["sweep/state"] == "complete"
+    assert run["summary"]["sweep/objective"] == pytest.approx(trial["values"][0], rel=1e-5)
+
+
+def space(**hyp) -> dict:
+    return {"hyp": hyp}
+
+
+@pytest.mark.parametrize(
+    "changes,expected",
+    [
+        ({"space": space(lr0={"low": 0.01, "high": 0.01})}, "space.hyp.lr0: empty range"),
+        ({"space": space(lr0={"low": 0.1, "high": 0.01})}, "space.hyp.lr0: inverted range: low (0.1) > high (0.01)"),
+        ({"space": space(close_mosaic={"low": 5, "high": 2})}, "space.hyp.close_mosaic: inverted range"),
+        ({"space": space(lr_zero={"low": 0.001, "high": 0.01})}, "space.hyp.lr_zero: unknown key"),
+        ({"colour": "red"}, "colour: unknown key"),
+        ({"space": space(lr0={"low": 0.001, "high": 0.01, "scale": "log"})}, "space.hyp.lr0.scale: unknown key"),
+        ({"sampler": "bayes"}, "sampler.name: must be 'tpe', 'cmaes', 'gp', 'random', 'grid' or 'nsga2' (got 'bayes')"),
+        ({"pruner": "sometimes"}, "pruner.name: must be"),
+        ({"objective": "mAP99"}, "objective.metric: unknown metric 'mAP99'"),
+        ({"space": {}}, "space: empty search space"),
+        ({"space": space(lr0={"low": 0.001, "high": 20.0})}, "space.hyp.lr0.high: must be less than or equal to 10"),
+        ({"space": space(optimizer={"choices": ["SGD", "Adagrad"]})}, "space.hyp.optimizer.choices[1]:"),
+        ({"space": {"overrides": {"workres": {"low": 0, "high": 2}}}},
+         "space.overrides.workres: not an Ultralytics train argument; did you mean 'workers'?"),
+        ({"space": {"overrides": {"lr0": {"low": 0.001, "high": 0.01}}}}, "space.overrides.lr0: a hyperparameter"),
+        ({"space": space(lr0={"low": -1.0, "high": 0.01, "log": True})}, "space.hyp.lr0: log scale needs low > 0"),
+        ({"sampler": "grid"}, "space.hyp.lr0: the grid sampler needs finite values"),
+        ({"objective": ["fitness", "val/box_loss"], "pruner": "median"}, "pruner: Optuna prunes single-objective"),
+        ({"sampler": {"name": "random", "multivariate": True}}, "sampler: multivariate: not an option"),
+        ({"pruner": {"name": "threshold"}}, "pruner: the threshold pruner needs"),
+        ({"budget": {"n_trials": 0}}, "budget.n_trials: must be greater than or equal to 1 (got 0)"),
+        ({"base": "missing.yaml"}, "base: "),
+        ({"base": {"name": "x", "data": {"synth": {}}, "epochs": -1}}, "base.epochs: must be greater than or equal"),
+        ({"enqueue": [{"hyp": {"lr0": 5.0}}]}, "enqueue[0].hyp.lr0: 5.0 is outside space.hyp.lr0"),
+        ({"study": "../etc"}, "study:"),
+    ],
+)
+def test_bad_sweep_specs_exit_2_naming_the_field(tmp_path, changes, expected):
+    sweep = write_sweep(tmp_path, **{"space": space(lr0={"low": 1e-3, "high": 1e-2}), "enqueue": [], **changes})
+    result = run_cli("sweep", sweep, cwd=tmp_path)
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    assert "Traceback" not in result.stdout + result.stderr
+    assert expected in result.stderr, (expected, result.stderr)
+    assert not (tmp_path / "runs").exists(), "a bad sweep must not write anything"
+
+
+def test_sampling_lr0_under_optimizer_auto_is_refused(tmp_path):
+    job = dict(TINY_JOB, hyp={})  # no preset, no optimizer: Ultralytics' default `auto`, which ignores lr0
+    write_job(tmp_path, job)
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump({"base": "job.yaml", "budget": {"n_trials": 1}, "space": space(
+        lr0={"low": 1e-3, "high": 1e-2}, momentum={"low": 0.8, "high": 0.95})}))
+    result = run_cli("sweep", tmp_path / "sweep.yaml", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "space.hyp.lr0: the base job's optimizer is 'auto', which ignores lr0" in result.stderr
+    assert "space.hyp.momentum:" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args,expected",
+    [
+        (["--n-trials", "0"], "--n-trials: must be at least 1"),
+        (["--timeout", "-5"], "--timeout: must be a positive number"),
+        (["--workers", "0"], "--workers: must be between 1 and 256"),
+        (["--storage", "not a url"], "--storage: 'not a url' is not a SQLAlchemy URL"),
+        (["--storage", "sqlite://"], "--storage: an in-memory SQLite database cannot be shared"),
+        (["--study", "a/b"], "--study: 'a/b' is not a valid study name"),
+    ],
+)
+def test_bad_sweep_flags_exit_2(tmp_path, args, expected):
+    sweep = write_sweep(tmp_path)
+    result = run_cli("sweep", sweep, *args, cwd=tmp_path)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert expected in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_missing_and_empty_sweep_files(tmp_path):
+    result = run_cli("sweep", tmp_path / "nope.yaml", cwd=tmp_path)
+    assert result.returncode == 2 and "nope.yaml: no such sweep file" in result.stderr
+    (tmp_path / "empty.yaml").write_text("")
+    result = run_cli("sweep", tmp_path / "empty.yaml", cwd=tmp_path)
+    assert result.returncode == 2 and "file is empty" in result.stderr
+
+
+def test_example_sweep_is_valid():
+    """examples/sweep.yaml loads, its base job plans, and its space is what the docs say."""
+    from conftest import REPO
+    from orchestrator.sweep.spec import load_sweep
+
+    sweep = load_sweep(REPO / "examples" / "sweep.yaml")
+    assert sweep.base.spec.name == "quickstart"
+    assert {p.name for p in sweep.params} >= {"hyp.lr0", "hyp.mosaic"}
+    assert sweep.spec.sampler.name == "tpe" and sweep.spec.pruner.name == "median"

@@ -1,0 +1,153 @@
+"""Distributed sweep on a real PostgreSQL server: two `yolo-orch sweep` commands (as two
+machines would) share one study; one is killed with SIGKILL on its whole process group in
+the middle of a trial. The heartbeat turns its trial FAIL (not stuck RUNNING), the trial
+is retried, and the study still reaches its n_trials COMPLETE or PRUNED trials.
+
+The fixture creates and drops its own database on 127.0.0.1:5432 (user postgres, trust
+auth; YOLO_ORCH_PG_URL overrides the server URL). Where no server is reachable the test
+skips with the reason, except in CI (CI=true), where that is a failure."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import cli_env, write_job
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+SERVER = os.environ.get("YOLO_ORCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def _unavailable(reason: str):
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"PostgreSQL test cannot run in CI: {reason}")
+    pytest.skip(f"no PostgreSQL server for the distributed sweep test: {reason}")
+
+
+@pytest.fixture
+def pg_url():
+    try:
+        import psycopg2
+        from sqlalchemy.engine import make_url
+    except ImportError as exc:
+        _unavailable(f"{exc.name} is not installed (pip install psycopg2-binary)")
+    server = make_url(SERVER)
+    try:
+        admin = psycopg2.connect(host=server.host, port=server.port or 5432, user=server.username,
+                                 password=server.password, dbname=server.database or "postgres", connect_timeout=5)
+    except psycopg2.OperationalError as exc:
+        _unavailable(f"{server.render_as_string(hide_password=True)}: {str(exc).strip().splitlines()[0]}")
+    admin.autocommit = True
+    name = f"yolo_orch_test_{secrets.token_hex(4)}"
+    with admin.cursor() as cur:
+        cur.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield server.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.cursor() as cur:
+            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+
+
+def start_sweep(sweep: Path, url: str, cwd: Path, log: Path) -> subprocess.Popen:
+    """One `yolo-orch sweep` command in its own session (its own process group, as on its own machine)."""
+    return subprocess.Popen([sys.executable, "-m", "orchestrator", "sweep", str(sweep), "--storage", url,
+                             "--workers", "1", "--json"], cwd=cwd, env=cli_env(), stdout=subprocess.PIPE,
+                            stderr=open(log, "wb"), start_new_session=True)
+
+
+def processes_mentioning(text: str) -> list[int]:
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            zombie = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+        except (OSError, IndexError):
+            continue
+        if text in cmdline and not zombie:
+            pids.append(int(proc.name))
+    return pids
+
+
+def test_two_workers_one_killed_mid_trial(tmp_path, pg_url):
+    import optuna
+
+    write_job(tmp_path, epochs=3)
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(yaml.safe_dump({
+        "study": "pg-sweep",
+        "base": "job.yaml",
+        "space": {"hyp": {"lr0": {"low": 1e-3, "high": 1e-2, "log": True}}},
+        "pruner": "none",
+        "budget": {"n_trials": 3},
+        "heartbeat": {"interval": 1, "grace_period": 4, "max_retry": 2},
+    }))
+    a = start_sweep(sweep, pg_url, tmp_path, tmp_path / "a.log")
+    time.sleep(2)
+    b = start_sweep(sweep, pg_url, tmp_path, tmp_path / "b.log")
+    try:
+        # wait until A's worker is inside a trial that has finished an epoch
+        storage = optuna.storages.RDBStorage(pg_url)
+        victim = None
+        deadline = time.time() + 300
+        while victim is None and time.time() < deadline:
+            assert a.poll() is None, (tmp_path / "a.log").read_text()[-3000:]
+            try:
+                study = optuna.load_study(study_name="pg-sweep", storage=storage)
+                running = study.get_trials(states=(optuna.trial.TrialState.RUNNING,))
+            except KeyError:  # the study is not created yet
+                running = []
+            for t in running:
+                events = Path(t.user_attrs.get("run_dir", "/nonexistent")) / "events.jsonl"
+                if t.user_attrs.get("cli_pid") == a.pid and events.exists() and '"epoch"' in events.read_text():
+                    victim = t
+            time.sleep(0.5)
+        assert victim is not None, "worker A never reached the middle of a trial"
+        os.killpg(a.pid, signal.SIGKILL)  # the whole command: CLI and its worker
+        a.wait(timeout=30)
+
+        out, _ = b.communicate(timeout=600)
+    finally:
+        for p in (a, b):
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+    assert b.returncode == 0, (tmp_path / "b.log").read_text()[-4000:]
+    summary = json.loads(out)
+    assert summary["reached"] and summary["done"] >= 3, summary["states"]
+
+    study = optuna.load_study(study_name="pg-sweep", storage=optuna.storages.RDBStorage(pg_url))
+    trials = {t.number: t for t in study.get_trials()}
+    assert not [t for t in trials.values() if t.state == optuna.trial.TrialState.RUNNING], "a trial is stuck RUNNING"
+    assert trials[victim.number].state == optuna.trial.TrialState.FAIL
+    done = [t for t in trials.values() if t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)]
+    assert len(done) >= 3
+    retries = [t for t in trials.values() if t.system_attrs.get("failed_trial") == victim.number]
+    assert retries and retries[0].params == victim.params, "the killed trial was retried with its parameters"
+    assert retries[0].state == optuna.trial.TrialState.COMPLETE
+    assert retries[0].user_attrs["cli_pid"] == b.pid
+
+    # the killed worker's training process did not live on
+    deadline = time.time() + 20
+    while processes_mentioning(victim.user_attrs["run_dir"]) and time.time() < deadline:
+        time.sleep(0.5)
+    assert not processes_mentioning(victim.user_attrs["run_dir"])
+
+    registry = tmp_path / "runs" / "registry.db"
+    if registry.exists():
+        from orchestrator.registry import Registry
+
+        with Registry(registry) as reg:
+            row = reg.get(victim.user_attrs["run_id"])
+        assert row["state"] == "killed", row
