@@ -85,12 +85,15 @@ def main(argv: list[str] | None = None) -> int:
     with Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=console) as progress:
         task = progress.add_task(f"{job.spec.name} epochs", total=epochs, status="building")
+        shown: set[str] = set()
 
         def on_event(e: dict) -> None:
             kind, s = e["event"], e.get("session")
             if kind == "built":
                 for w in e.get("warnings", []):
-                    progress.console.print(f"[yellow]warning:[/] {w}", highlight=False)
+                    if w not in shown:
+                        shown.add(w)
+                        progress.console.print(f"[yellow]warning:[/] {w}", highlight=False)
                 progress.update(task, status=f"session {s}: built {e['kernel']}")
             elif kind == "pushed":
                 progress.console.print(f"session {s}: pushed {e['kernel']}" + (f" -> {e['url']}" if e.get("url") else ""),

@@ -28,6 +28,7 @@ Environment (to run it outside Kaggle, e.g. in tests):
   KAGGLE_WORKING_DIR  output root  (default /kaggle/working)
   YOLO_ORCH_KAGGLE_TMP          scratch folder (default: <tmp>/yolo-orch)
   YOLO_ORCH_KAGGLE_SKIP_INSTALL=1  use the yolo-orch already importable instead of the wheels
+  YOLO_ORCH_KAGGLE_CHECK_INSTALL=1 install, check that yolo-orch imports, and stop (no training)
 """
 
 from __future__ import annotations
@@ -195,6 +196,18 @@ def install(input_root: Path, scratch: Path, with_wandb: bool) -> None:
     importlib.invalidate_caches()
 
 
+def check_install() -> int:
+    probe = "import orchestrator, orchestrator.kaggle.session, ultralytics; print(orchestrator.__file__)"
+    proc = subprocess.run([sys.executable, "-c", probe], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if proc.returncode != 0:
+        print(proc.stdout, flush=True)
+        print("[yolo-orch] ERROR: yolo-orch does not import after the install", file=sys.stderr, flush=True)
+        return EXIT_SETUP
+    versions = ", ".join(f"{n} {installed(n)}" for n in PROTECTED if installed(n))
+    log(f"install check passed: yolo-orch from {proc.stdout.strip().splitlines()[-1]}; {versions or 'no torch'}")
+    return 0
+
+
 # ---------------------------------------------------------------- 3. W&B
 
 def wandb_setup(env: dict) -> str:
@@ -286,6 +299,8 @@ def main() -> int:
         elif run_dir.exists():
             shutil.rmtree(run_dir)
         install(input_root, scratch, with_wandb=BUNDLE.get("wandb_mode") != "disabled")
+        if env_flag("YOLO_ORCH_KAGGLE_CHECK_INSTALL"):
+            return check_install()
         env = dict(os.environ)
         env["KAGGLE_INPUT_DIR"], env["KAGGLE_WORKING_DIR"] = str(input_root), str(working)
         mode = wandb_setup(env)

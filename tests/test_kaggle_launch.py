@@ -1,0 +1,177 @@
+"""scripts/kaggle_tpu_launch.py against a fake `kaggle` CLI: build, push, poll, pull into the
+run directory, registry row, and one resume cycle (a session that stopped before the job's
+epochs were done -> a second push with kernel_sources = the first kernel)."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import fake_kaggle as fk
+from conftest import REPO, cli_env
+from test_kaggle_build import kaggle_job
+
+from orchestrator.kaggle.build import read_bundle
+from orchestrator.kaggle.deadline import RESUME_COPY, SessionDeadline
+
+SCRIPT = REPO / "scripts" / "kaggle_tpu_launch.py"
+RUN_ID = "20260101-000000-beef"
+
+
+def run_tarball(run_id: str, epochs_done: int, epochs: int, finished: bool) -> bytes:
+    header = "epoch,train/box_loss,metrics/mAP50(B)\n"
+    rows = "".join(f"{e + 1},1.0,{0.1 * (e + 1):.1f}\n" for e in range(epochs_done))
+    files = {
+        "results.csv": header + rows,
+        "weights/last.pt": "last",
+        "summary.json": json.dumps({"state": "finished" if finished else "paused", "epochs_completed": epochs_done,
+                                    "best": f"/tmp/kaggle/runs/tiny/{run_id}/weights/best.pt",
+                                    "last": f"/tmp/kaggle/runs/tiny/{run_id}/weights/last.pt"}),
+        "job.resolved.yaml": f"run_id: {run_id}\nrun_dir: /tmp/kaggle/runs/tiny/{run_id}\n",
+        "events.jsonl": "".join(json.dumps({"event": "epoch", "epoch": e + 1}) + "\n" for e in range(epochs_done)),
+    }
+    files["weights/best.pt"] = "best"
+    if not finished:
+        files[str(RESUME_COPY)] = "resumable"
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"{run_id}/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def session_output(run_id: str, session: int, epochs_done: int, epochs: int) -> dict:
+    done = epochs_done >= epochs
+    tar = f"tiny-{run_id}.tar.gz"
+    resume = {"format": 1, "job": "tiny", "run_id": run_id, "epochs": epochs, "epochs_done": epochs_done,
+              "done": done, "state": "finished" if done else "paused", "tarball": tar, "session": session,
+              "metrics": {"metrics/mAP50(B)": 0.1 * epochs_done} if done else {}}
+    return {"resume.json": json.dumps(resume), tar: run_tarball(run_id, epochs_done, epochs, done)}
+
+
+def launch(tmp_path: Path, env: dict, *args) -> subprocess.CompletedProcess:
+    job = kaggle_job(tmp_path, epochs=2)
+    return subprocess.run([sys.executable, str(SCRIPT), str(job), "--runs-dir", str(tmp_path / "runs"),
+                           "--run-id", RUN_ID, "--poll", "0", *args],
+                          env=fk.clean_env(cli_env(env)), capture_output=True, text=True, timeout=300, cwd=tmp_path)
+
+
+def registry_row(tmp_path: Path) -> dict:
+    from orchestrator.registry import Registry
+
+    reg = Registry.open(tmp_path / "runs")
+    try:
+        return reg.get(RUN_ID)
+    finally:
+        reg.close()
+
+
+def test_launch_resumes_in_a_second_session_until_done(tmp_path):
+    env = fk.install(tmp_path)
+    fk.stage_output(env, "yolo-orch-tiny", session_output(RUN_ID, 1, 1, 2))  # stopped before the limit
+    fk.stage_output(env, "yolo-orch-tiny-s2", session_output(RUN_ID, 2, 2, 2))
+    res = launch(tmp_path, env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"run tiny/{RUN_ID}: finished" in res.stdout
+    assert "2/2 epochs in 2 session(s)" in res.stdout
+
+    calls = fk.calls(env)
+    assert [c[:2] for c in calls] == [["kernels", "push"], ["kernels", "status"], ["kernels", "status"],
+                                      ["kernels", "output"]] * 2
+    first, second = fk.pushed(env)
+    meta1 = json.loads((first / "kernel-metadata.json").read_text())
+    meta2 = json.loads((second / "kernel-metadata.json").read_text())
+    assert meta1["id"] == "alice/yolo-orch-tiny" and meta1["kernel_sources"] == []
+    assert meta2["id"] == "alice/yolo-orch-tiny-s2" and meta2["kernel_sources"] == ["alice/yolo-orch-tiny"]
+    b1, b2 = read_bundle(first), read_bundle(second)
+    assert b1["run_id"] == b2["run_id"] == RUN_ID
+    assert b2["session"] == 2 and b2["resume_from"] == "alice/yolo-orch-tiny"
+    assert meta2["enable_internet"] is False and "docker_image" not in meta2
+
+    run_dir = tmp_path / "runs" / "tiny" / RUN_ID
+    assert (run_dir / "results.csv").read_text().count("\n") == 3  # header + 2 epochs, from session 2
+    assert (run_dir / "weights" / "best.pt").read_text() == "best"
+    assert (run_dir / "kaggle" / "session-1" / "kernel-metadata.json").is_file()
+    assert (run_dir / "kaggle" / "session-2" / "output" / "resume.json").is_file()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["best"] == str(run_dir / "weights" / "best.pt")  # localized
+    row = registry_row(tmp_path)
+    assert row["state"] == "finished" and row["epochs_done"] == 2 and row["epochs"] == 2
+    assert row["devices"] == "tpu:8" and row["tags"]["launcher"] == "kaggle"
+    assert any("session 2" in n["text"] for n in row["notes"])
+
+
+def test_a_failed_session_stops_the_loop_with_the_reason(tmp_path):
+    env = fk.install(tmp_path)
+    fk.stage_status(env, "yolo-orch-tiny", "KernelWorkerStatus.ERROR")
+    fk.stage_output(env, "yolo-orch-tiny", {"resume.json": json.dumps(
+        {"run_id": RUN_ID, "epochs": 2, "epochs_done": 0, "done": False, "state": "failed",
+         "reason": "RuntimeError: boom", "tarball": None})})
+    res = launch(tmp_path, env)
+    assert res.returncode == 1
+    assert "session 1 (alice/yolo-orch-tiny) error: RuntimeError: boom" in res.stdout
+    assert "Your notebook hit an error" in res.stdout
+    assert len(fk.pushed(env)) == 1
+    assert registry_row(tmp_path)["state"] == "failed"
+
+
+def test_a_session_without_progress_is_not_pushed_forever(tmp_path):
+    env = fk.install(tmp_path)
+    fk.stage_output(env, "yolo-orch-tiny", session_output(RUN_ID, 1, 1, 2))
+    fk.stage_output(env, "yolo-orch-tiny-s2", session_output(RUN_ID, 2, 1, 2))  # still 1/2
+    res = launch(tmp_path, env)
+    assert res.returncode == 1 and "made no progress" in res.stdout
+    assert len(fk.pushed(env)) == 2
+
+
+def test_launch_needs_the_cli_and_credentials(tmp_path):
+    env = fk.install(tmp_path, credentials=False)
+    env["HOME"] = str(tmp_path)
+    res = launch(tmp_path, env)
+    assert res.returncode == 2 and "not authenticated" in res.stderr
+    assert fk.calls(env) == []
+
+
+def test_deadline_callback_stops_at_the_epoch_boundary(tmp_path):
+    class Trainer:
+        epochs, stop, epoch_time = 10, False, None
+
+    (tmp_path / "weights").mkdir()
+    last = tmp_path / "weights" / "last.pt"
+    last.write_text("epoch 3 checkpoint")
+    now = [1000.0]
+    cb = SessionDeadline(deadline=1000.0 + 450, run_dir=tmp_path, safety=1.0, clock=lambda: now[0])
+    t = Trainer()
+    t.last = last
+    for epoch, duration in enumerate([200.0, 100.0]):  # first epoch includes compilation
+        t.epoch, t.epoch_time = epoch, duration
+        now[0] += duration
+        cb(t)
+        assert not t.stop
+    t.epoch, t.epoch_time = 2, 100.0
+    now[0] += 100.0  # 400 s in: the next 100 s epoch would end at 500 > 450
+    cb(t)
+    assert t.stop
+    assert (tmp_path / RESUME_COPY).read_text() == "epoch 3 checkpoint"
+    record = json.loads((tmp_path / "session_stop.json").read_text())
+    assert record["epoch"] == 3 and record["epochs"] == 10
+    last.write_text("stripped by final_eval")
+    t.epoch = 3
+    cb(t)  # final_eval's extra on_fit_epoch_end: ignored
+    assert (tmp_path / RESUME_COPY).read_text() == "epoch 3 checkpoint"
+
+
+def test_deadline_callback_leaves_the_last_epoch_alone(tmp_path):
+    class Trainer:
+        epochs, stop, epoch, epoch_time = 3, True, 2, 500.0
+
+    cb = SessionDeadline(deadline=0.0, run_dir=tmp_path, clock=lambda: 10.0)
+    cb(Trainer())
+    assert not (tmp_path / "session_stop.json").exists()
