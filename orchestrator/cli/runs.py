@@ -15,7 +15,7 @@ import typer
 from rich.table import Table
 
 from orchestrator.cli.common import out, print_json
-from orchestrator.registry import ACTIVE, STATES, Registry, RegistryError
+from orchestrator.registry import ACTIVE, STATES, Registry, RegistryError, registry_path
 from orchestrator.spec.errors import SpecError
 
 STATE_STYLE = {"queued": "cyan", "running": "bold blue", "finished": "green", "failed": "red",
@@ -28,7 +28,12 @@ RegistryOption = typer.Option(None, "--registry", help="Registry file (default: 
 
 
 def open_registry(runs_dir: Path, registry: Optional[Path]) -> Registry:
-    return Registry.open(registry if registry is not None else runs_dir)
+    """Read commands never create a registry (nor the runs folder)."""
+    path = registry_path(registry if registry is not None else runs_dir)
+    if not path.is_file():
+        raise SpecError(f"RUN: no registry at {path}: no runs there yet (give --runs-dir or --registry, "
+                        "or set YOLO_ORCH_REGISTRY)")
+    return Registry.open(path)
 
 
 def find_run(reg: Registry, ref: str) -> dict:
@@ -83,9 +88,11 @@ def runs_cmd(
     """List runs and sweep trials from the registry (runs whose process vanished show as killed)."""
     if state is not None and state not in STATES:
         raise SpecError(f"--state: unknown state '{state}'; expected one of {', '.join(STATES)}")
-    with open_registry(runs_dir, registry) as reg:
-        rows = reg.list(state=state, study=study, job=job, limit=limit)
-        path = reg.path
+    path = registry_path(registry if registry is not None else runs_dir)
+    rows = []
+    if path.is_file():
+        with open_registry(runs_dir, registry) as reg:
+            rows = reg.list(state=state, study=study, job=job, limit=limit)
     if json_out:
         print_json(rows)
         return

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import reprlib
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxtuple, _REPR.maxset = 3, 8, 8, 8, 8
+_REPR.maxstring = _REPR.maxother = 80
+
 
 class SpecError(Exception):
     """Bad user input. The CLI prints one line per problem and exits 2."""
@@ -52,7 +58,7 @@ def _lower_first(s: str) -> str:
 
 
 def _short(value) -> str:
-    text = repr(value)
+    text = _REPR.repr(value)  # bounded: never walks a huge (aliased) structure in full
     return text if len(text) <= 60 else text[:57] + "..."
 
 

@@ -11,6 +11,10 @@ from orchestrator.spec.errors import SpecError
 
 MAX_BYTES = 1 << 20  # a job or sweep spec is small; refuse anything over 1 MiB
 MAX_ALIASES = 100  # legit anchors are few; a "billion laughs" file has many
+# ... but 9 levels of 9 aliases stay under MAX_ALIASES and still expand to 9**9 values the moment
+# anything walks them (repr in an error message, json.dumps of a plan): bound the expanded size too.
+MAX_EXPANDED = 100_000
+MAX_FLOW_DEPTH = 200  # PyYAML's scanner is quadratic in flow nesting ([[[[...): refuse before parsing
 
 
 class _GuardedLoader(yaml.SafeLoader):
@@ -50,9 +54,48 @@ def read_yaml_file(path: Path, what: str = "file") -> Any:
     return parse_yaml_text(text, label)
 
 
+def _flow_depth(text: str, limit: int) -> int:
+    """Nesting depth of [ and { (quotes and comments not parsed: an upper bound, cheap)."""
+    depth = top = 0
+    for ch in text:
+        if ch in "[{":
+            depth += 1
+            if depth > top:
+                top = depth
+                if top > limit:
+                    break
+        elif ch in "]}" and depth:
+            depth -= 1
+    return top
+
+
+def _expanded_size(value: Any, memo: dict[int, int], limit: int) -> int:
+    """Number of values `value` expands to when walked (shared alias targets counted each time)."""
+    if not isinstance(value, (list, dict)):
+        return 1
+    key = id(value)
+    if key in memo:
+        return memo[key]
+    memo[key] = limit + 1  # a cycle (recursive alias) counts as too large
+    items = list(value.keys()) + list(value.values()) if isinstance(value, dict) else value
+    total = 1
+    for item in items:
+        total += _expanded_size(item, memo, limit)
+        if total > limit:
+            break
+    memo[key] = total
+    return total
+
+
 def parse_yaml_text(text: str, label: str) -> Any:
+    if _flow_depth(text, MAX_FLOW_DEPTH) > MAX_FLOW_DEPTH:
+        raise SpecError(f"{label}: YAML nested too deeply (more than {MAX_FLOW_DEPTH} levels of [ or {{)")
     try:
-        return yaml.load(text, Loader=_GuardedLoader)  # noqa: S506 - SafeLoader subclass
+        data = yaml.load(text, Loader=_GuardedLoader)  # noqa: S506 - SafeLoader subclass
+        if _expanded_size(data, {}, MAX_EXPANDED) > MAX_EXPANDED:
+            raise SpecError(f"{label}: YAML aliases expand to more than {MAX_EXPANDED} values "
+                            "(refusing a possible alias bomb)")
+        return data
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{label}:{mark.line + 1}:{mark.column + 1}" if mark else label
