@@ -44,6 +44,8 @@ def load_resolved(run_dir: Path) -> dict:
 
 def save_resolved(run_dir: Path, resolved: dict) -> None:
     write_text_atomic(Path(run_dir) / RESOLVED, dump_yaml(resolved))
+    # a stale patched checkpoint from a killed attempt must never be read by a rank of the next one
+    (Path(run_dir) / "weights" / "resume.pt").unlink(missing_ok=True)
 
 
 def _launcher(devices) -> str:

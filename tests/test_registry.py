@@ -221,3 +221,35 @@ def test_registry_cli_paths_import_no_torch(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "HEAVY []" in out.stdout
+
+
+def test_logs_follow_until_the_run_ends(tmp_path):
+    """`logs --follow` prints new lines as they arrive and returns once the run's process is gone."""
+    runs = tmp_path / "runs"
+    d = runs / "tiny" / "20260101-000000-cccc"
+    d.mkdir(parents=True)
+    log = d / "train.log"
+    log.write_text("first\n")
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        with Registry.open(runs) as r:
+            r.add_run(d.name, job="tiny", run_dir=d, pid=_dead_pid())
+            r.update(d.name, state="running", worker_pid=worker.pid)
+        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), YOLO_ORCH_REGISTRY="")
+        follow = subprocess.Popen([sys.executable, "-m", "orchestrator", "logs", d.name, "--follow", "--runs-dir",
+                                   str(runs)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        time.sleep(3)
+        with log.open("a") as f:
+            f.write("second\n")
+        time.sleep(2)
+        assert follow.poll() is None  # still following a live run
+        worker.kill()
+        worker.wait()
+        out, err = follow.communicate(timeout=30)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    assert follow.returncode == 0, err
+    assert out == "first\nsecond\n"
+    with Registry.open(runs) as r:
+        assert r.get(d.name)["state"] == "killed"
