@@ -83,6 +83,8 @@ def processes_mentioning(text: str) -> list[int]:
 def test_two_workers_one_killed_mid_trial(tmp_path, pg_url):
     import optuna
 
+    from orchestrator.sweep.study import check_url, make_storage
+
     write_job(tmp_path, epochs=3)
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(yaml.safe_dump({
@@ -98,7 +100,7 @@ def test_two_workers_one_killed_mid_trial(tmp_path, pg_url):
     b = start_sweep(sweep, pg_url, tmp_path, tmp_path / "b.log")
     try:
         # wait until A's worker is inside a trial that has finished an epoch
-        storage = optuna.storages.RDBStorage(pg_url)
+        storage = make_storage(check_url(pg_url))  # postgresql:// -> the installed driver; table-creation races
         victim = None
         deadline = time.time() + 300
         while victim is None and time.time() < deadline:
@@ -127,7 +129,7 @@ def test_two_workers_one_killed_mid_trial(tmp_path, pg_url):
     summary = json.loads(out)
     assert summary["reached"] and summary["done"] >= 3, summary["states"]
 
-    study = optuna.load_study(study_name="pg-sweep", storage=optuna.storages.RDBStorage(pg_url))
+    study = optuna.load_study(study_name="pg-sweep", storage=storage)
     trials = {t.number: t for t in study.get_trials()}
     assert not [t for t in trials.values() if t.state == optuna.trial.TrialState.RUNNING], "a trial is stuck RUNNING"
     assert trials[victim.number].state == optuna.trial.TrialState.FAIL

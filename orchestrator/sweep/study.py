@@ -9,6 +9,7 @@ worker died (kill -9, lost machine) turns FAIL after the grace period and is que
 from __future__ import annotations
 
 import sqlite3
+import time
 import warnings
 from collections import Counter
 from pathlib import Path
@@ -58,7 +59,20 @@ def check_url(url: str, flag: str = "--storage") -> str:
         if not path.is_absolute():
             path = path.resolve()
         return f"sqlite:///{path}"
+    if parsed.get_backend_name() == "postgresql" and "+" not in parsed.drivername:
+        return _pick_pg_driver(parsed)
     return url
+
+
+def _pick_pg_driver(parsed) -> str:
+    """`postgresql://` means psycopg (3) to SQLAlchemy 2.1+, psycopg2 to older ones: use whichever
+    driver is installed so a plain URL works either way."""
+    import importlib.util
+
+    for module, driver in (("psycopg", "postgresql+psycopg"), ("psycopg2", "postgresql+psycopg2")):
+        if importlib.util.find_spec(module) is not None:
+            return parsed.set(drivername=driver).render_as_string(hide_password=False)
+    return parsed.render_as_string(hide_password=False)
 
 
 def redact(url: str) -> str:
@@ -90,7 +104,7 @@ def make_storage(url: str, heartbeat: "Heartbeat | None" = None) -> "optuna.stor
     """The RDB storage. With `heartbeat`, this process beats for its RUNNING trials and fails
     (and retries) stale ones: that is the worker's storage. Trial processes and readers pass None."""
     import optuna
-    from sqlalchemy.exc import SQLAlchemyError
+    from sqlalchemy.exc import IntegrityError, ProgrammingError, SQLAlchemyError
 
     quiet_optuna()
     engine_kwargs: dict[str, Any] = {}
@@ -107,11 +121,21 @@ def make_storage(url: str, heartbeat: "Heartbeat | None" = None) -> "optuna.stor
         callback = retry_cls(max_retry=heartbeat.max_retry)
         hb["heartbeat_stale_trial_callback" if _has_param("heartbeat_stale_trial_callback")
            else "failed_trial_callback"] = callback
-    try:
-        return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, **hb)
-    except (SQLAlchemyError, ImportError) as exc:
-        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-        raise StorageError(f"storage {redact(url)}: cannot open it ({reason})") from None
+    for attempt in range(6):
+        try:
+            return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, **hb)
+        except (IntegrityError, ProgrammingError) as exc:
+            # several workers creating the tables of an empty database at once: one wins, retry
+            if attempt == 5 or "already exists" not in str(exc):
+                raise StorageError(f"storage {redact(url)}: cannot create its tables ({_reason(exc)})") from None
+            time.sleep(0.5 * (attempt + 1))
+        except (SQLAlchemyError, ImportError) as exc:
+            raise StorageError(f"storage {redact(url)}: cannot open it ({_reason(exc)})") from None
+    raise AssertionError("unreachable")
+
+
+def _reason(exc: BaseException) -> str:
+    return (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 class StorageError(Exception):
