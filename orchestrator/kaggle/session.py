@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -164,6 +165,23 @@ class MasterOnly:
             self.fn(trainer)
 
 
+def make_callbacks(run_dir: Path, resolved: dict, wandb_mode: str, deadline: float) -> dict[str, list]:
+    """The XLA trainer's callbacks: epoch events (+ W&B) and the session deadline. Picklable: with
+    several cores they travel to the master process."""
+    from orchestrator.worker.callbacks import EpochReporter
+
+    wandb_sink = WandbSink(str(run_dir), resolved, wandb_mode) if wandb_mode != "disabled" else None
+    reporter = EpochReporter(EventWriter(run_dir / EVENTS), [wandb_sink] if wandb_sink else [])
+    callbacks = {
+        "on_train_start": [MasterOnly(reporter.on_train_start)],
+        "on_train_epoch_end": [MasterOnly(reporter.on_train_epoch_end)],
+        "on_fit_epoch_end": [MasterOnly(reporter.on_fit_epoch_end), MasterOnly(SessionDeadline(deadline, run_dir))],
+    }
+    if wandb_sink:
+        callbacks["on_train_end"] = [MasterOnly(wandb_sink.on_train_end)]
+    return callbacks
+
+
 # ---------------------------------------------------------------- main
 
 def run_session(bundle: dict, run_dir: Path, deadline: float, input_root: Path, scratch: Path,
@@ -202,22 +220,11 @@ def run_session(bundle: dict, run_dir: Path, deadline: float, input_root: Path, 
     events = EventWriter(run_dir / EVENTS)
     events.emit("session_start", session=bundle["session"], kernel=bundle["kernel"], start_epoch=before,
                 epochs=bundle["epochs"], deadline=deadline, devices=bundle["devices"])
-    from orchestrator.worker.callbacks import EpochReporter
-
-    sinks = []
     mode = bundle.get("wandb_mode", "disabled")
-    wandb_sink = WandbSink(str(run_dir), resolved, mode) if mode != "disabled" else None
-    if wandb_sink:
-        sinks.append(wandb_sink)
-    reporter = EpochReporter(events, sinks)
-    stopper = SessionDeadline(deadline, run_dir)
-    callbacks = {
-        "on_train_start": [MasterOnly(reporter.on_train_start)],
-        "on_train_epoch_end": [MasterOnly(reporter.on_train_epoch_end)],
-        "on_fit_epoch_end": [MasterOnly(reporter.on_fit_epoch_end), MasterOnly(stopper)],
-    }
-    if wandb_sink:
-        callbacks["on_train_end"] = [MasterOnly(wandb_sink.on_train_end)]
+    if mode != "disabled" and importlib.util.find_spec("wandb") is None:
+        log("WARNING: wandb is not installed (not in the wheels dataset?): W&B disabled for this session")
+        mode = "disabled"
+    callbacks = make_callbacks(run_dir, resolved, mode, deadline)
 
     from orchestrator.xla.trainer import train_xla
 
