@@ -126,6 +126,10 @@ class _NNWithDDP:
         import torch.nn
 
         self._nn = torch.nn
+        # BaseTrainer.build_optimizer finds norm layers with `nn.__dict__.items()`: without torch.nn's
+        # names here every BatchNorm weight would land in the weight-decay group under DDP (and a
+        # checkpoint's optimizer groups would not match a single-process run's on resume)
+        self.__dict__.update(vars(torch.nn))
         self.parallel = SimpleNamespace(DistributedDataParallel=wrap)
 
     def __getattr__(self, name):
