@@ -175,3 +175,28 @@ def test_resume_on_another_device_count_is_replanned(tmp_path, monkeypatch):
     with Registry.open(tmp_path / "runs") as reg:
         row = reg.get(run_id)
     assert row["state"] == "queued" and row["devices"] == "cpu:2"
+
+
+@pytest.mark.slow
+def test_resume_on_two_cpu_processes(tmp_path):
+    """Killed on `cpu`, resumed on `cpu:2` (torchrun, gloo): re-planned batch 8 = 4 per rank,
+    accumulate 2, the same 16 images per optimizer step; epochs 2 and 3 only."""
+    job = write_job(tmp_path, TINY_JOB, epochs=3, reference={"devices": 1, "batch": 4, "nbs": 16})
+    env = cli_env({**NO_ENV_REGISTRY, "YOLO_ORCH_FAULT_SLEEP": "epoch=2,seconds=300"})
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "submit", str(job)], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    run_dir = _wait_first_epoch(tmp_path / "runs", proc)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+    r = run_cli("resume", run_dir.name, "--devices", "cpu:2", "--json", cwd=tmp_path, env=NO_ENV_REGISTRY)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = json.loads(r.stdout)
+    assert out["state"] == "finished" and out["replanned"] and out["devices"] == "cpu:2"
+    starts = [e for e in _events(run_dir) if e["event"] == "train_start"]
+    assert [(s["batch"], s["accumulate"], s["world_size"], s["start_epoch"]) for s in starts] == \
+        [(4, 4, 0, 0), (8, 2, 2, 1)]
+    assert starts[0]["batch"] * starts[0]["accumulate"] == starts[1]["batch"] * starts[1]["accumulate"] == 16
+    assert [e["epoch"] for e in _events(run_dir) if e["event"] == "epoch"] == [1, 2, 3]
+    with Registry.open(tmp_path / "runs") as reg:
+        row = reg.get(run_dir.name)
+    assert row["state"] == "finished" and row["devices"] == "cpu:2"
