@@ -64,15 +64,26 @@ def _map(row: dict) -> str:
 
 
 def runs_table(rows: list[dict], title: str) -> Table:
+    columns = ["run", "job", "state", "devices", "started", "time", "epochs", "mAP50-95"]
+    if any(r.get("oom_retries") for r in rows):
+        columns.append("oom")
+    if any(r.get("study") is not None for r in rows):
+        columns.append("study/trial")
     table = Table(title=title, header_style="bold")
-    for name in ("run", "job", "state", "devices", "started", "time", "epochs", "mAP50-95", "oom", "study/trial"):
-        table.add_column(name, no_wrap=name in ("run", "state", "started"))
+    for name in columns:
+        table.add_column(name, no_wrap=name in ("run", "state"))
     for r in rows:
-        epochs = f"{r['epochs_done'] if r.get('epochs_done') is not None else '-'}/{r.get('epochs') or '-'}"
-        study = f"{r['study']}/{r['trial']}" if r.get("study") is not None else "-"
-        style = STATE_STYLE.get(r["state"], "")
-        table.add_row(r["id"], r["job"], f"[{style}]{r['state']}[/]", r.get("devices") or "-", _time(r.get("started_at")
-                      or r.get("created_at")), _duration(r), epochs, _map(r), str(r.get("oom_retries") or 0), study)
+        started = r.get("started_at") or r.get("created_at")
+        cells = {
+            "run": r["id"], "job": r["job"], "state": f"[{STATE_STYLE.get(r['state'], '')}]{r['state']}[/]",
+            "devices": r.get("devices") or "-",
+            "started": datetime.fromtimestamp(started).strftime("%m-%d %H:%M") if started else "-",
+            "time": _duration(r),
+            "epochs": f"{r['epochs_done'] if r.get('epochs_done') is not None else '-'}/{r.get('epochs') or '-'}",
+            "mAP50-95": _map(r), "oom": str(r.get("oom_retries") or 0),
+            "study/trial": f"{r['study']}/{r['trial']}" if r.get("study") is not None else "-",
+        }
+        table.add_row(*[cells[c] for c in columns])
     return table
 
 
