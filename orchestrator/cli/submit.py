@@ -77,6 +77,8 @@ def submit_cmd(
                 text = (f"mAP50 {m.get('metrics/mAP50(B)', 0):.3f}  mAP50-95 {m.get('metrics/mAP50-95(B)', 0):.3f}"
                         f"  box {m.get('train/box_loss', 0):.3f}")
                 progress.update(task, completed=event["epoch"], metrics=text)
+            elif event["event"] == "oom_restart":  # the runner's OOM recovery (docs/operations.md)
+                progress.console.print(f"[yellow]{event.get('message')}[/]")
 
         outcome = execute(plan, run_id, run_dir, on_event=on_event)
 
