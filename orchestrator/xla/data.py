@@ -92,6 +92,7 @@ class HostBatches:
         self.warned = False
         self.truncated_images = 0
         self.max_seen = 0
+        self.batch_boxes: list[int] = []  # boxes per batch, in step order (first 10000 batches)
 
     def __len__(self) -> int:
         return len(self.loader)
@@ -101,6 +102,8 @@ class HostBatches:
             counts = batch.pop("n_boxes")
             files = batch.pop("im_file", None)
             mx = int(counts.max()) if counts.numel() else 0
+            if len(self.batch_boxes) < 10000:
+                self.batch_boxes.append(int(counts.sum()))
             self.max_seen = max(self.max_seen, mx)
             if mx > self.max_boxes:
                 over = (counts > self.max_boxes).nonzero().view(-1).tolist()

@@ -149,6 +149,9 @@ class XLADetectionLoss(v8DetectionLoss):
             topk=a.topk, num_classes=a.num_classes, alpha=a.alpha, beta=a.beta, stride=a.stride, topk2=a.topk2
         )
         self.bbox_loss = MaskedBboxLoss(self.reg_max).to(self.device)
+        # Host copies of the strides: indexing the (device) stride tensor inside the step would be
+        # a device->host read (a sync and a small extra graph) on every step.
+        self.stride_list = [float(s) for s in self.stride.cpu().tolist()]
 
     def padded_targets(self, batch: dict[str, torch.Tensor], scale_tensor: torch.Tensor):
         """Padded normalized xywh -> (labels (B,M,1), xyxy pixel boxes (B,M,4)), zeros on padding.
@@ -164,12 +167,11 @@ class XLADetectionLoss(v8DetectionLoss):
     def get_assigned_targets_and_loss(self, preds: dict[str, torch.Tensor], batch: dict[str, Any], **kw) -> tuple:
         pred_distri = preds["boxes"].permute(0, 2, 1).contiguous()
         pred_scores = preds["scores"].permute(0, 2, 1).contiguous()
-        anchor_points, stride_tensor = make_anchors(preds["feats"], self.stride, 0.5)
+        anchor_points, stride_tensor = make_anchors(preds["feats"], self.stride_list, 0.5)
 
         dtype = pred_scores.dtype
-        batch_size = pred_scores.shape[0]
         h, w = preds["feats"][0].shape[2:]
-        s0 = float(self.stride[0])  # python constant: no device tensor built from host data per step
+        s0 = self.stride_list[0]
         imgsz = torch.tensor([h * s0, w * s0], device=self.device, dtype=dtype)
         scale = torch.tensor([w * s0, h * s0, w * s0, h * s0], device=self.device, dtype=torch.float32)
 
