@@ -247,3 +247,40 @@ def test_example_sweep_is_valid():
     assert sweep.base.spec.name == "quickstart"
     assert {p.name for p in sweep.params} >= {"hyp.lr0", "hyp.mosaic"}
     assert sweep.spec.sampler.name == "tpe" and sweep.spec.pruner.name == "median"
+
+
+@pytest.mark.parametrize("sampler", ["tpe", "cmaes", "gp", "random", "grid", "nsga2"])
+def test_every_sampler_drives_a_study(tmp_path, sampler):
+    """Each sampler name builds the Optuna sampler and samples the space (a synthetic objective:
+    no training). cmaes needs `cmaes`, gp needs scipy + torch (requirements/base.txt)."""
+    import optuna
+
+    from orchestrator.sweep.objective import suggest
+    from orchestrator.sweep.spec import load_sweep
+    from orchestrator.sweep.study import make_pruner, make_sampler
+
+    multi = sampler == "nsga2"
+    sweep = write_sweep(tmp_path, sampler={"name": sampler, "seed": 1}, enqueue=[], space={"hyp": {
+        "lr0": {"low": 1e-3, "high": 1e-2, "step": 1e-3} if sampler == "grid" else {"low": 1e-3, "high": 1e-2},
+        "close_mosaic": {"low": 0, "high": 4},
+        "optimizer": {"choices": ["SGD", "AdamW"]}}},
+        objective=["fitness", "val/box_loss"] if multi else "fitness", pruner="none" if multi else "median")
+    loaded = load_sweep(sweep)
+    study = optuna.create_study(directions=loaded.spec.directions, pruner=make_pruner(loaded.spec.pruner),
+                                sampler=make_sampler(loaded.spec.sampler, loaded.params))
+    for _ in range(6):
+        trial = study.ask()
+        params = suggest(trial, loaded.params)
+        assert 1e-3 <= params["hyp.lr0"] <= 1e-2 and params["hyp.optimizer"] in ("SGD", "AdamW")
+        value = params["hyp.lr0"] * 10 + params["hyp.close_mosaic"]
+        study.tell(trial, [value, -value] if multi else value)
+    assert len(study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))) == 6
+
+
+@pytest.mark.parametrize("pruner", [{"name": "median"}, {"name": "hyperband", "min_resource": 1, "max_resource": 3},
+                                    {"name": "threshold", "lower": 0.1}, {"name": "none"}])
+def test_every_pruner_builds(pruner):
+    from orchestrator.sweep.spec import PrunerSpec
+    from orchestrator.sweep.study import make_pruner
+
+    assert make_pruner(PrunerSpec.model_validate(pruner)) is not None
