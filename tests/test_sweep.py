@@ -284,3 +284,45 @@ def test_every_pruner_builds(pruner):
     from orchestrator.sweep.study import make_pruner
 
     assert make_pruner(PrunerSpec.model_validate(pruner)) is not None
+
+
+def test_report_of_a_multi_objective_study(tmp_path, monkeypatch):
+    """The report from a study's records alone (no training): Pareto front, best.yaml with the
+    sampled overrides in a commented section, plots, summary.json."""
+    import optuna
+
+    from orchestrator.sweep import report
+    from orchestrator.sweep.spec import load_sweep
+    from orchestrator.sweep.study import check_url, default_storage, open_study, record_sweep
+
+    monkeypatch.chdir(tmp_path)  # runs_dir "runs" is relative to the working directory, as for `submit`
+    sweep = write_sweep(tmp_path, enqueue=[], objective=["fitness", "val/box_loss"], pruner="none",
+                        sampler="nsga2", space={"hyp": {"lr0": {"low": 1e-3, "high": 1e-2}},
+                                                "overrides": {"cache": {"choices": [False, "ram"]}}})
+    loaded = load_sweep(sweep)
+    url = check_url(default_storage(loaded))
+    study = open_study(loaded, url)
+    record_sweep(study, loaded)
+    dists = {p.name: p.distribution() for p in loaded.params}
+    for i, (lr, cache, values) in enumerate([(0.002, False, [0.30, 1.2]), (0.005, "ram", [0.35, 1.5]),
+                                              (0.009, False, [0.10, 0.9]), (0.004, "ram", [0.20, 1.6])]):
+        study.add_trial(optuna.trial.create_trial(params={"hyp.lr0": lr, "overrides.cache": cache},
+                                                  distributions=dists, values=values, user_attrs={"epochs": 2}))
+    summary = report.write_report(study, loaded, url, n_trials=4)
+    assert summary["reached"] and summary["done"] == 4 and summary["epochs_spent"] == 8
+    assert [t["number"] for t in summary["pareto_front"]] == [1, 0, 2]  # best fitness first; #3 is dominated
+    assert summary["best"]["number"] == 1 and summary["best"]["overrides"] == {"cache": "ram"}
+    text = Path(summary["best_yaml"]).read_text()
+    preset = yaml.safe_load(text)
+    assert preset["lr0"] == 0.005 and "cache" not in preset and "overrides" not in preset
+    assert "# overrides:\n#   cache: ram\n" in text
+    folder = tmp_path / "runs" / "sweeps" / "tiny-sweep"
+    assert {"history.html", "pareto.html", "importances.html"} <= {p.name for p in folder.iterdir()}
+    assert json.loads((folder / "summary.json").read_text())["pareto_front"][0]["number"] == 1
+    from rich.console import Console
+
+    console = Console(record=True, width=160)
+    for part in report.render(summary):
+        console.print(part)
+    shown = console.export_text()
+    assert "pareto front" in shown and "#1, #0, #2" in shown and "optuna-dashboard" in shown

@@ -192,6 +192,18 @@ def write_plots(study: "optuna.Study", folder: Path) -> tuple[list[str], list[st
             target=(lambda t: t.values[0]) if multi else None, target_name=target_name)))
     else:
         notes.append("importances.html skipped: needs at least 2 complete trials")
+    import optuna
+
+    verbosity = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.ERROR)  # "no complete trials" and the like: shown in the table
+    try:
+        _save_all(jobs, save, notes)
+    finally:
+        optuna.logging.set_verbosity(verbosity)
+    return written, notes
+
+
+def _save_all(jobs, save, notes) -> None:
     for name, make in jobs:
         try:
             with warnings.catch_warnings():  # experimental-API and few-trials warnings: not the user's business
@@ -199,7 +211,6 @@ def write_plots(study: "optuna.Study", folder: Path) -> tuple[list[str], list[st
                 save(make(), name)
         except Exception as exc:  # noqa: BLE001 - a plot never fails the sweep
             notes.append(f"{name} skipped: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
-    return written, notes
 
 
 def _importance_evaluator():
