@@ -10,7 +10,13 @@ Runs the job (default examples/quickstart.yaml, default policy, same seed) on ea
   mAP50-95.
 
     python scripts/parity.py                                     # runs both, ~2 x a quickstart
-    python scripts/parity.py --replot runs/quickstart/<id-cpu> runs/quickstart/<id-cpu2>
+    python scripts/parity.py --control-seed 1                    # + every device spec again with seed 1
+    python scripts/parity.py --replot RUN_DIR_CPU RUN_DIR_CPU2 [--control-dir DIR ...]
+
+The control runs measure the seed-to-seed spread (data order, augmentation, initial weights): the
+yardstick for the one-vs-several-processes difference. Seed 1 on one process should also start from
+the same initial weights as seed 0 on several (Ultralytics seeds rank r with seed + 1 + r and DDP
+broadcasts rank 0's weights; one process uses seed + 1 + RANK with RANK = -1).
 
 Numbers in docs/distributed.md come from this script.
 """
@@ -56,6 +62,8 @@ def read_run(run_dir: Path) -> dict:
     m = summary["metrics"]
     return {
         "devices": resolved["plan"]["devices"],
+        "seed": resolved["job"]["seed"],
+        "label": f"{resolved['plan']['devices']} seed {resolved['job']['seed']}",
         "run_dir": str(run_dir),
         "final": {"mAP50": m.get("metrics/mAP50(B)"), "mAP50-95": m.get("metrics/mAP50-95(B)"),
                   "precision": m.get("metrics/precision(B)"), "recall": m.get("metrics/recall(B)")},
@@ -66,7 +74,7 @@ def read_run(run_dir: Path) -> dict:
     }
 
 
-def plot(runs: list[dict], path: Path, title: str) -> None:
+def plot(runs: list[dict], path: Path, title: str, controls: list[dict] = ()) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -77,19 +85,23 @@ def plot(runs: list[dict], path: Path, title: str) -> None:
               ("val/cls_loss", "val cls loss"), ("metrics/mAP50-95(B)", "val mAP50-95")]
     fig, axes = plt.subplots(2, 3, figsize=(13, 7), sharex=True)
     for ax, (key, label) in zip(axes.flat, panels):
-        for run in runs:
+        colors = {}
+        for run in list(runs) + list(controls):
             ys = run["per_epoch"].get(key)
             if ys:
                 eff = run["effective"]
-                ax.plot(range(1, len(ys) + 1), ys, marker=".", label=(
-                    f"{run['devices']} ({eff['batch_per_device']}/dev x {eff['world_size']} x acc {eff['accumulate']})"))
+                control = any(run is c for c in controls)
+                color = colors.setdefault(run["devices"], f"C{len(colors)}")
+                style = dict(ls="--", alpha=0.6, marker="x") if control else dict(marker=".")
+                ax.plot(range(1, len(ys) + 1), ys, color=color, **style, label=(
+                    f"{run['label']} ({eff['batch_per_device']}/dev x {eff['world_size']} x acc {eff['accumulate']})"))
         ax.set_title(label)
         ax.grid(alpha=0.3)
     for ax in axes[1]:
         ax.set_xlabel("epoch")
     axes[0][0].legend(fontsize=8)
-    finals = ", ".join(f"{r['devices']}: mAP50 {r['final']['mAP50']:.3f} / mAP50-95 {r['final']['mAP50-95']:.3f}"
-                       for r in runs)
+    finals = ", ".join(f"{r['label']}: mAP50 {r['final']['mAP50']:.3f} / mAP50-95 {r['final']['mAP50-95']:.3f}"
+                       for r in list(runs) + list(controls))
     fig.suptitle(f"{title}\nfinal (best.pt) {finals}", fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -105,11 +117,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", dest="sets", action="append", default=[], help="extra job override KEY=VALUE")
     ap.add_argument("--plot", type=Path, default=REPO / "docs" / "img" / "parity_loss.png")
     ap.add_argument("--json", type=Path, default=REPO / "docs" / "parity.json")
+    ap.add_argument("--control-seed", type=int, help="also run every device spec with this seed (seed spread)")
     ap.add_argument("--replot", type=Path, nargs="+", help="existing run dirs: no training, report and plot only")
+    ap.add_argument("--control-dir", type=Path, nargs="+", default=[], help="with --replot: existing control runs")
     args = ap.parse_args(argv)
 
     run_dirs = args.replot or [run_job(args.job.resolve(), d, args.runs_dir.resolve(), args.sets) for d in args.devices]
+    control_dirs = list(args.control_dir)
+    if args.control_seed is not None and not control_dirs:
+        control_dirs = [run_job(args.job.resolve(), d, args.runs_dir.resolve(), args.sets + [f"seed={args.control_seed}"])
+                        for d in args.devices]
     runs = [read_run(Path(d)) for d in run_dirs]
+    controls = [read_run(Path(d)) for d in control_dirs]
     base = runs[0]
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     report = {
@@ -127,13 +146,24 @@ def main(argv: list[str] | None = None) -> int:
             for r in runs[1:]
         ],
     }
+    if controls:
+        report["controls"] = controls
+        pairs = [(c, r) for c in controls for r in runs if c["devices"] == r["devices"]]  # same devices, other seed
+        pairs += [(c, controls[0]) for c in controls[1:]]  # other devices, control seed
+        report["comparisons"] = [
+            {"runs": f"{a['label']} - {b['label']}",
+             "mAP50": round(a["final"]["mAP50"] - b["final"]["mAP50"], 5),
+             "mAP50-95": round(a["final"]["mAP50-95"] - b["final"]["mAP50-95"], 5)} for a, b in pairs]
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(report, indent=1) + "\n")
     print(f"wrote {args.json}")
-    plot(runs, args.plot, f"Parity: {Path(args.job).name} on {' vs '.join(r['devices'] for r in runs)} (same seed)")
-    for r in runs:
-        print(f"{r['devices']:>8}: mAP50 {r['final']['mAP50']:.4f}  mAP50-95 {r['final']['mAP50-95']:.4f}  "
+    title = f"Parity: {Path(args.job).name} on {' vs '.join(r['devices'] for r in runs)}"
+    plot(runs, args.plot, title + (" (solid: job seed, dashed: control seed)" if controls else " (same seed)"), controls)
+    for r in runs + controls:
+        print(f"{r['label']:>16}: mAP50 {r['final']['mAP50']:.4f}  mAP50-95 {r['final']['mAP50-95']:.4f}  "
               f"wall {r['wall_time_s']}s")
+    for c in report.get("comparisons", []):
+        print(f"{c['runs']}: mAP50 {c['mAP50']:+.4f}  mAP50-95 {c['mAP50-95']:+.4f}")
     for d in report["differences"]:
         print(f"{d['devices']}: mAP50 {d['mAP50']:+.4f}  mAP50-95 {d['mAP50-95']:+.4f}  "
               f"({'within' if d['within_target'] else 'OUTSIDE'} the {TARGET_MAP_DIFF} target)")

@@ -116,24 +116,26 @@ def redirect_output(run_dir: Path, rank: int, local_rank: int) -> _Tee | None:
 # ---------------------------------------------------------------- torch side
 
 
-class _NNWithDDP:
-    """Stands in for `torch.nn` inside ultralytics.engine.trainer while `_setup_train` runs, so the
-    one line that builds DistributedDataParallel goes through the trainer's `_wrap_ddp`."""
+def _nn_with_ddp(wrap):
+    """A faithful copy of the `torch.nn` module whose `parallel.DistributedDataParallel` is `wrap`.
 
-    def __init__(self, wrap):
-        from types import SimpleNamespace
+    It stands in for `nn` inside ultralytics.engine.trainer while `_setup_train` builds the DDP
+    wrapper. A copy, not a proxy: `build_optimizer` (later in `_setup_train`) lists the norm layer
+    classes from `nn.__dict__` to keep BatchNorm weights out of weight decay; a stand-in without
+    them silently gave every BatchNorm weight weight decay (caught by the cpu vs cpu:2 parity run).
+    The trainer also restores the real module as soon as the wrap is built."""
+    import types
 
-        import torch.nn
+    import torch.nn
+    import torch.nn.parallel
 
-        self._nn = torch.nn
-        # BaseTrainer.build_optimizer finds norm layers with `nn.__dict__.items()`: without torch.nn's
-        # names here every BatchNorm weight would land in the weight-decay group under DDP (and a
-        # checkpoint's optimizer groups would not match a single-process run's on resume)
-        self.__dict__.update(vars(torch.nn))
-        self.parallel = SimpleNamespace(DistributedDataParallel=wrap)
-
-    def __getattr__(self, name):
-        return getattr(self._nn, name)
+    parallel = types.ModuleType(torch.nn.parallel.__name__)
+    parallel.__dict__.update(torch.nn.parallel.__dict__)
+    parallel.DistributedDataParallel = wrap
+    nn = types.ModuleType(torch.nn.__name__)
+    nn.__dict__.update(torch.nn.__dict__)
+    nn.parallel = parallel
+    return nn
 
 
 def make_trainer_class(base, sync_bn: bool = False):
@@ -164,6 +166,9 @@ def make_trainer_class(base, sync_bn: bool = False):
 
         # -- DDP wrap (and SyncBN before it)
         def _wrap_ddp(self, module, device_ids=None, **kwargs):
+            import ultralytics.engine.trainer as trainer_module
+
+            trainer_module.nn = torch.nn  # the stand-in served its one purpose
             cpu = self.device.type == "cpu"
             if self.sync_bn:
                 from orchestrator.worker.sync_bn import convert_sync_batchnorm, count_sync
@@ -177,7 +182,7 @@ def make_trainer_class(base, sync_bn: bool = False):
             import ultralytics.engine.trainer as trainer_module
 
             nn_module = trainer_module.nn
-            trainer_module.nn = _NNWithDDP(self._wrap_ddp)
+            trainer_module.nn = _nn_with_ddp(self._wrap_ddp)
             try:
                 super()._setup_train()
             finally:
@@ -263,6 +268,7 @@ class RankProbe:
         self.batches += 1
 
     def on_train_start(self, t) -> None:
+        import torch
         import torch.distributed as dist
 
         from orchestrator.worker.sync_bn import count_sync
@@ -282,6 +288,9 @@ class RankProbe:
             "accumulate": t.accumulate,
             "optimizer": type(t.optimizer).__name__,
             "param_groups": groups,
+            # what Ultralytics' build_optimizer keeps out of weight decay (its own test: "Norm" in the class name)
+            "norm_layers": sum(1 for m in t.model.modules()
+                               if isinstance(m, tuple(v for k, v in torch.nn.__dict__.items() if "Norm" in k))),
             "batches_per_epoch": len(loader),
             "warmup_iterations": t._get_warmup_iterations(len(loader)),
             "dataset_size": len(loader.dataset),
