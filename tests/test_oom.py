@@ -124,3 +124,24 @@ def test_plan_oom_restart_keeps_images_per_step(tmp_path, monkeypatch):
     assert seen == [(4, 64, 16, 64), (2, 64, 32, 64), (1, 64, 64, 64)]
     with pytest.raises(SpecError, match="cannot be halved further"):
         recovery.plan_oom_restart(run_dir, 3)
+
+
+@pytest.mark.slow
+def test_oom_on_one_rank_of_two(tmp_path):
+    """cpu:2 (torchrun): rank 1 alone hits the OOM at epoch 2; torchrun ends both ranks, the runner
+    sees the `oom` event, halves the per-device batch (4 -> 2, accumulate 2 -> 4: 16 images per step)
+    and resumes both ranks from last.pt."""
+    job = write_job(tmp_path, OOM_JOB, reference={"devices": 1, "batch": 4, "nbs": 16},
+                    target={"devices": "cpu:2"})
+    r = run_cli("submit", job, "--json", cwd=tmp_path, env={**ENV, "YOLO_ORCH_FAULT_OOM": "epoch=2,rank=1"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    run_dir = _only_run(tmp_path)
+    events = _events(run_dir)
+    oom = [e for e in events if e["event"] == "oom"]
+    assert len(oom) == 1 and oom[0]["rank"] == 1 and oom[0]["batch_per_device"] == 4
+    starts = [e for e in events if e["event"] == "train_start"]
+    assert [(s["batch"], s["accumulate"], s["world_size"], s["start_epoch"]) for s in starts] == \
+        [(8, 2, 2, 0), (4, 4, 2, 1)]
+    assert [e["epoch"] for e in events if e["event"] == "epoch"] == [1, 2]
+    with Registry.open(tmp_path / "runs") as reg:
+        assert reg.get(run_dir.name)["oom_retries"] == 1
