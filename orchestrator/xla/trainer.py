@@ -60,12 +60,23 @@ from .checkpoint import build_checkpoint, optimizer_state_to_cpu, to_cpu, write_
 from .data import HostBatches, build_train_loader
 from .loss import build_xla_criterion
 
-__all__ = ["train_xla", "XLADetectionTrainer", "xla_available", "main"]
+__all__ = ["train_xla", "XLADetectionTrainer", "xla_available", "configure_xla_env", "main"]
 
 LOG = logging.getLogger("orchestrator.xla")
 RESULT_FILE = "xla_result.json"
 # Attributes the EMA copies from the model at epoch end (as BaseTrainer).
 _EMA_ATTRS = ["yaml", "nc", "args", "names", "stride", "class_weights"]
+
+
+def configure_xla_env() -> None:
+    """Environment the backend wants before torch_xla initializes (no-op for keys already set).
+
+    ``XLA_NO_SPECIAL_SCALARS=1``: by default torch_xla bakes the Python scalars 0 and 1 into the
+    graph as constants and passes all others as device data, so a learning rate that is exactly
+    0.0 (the first warmup step) or 1.0 would trace a different graph and compile again. With the
+    flag every Python scalar is device data and lr/momentum/EMA-decay changes never recompile.
+    """
+    os.environ.setdefault("XLA_NO_SPECIAL_SCALARS", "1")
 
 
 def xla_available() -> tuple[bool, str]:
@@ -171,7 +182,39 @@ def _prime_sgd_momentum(optimizer: torch.optim.Optimizer) -> None:
         for p in g["params"]:
             st = optimizer.state[p]
             if p.requires_grad and st.get("momentum_buffer") is None:
-                st["momentum_buffer"] = torch.zeros_like(p)
+                st["momentum_buffer"] = _device_zeros(p)
+
+
+def _unalias_scalars(model: nn.Module, optimizer: torch.optim.Optimizer | None = None) -> None:
+    """Give every 0-dim device tensor (BN ``num_batches_tracked``, Adam ``step``) its own buffer.
+
+    torch_xla uploads a 0-dim host tensor through its scalar cache, so equal values (all BN
+    counters start at 0) share one device buffer. The first step then sees aliased inputs and
+    traces a graph with fewer parameters than every later step: one extra compilation. Uploading
+    them as 1-element tensors and viewing them as 0-dim avoids the cache.
+    """
+
+    def fresh(t: torch.Tensor) -> torch.Tensor:
+        return t.detach().cpu().reshape(1).to(t.device).reshape(())
+
+    for mod in model.modules():
+        for k, b in list(mod._buffers.items()):
+            if b is not None and b.dim() == 0 and b.device.type != "cpu":
+                mod._buffers[k] = fresh(b)
+    if optimizer is not None:
+        for st in optimizer.state.values():
+            for k, v in list(st.items()):
+                if isinstance(v, torch.Tensor) and v.dim() == 0 and v.device.type != "cpu":
+                    st[k] = fresh(v)
+
+
+def _device_zeros(like: torch.Tensor) -> torch.Tensor:
+    """Zeros sent from the host: a buffer of its own.
+
+    ``torch.zeros_like`` on the device is a traced op; equal-shaped ones can come out of one
+    graph sharing a buffer, and the next step then sees aliased inputs: a different graph.
+    """
+    return torch.zeros(like.shape, dtype=like.dtype).to(like.device)
 
 
 
@@ -359,8 +402,9 @@ class XLADetectionTrainer(DetectionTrainer):
         # every later step: one graph less, and a resumed run's first step is the steady graph.
         for p in self.model.parameters():
             if p.requires_grad and p.grad is None:
-                p.grad = torch.zeros_like(p)
+                p.grad = _device_zeros(p)
         _prime_sgd_momentum(self.optimizer)
+        _unalias_scalars(self.model, self.optimizer)
         torch_xla.sync()  # setup work (device copies, EMA clone) as its own graph, before step 0
         self.run_callbacks("on_pretrain_routine_end")
 
@@ -710,6 +754,7 @@ def train_xla(
         The metrics of the final validation of best.pt (metrics/precision(B), metrics/recall(B),
         metrics/mAP50(B), metrics/mAP50-95(B)), ``fitness``, and ``xla/*`` compile statistics.
     """
+    configure_xla_env()
     ok, why = xla_available()
     if not ok:
         raise RuntimeError(why)
