@@ -100,8 +100,9 @@ def plot(runs: list[dict], path: Path, title: str, controls: list[dict] = ()) ->
     for ax in axes[1]:
         ax.set_xlabel("epoch")
     axes[0][0].legend(fontsize=8)
-    finals = ", ".join(f"{r['label']}: mAP50 {r['final']['mAP50']:.3f} / mAP50-95 {r['final']['mAP50-95']:.3f}"
-                       for r in list(runs) + list(controls))
+    items = [f"{r['label']}: mAP50 {r['final']['mAP50']:.3f} / mAP50-95 {r['final']['mAP50-95']:.3f}"
+             for r in list(runs) + list(controls)]
+    finals = "\n".join(", ".join(items[i:i + 2]) for i in range(0, len(items), 2))
     fig.suptitle(f"{title}\nfinal (best.pt) {finals}", fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -3,6 +3,9 @@ trainer Ultralytics built applies exactly the scaler's `effective` values: batch
 accumulate, the optimizer and its param groups' weight decay and lr, warmup iterations, samples and
 batches per device, and the loss scaling (loss x per-device batch x world size, which DDP averages).
 
+Also: BatchNorm weights stay out of weight decay, and BatchNorm momentum is scaled so that the running
+statistics follow the same number of epochs as at the reference (docs/distributed.md, Parity).
+
 The worker records what the trainer applied when YOLO_ORCH_PROBE_DIR is set
 (orchestrator/worker/ddp.py RankProbe). Extends tests/test_scaler_vs_ultralytics.py (world size 1)."""
 
@@ -60,6 +63,11 @@ def test_every_rank_applies_the_scalers_effective_values(ddp_case):
             assert math.isclose(g["lr"], eff["lr0"], rel_tol=1e-9), (name, g, eff["lr0"])
             if g["param_group"] != "weight":
                 assert g["weight_decay"] == 0.0
+        # BatchNorm running statistics keep their time constant in epochs: momentum 1-(1-0.03)^k, k = reference
+        # batches per epoch / this rank's; the EMA (the saved model) keeps Ultralytics' 0.03
+        k = scaling["reference_effective"]["batches_per_epoch"] / eff["batches_per_epoch"]
+        assert len(p["bn_momentum"]) == 1 and math.isclose(p["bn_momentum"][0], 1 - 0.97 ** k, rel_tol=1e-9), (k, p)
+        assert p["ema_bn_momentum"] == [0.03]
         # BatchNorm weights stay out of weight decay, as in one process (one weight per norm layer)
         bn = next(g for g in p["param_groups"] if g["param_group"] == "bn")
         assert p["norm_layers"] > 50 and bn["params"] == p["norm_layers"], (bn, p["norm_layers"])

@@ -104,6 +104,17 @@ def test_each_rank_sees_its_half(ddp_run):
     assert probes[0]["epochs"][0]["indices"] != probes[0]["epochs"][1]["indices"]  # reshuffled per epoch
 
 
+def test_bn_running_statistics_averaged_over_ranks(ddp_run):
+    """Each rank's BN running statistics come from its own shard; at every epoch end the EMA's are
+    averaged over the ranks (identical afterwards), and BN momentum is scaled (docs/distributed.md)."""
+    probes = [json.loads((ddp_run["probe"] / f"probe-rank{r}.json").read_text()) for r in (0, 1)]
+    for p in probes:
+        assert p["bn_mode"] == "match" and p["bn_momentum"] == [pytest.approx(1 - 0.97 ** 2)]
+    for epoch in (0, 1):
+        a, b = (p["epochs"][epoch]["ema_bn_stats_sum"] for p in probes)
+        assert a == pytest.approx(b, rel=1e-6)
+
+
 def test_rank0_callback_fires_once_per_epoch(ddp_run):
     events = events_of(ddp_run["run_dir"])
     kinds = [e["event"] for e in events]

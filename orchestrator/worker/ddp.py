@@ -39,6 +39,7 @@ from datetime import timedelta
 from pathlib import Path
 
 PROBE_ENV = "YOLO_ORCH_PROBE_DIR"
+BN_ENV = "YOLO_ORCH_DDP_BN"  # "match" (default): BN running statistics as in one process; "stock": Ultralytics as is
 
 
 # ---------------------------------------------------------------- process-level setup (no torch)
@@ -138,7 +139,25 @@ def _nn_with_ddp(wrap):
     return nn
 
 
-def make_trainer_class(base, sync_bn: bool = False):
+def bn_momentum_factor(plan: dict) -> float:
+    """How many times fewer batches per epoch each rank runs than the reference did.
+
+    BatchNorm running statistics (what validation and the saved model use) move once per forward
+    pass with a fixed momentum (Ultralytics: 0.03). Each of W ranks runs 1/W of the batches of an
+    epoch, so with the same momentum the running statistics would take W times as many EPOCHS to
+    follow the weights; early in short runs they lag, and validation suffers (the cpu vs cpu:2
+    parity run showed it). With momentum m' = 1 - (1 - m)^k, k = reference batches per epoch / this
+    rank's, the running statistics cover the same number of epochs as at the reference."""
+    scaling = plan.get("scaling") or {}
+    eff, ref = scaling.get("effective") or {}, scaling.get("reference_effective") or {}
+    if eff.get("batches_per_epoch") and ref.get("batches_per_epoch"):
+        return ref["batches_per_epoch"] / eff["batches_per_epoch"]
+    if eff.get("batch_per_device") and ref.get("batch_per_device"):
+        return (eff["batch_per_device"] * eff["world_size"]) / (ref["batch_per_device"] * max(ref["world_size"], 1))
+    return float(plan.get("world_size") or 1)
+
+
+def make_trainer_class(base, sync_bn: bool = False, bn_momentum_factor: float = 1.0):
     """A subclass of the Ultralytics trainer `base` that runs as one rank of a torchrun job."""
     import torch
     import torch.distributed as dist
@@ -153,6 +172,14 @@ def make_trainer_class(base, sync_bn: bool = False):
                 self.world_size = world
             self.ddp = False  # already a rank: never pickle and respawn under torch.distributed.run
             self.sync_bn = bool(sync_bn) and self.world_size > 1
+            self.bn_mode = os.environ.get(BN_ENV, "match")
+            if self.bn_mode not in ("match", "stock"):
+                raise ValueError(f"{BN_ENV}={self.bn_mode!r}: expected 'match' or 'stock'")
+            match = self.world_size > 1 and self.bn_mode == "match"
+            self.bn_momentum_factor = float(bn_momentum_factor) if match else 1.0
+            if match:
+                self.add_callback("on_train_epoch_end", lambda t: t._average_bn_statistics())
+            self._bn_momenta: dict[str, float] = {}
             self._probe = RankProbe(self) if os.environ.get(PROBE_ENV) else None
 
         # -- process group
@@ -170,6 +197,7 @@ def make_trainer_class(base, sync_bn: bool = False):
 
             trainer_module.nn = torch.nn  # the stand-in served its one purpose
             cpu = self.device.type == "cpu"
+            self._scale_bn_momentum(module)
             if self.sync_bn:
                 from orchestrator.worker.sync_bn import convert_sync_batchnorm, count_sync
 
@@ -191,6 +219,44 @@ def make_trainer_class(base, sync_bn: bool = False):
                 from orchestrator.worker.sync_bn import revert_sync_batchnorm
 
                 self.ema.ema = revert_sync_batchnorm(self.ema.ema)  # checkpoints hold plain BatchNorm2d
+            if self._bn_momenta and self.ema is not None:  # checkpoints keep the model's own momentum
+                for name, m in self.ema.ema.named_modules():
+                    if name in self._bn_momenta:
+                        m.momentum = self._bn_momenta[name]
+
+        def _average_bn_statistics(self):
+            """Average the EMA's BatchNorm running statistics over the ranks at the end of every epoch
+            (before validation and the checkpoint; Ultralytics then broadcasts rank 0's buffers).
+            Each rank's running statistics see only its own shard; one process's see every batch.
+            The average covers as many batches as one process's would (cf. timm's distribute_bn)."""
+            if self.ema is None:
+                return
+            bns = [m for m in self.ema.ema.modules()
+                   if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.track_running_stats]
+            bufs = [b for m in bns for b in (m.running_mean, m.running_var)]
+            if not bufs:
+                return
+            flat = torch.cat([b.detach().flatten().float() for b in bufs])
+            dist.all_reduce(flat)
+            flat /= self.world_size
+            offset = 0
+            with torch.no_grad():
+                for b in bufs:
+                    b.copy_(flat[offset:offset + b.numel()].view_as(b).to(b.dtype))
+                    offset += b.numel()
+
+        def _scale_bn_momentum(self, module):
+            k = self.bn_momentum_factor
+            if abs(k - 1.0) < 1e-9:
+                return
+            for name, m in module.named_modules():
+                if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.momentum is not None:
+                    self._bn_momenta[name] = m.momentum
+                    m.momentum = 1.0 - (1.0 - m.momentum) ** k
+            if self._bn_momenta:
+                old = sorted(set(self._bn_momenta.values()))
+                LOGGER.info(f"DDP: BatchNorm momentum {old} -> 1-(1-m)^{k:g} for {len(self._bn_momenta)} layers "
+                            f"(each rank runs {k:g}x fewer batches per epoch than the reference)")
 
         # -- final validation of best.pt: every rank takes part (distributed validation)
         def _share_best(self):
@@ -282,6 +348,7 @@ class RankProbe:
             "backend": dist.get_backend() if dist.is_initialized() else None,
             "device": str(t.device),
             "amp": bool(t.amp),
+            "bn_mode": t.bn_mode,
             "batch": t.batch_size,
             "batch_per_device": loader.batch_size,
             "nbs": t.args.nbs,
@@ -298,6 +365,10 @@ class RankProbe:
             "samples_per_device": len(sampler) if sampler is not None else len(loader.dataset),
             "ddp_wrapped": type(t.model).__name__,
             "sync_bn_layers": count_sync(t.model),
+            "bn_momentum": sorted({m.momentum for m in t.model.modules()
+                                   if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)}),
+            "ema_bn_momentum": sorted({m.momentum for m in t.ema.ema.modules()
+                                       if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)}),
             "ema_sync_bn_layers": count_sync(t.ema.ema),
         })
 
@@ -311,8 +382,12 @@ class RankProbe:
     def on_train_epoch_end(self, t) -> None:
         sampler = t.train_loader.sampler
         indices = [int(i) for i in iter(sampler)] if sampler is not None else None
+        import torch
+
+        bn_sum = sum(float(m.running_mean.double().sum() + m.running_var.double().sum()) for m in t.ema.ema.modules()
+                     if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.track_running_stats)
         self.data["epochs"].append({"epoch": int(t.epoch), "images": self.images, "batches": self.batches,
-                                    "indices": indices})
+                                    "indices": indices, "ema_bn_stats_sum": bn_sum})
         self.images = self.batches = 0
         self._write()
 
@@ -333,7 +408,8 @@ def trainer_factory(resolved: dict):
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(local_world, 1)))
     from ultralytics.models.yolo.detect import DetectionTrainer
 
-    return make_trainer_class(DetectionTrainer, sync_bn=bool(resolved["job"].get("sync_bn", False)))
+    return make_trainer_class(DetectionTrainer, sync_bn=bool(resolved["job"].get("sync_bn", False)),
+                              bn_momentum_factor=bn_momentum_factor(resolved["plan"]))
 
 
 def main(argv: list[str] | None = None) -> int:
