@@ -161,23 +161,30 @@ def plot(result: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
+    fig, ax = plt.subplots(figsize=(7, 4.8), dpi=120)
     for key, label, color in (("sweep", "yolo-orch sweep (TPE + median pruning)", "tab:blue"),
                               ("ultralytics", "Ultralytics model.tune (genetic)", "tab:orange")):
         pts = [(0, None)] + [(e, b if b != float("-inf") else None) for e, b in result[key]["curve"]]
         xs = [p[0] for p in pts if p[1] is not None]
         ys = [p[1] for p in pts if p[1] is not None]
-        ax.step(xs, ys, where="post", label=label, color=color, linewidth=2)
-        ax.scatter(xs, ys, color=color, s=14)
+        ax.step(xs, ys, where="post", label=f"{label}: best so far", color=color, linewidth=2)
+        spent = 0
+        for t in sorted(result[key]["trials"], key=lambda t: t["number"]):  # every trial at its own score
+            spent += int(t["epochs"] or 0)
+            pruned = t["state"] == "PRUNED"
+            ax.scatter([spent], [t["fitness"]], color=color, s=22 if pruned else 16, alpha=0.6,
+                       marker="x" if pruned else "o", zorder=3)
+    ax.scatter([], [], color="grey", marker="o", s=16, label="a trial trained to the end")
+    ax.scatter([], [], color="grey", marker="x", s=22, label="a pruned trial (its last epoch's value)")
     target = result["ultralytics"]["best"]
     ax.axhline(target, color="tab:orange", linestyle=":", linewidth=1)
     ax.set_xlabel("training epochs spent")
-    ax.set_ylabel("best fitness so far (mAP50-95 of best.pt)")
+    ax.set_ylabel("fitness (mAP50-95 of best.pt)")
     task = result["task"]
     ax.set_title(f"{task['images']} synthetic images, imgsz {task['imgsz']}, yolo11n from scratch, "
                  f"{result['budget_epochs']} epochs a side", fontsize=9)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
@@ -196,7 +203,11 @@ def main() -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument("--work", type=Path, default=Path("/tmp/yolo-orch-bench-sweep"))
     p.add_argument("--out", type=Path, default=REPO / "docs" / "img")
+    p.add_argument("--replot", type=Path, help="only redraw the PNG from a result JSON")
     args = p.parse_args()
+    if args.replot:
+        plot(json.loads(args.replot.read_text()), args.out / "bench_sweep.png")
+        return
 
     from orchestrator.data.synth import generate_dataset
 
