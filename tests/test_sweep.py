@@ -58,7 +58,8 @@ def test_sweep_prunes_writes_best_and_resumes(tmp_path):
     assert first["done"] == 4 and first["reached"]
     assert first["states"]["COMPLETE"] + first["states"]["PRUNED"] == 4
     assert first["states"]["FAIL"] == 0 and first["states"]["RUNNING"] == 0
-    assert first["storage"] == f"sqlite:///{tmp_path / 'runs' / 'sweeps' / 'tiny-sweep.db'}"
+    db = (tmp_path / "runs" / "sweeps" / "tiny-sweep.db").resolve()
+    assert first["storage"] == f"sqlite:///{db}"
     assert [t["number"] for t in first["trials"]] == [0, 1, 2, 3]
 
     # trial 1 (box 50) was pruned at its first epoch, with its last reported value
@@ -74,7 +75,7 @@ def test_sweep_prunes_writes_best_and_resumes(tmp_path):
 
     # the pruned trial stopped cleanly after 1 of 2 epochs: a normal run, registry row `pruned`
     run_dir = Path(t1["run_dir"])
-    assert run_dir.parent.name == "tiny-sweep-trial1" and run_dir.parent.parent == tmp_path / "runs"
+    assert run_dir.parent.name == "tiny-sweep-trial1" and run_dir.parent.parent == (tmp_path / "runs").resolve()
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     assert [e["epoch"] for e in events if e["event"] == "epoch"] == [1]
     assert json.loads((run_dir / "summary.json").read_text())["epochs_completed"] == 1
@@ -93,7 +94,7 @@ def test_sweep_prunes_writes_best_and_resumes(tmp_path):
     # results: best.yaml (flat preset at reference scale), plots, dashboard command
     best = first["best"]
     assert best["params"]["hyp.box"] == 0.5
-    study_dir = tmp_path / "runs" / "sweeps" / "tiny-sweep"
+    study_dir = (tmp_path / "runs" / "sweeps" / "tiny-sweep").resolve()
     best_yaml = study_dir / "best.yaml"
     assert first["best_yaml"] == str(best_yaml)
     preset = yaml.safe_load(best_yaml.read_text())
@@ -103,12 +104,12 @@ def test_sweep_prunes_writes_best_and_resumes(tmp_path):
     for name in ("history.html", "intermediate.html", "importances.html"):
         assert (study_dir / name).is_file(), first.get("notes")
     assert (study_dir / "plotly.min.js").is_file(), "plots work offline"
-    assert first["dashboard"] == f"optuna-dashboard 'sqlite:///{tmp_path / 'runs' / 'sweeps' / 'tiny-sweep.db'}'"
+    assert first["dashboard"] == f"optuna-dashboard 'sqlite:///{db}'"
     assert json.loads((study_dir / "summary.json").read_text())["done"] == 4
 
     # a job using `hyp: best.yaml` plans, with the winner's values
     job = write_job(tmp_path, filename="winner.yaml", name="winner",
-                    hyp=str(best_yaml.relative_to(tmp_path)))
+                    hyp="runs/sweeps/tiny-sweep/best.yaml")
     plan = run_cli("submit", job, "--dry-run", "--json", cwd=tmp_path)
     assert plan.returncode == 0, plan.stderr
     args = json.loads(plan.stdout)["train_args"]
