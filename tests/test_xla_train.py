@@ -1,37 +1,46 @@
-"""XLA backend end to end on XLA:CPU (single process): compile-once, outputs, validation, resume.
+"""XLA backend end to end on XLA:CPU (single process): compile-once, outputs, validation, resume,
+CLI, bf16.
 
 Run: PJRT_DEVICE=CPU python -m pytest tests/test_xla_*.py -q -x
 
-All trainings here use the same tiny model, imgsz, batch and max_boxes, so within this pytest
-process the step graph is compiled once (by the first training) and later trainings reuse it
-from torch_xla's in-process cache; each compilation costs about a minute on these 2 cores.
+All XLA work runs in ONE child process (this file run as a script, ``--drive DIR``), like the
+orchestrator's launcher runs the backend. Two reasons: torch_xla must be initialized before the
+first autograd backward of a process (the engine sizes its per-device queues once; a CPU
+backward from an earlier test would make every XLA backward fail an internal assert), and all
+trainings here share one step graph (same tiny model, imgsz, batch, max_boxes), which torch_xla
+compiles once per process and then reuses (about a minute per compilation on these 2 cores).
+The child writes ``report.json`` plus checkpoints; the tests below check them, running
+Ultralytics' validator / predictor on the CPU in the pytest process.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import torch
 
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 os.environ.setdefault("YOLO_OFFLINE", "1")
 
-from orchestrator.xla.trainer import configure_xla_env, main, train_xla, xla_available  # noqa: E402
+from orchestrator.xla.trainer import xla_available  # noqa: E402
 
-configure_xla_env()  # before anything initializes torch_xla in this process
 XLA_OK, XLA_WHY = xla_available()
 
-pytestmark = [pytest.mark.xla, pytest.mark.slow, pytest.mark.skipif(not XLA_OK, reason=XLA_WHY)]
-
-ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "orchestrator" / "xla" / "tiny-det.yaml"
 IMGSZ, BATCH, MAX_BOXES = 32, 2, 16
 METRIC_KEYS = ["metrics/precision(B)", "metrics/recall(B)", "metrics/mAP50(B)", "metrics/mAP50-95(B)"]
+DRIVER_TIMEOUT_S = 900
 
 
 def _args(data_yaml: Path, **over) -> dict:
@@ -64,141 +73,6 @@ def _args(data_yaml: Path, **over) -> dict:
     return a
 
 
-@pytest.fixture(scope="module")
-def data_yaml(tmp_path_factory) -> Path:
-    from orchestrator.data.synth import generate_dataset
-
-    return generate_dataset(tmp_path_factory.mktemp("xla_ds") / "ds", images=16, val_images=8, classes=3, imgsz=64)
-
-
-@pytest.fixture(scope="module")
-def run_a(tmp_path_factory, data_yaml):
-    """Asked for 3 epochs; a callback stops it after the first (8 steps of 2 images)."""
-    run_dir = tmp_path_factory.mktemp("xla_run_a") / "run"
-    seen = {"fit": [], "trainer": None}
-
-    def on_fit_epoch_end(tr):
-        seen["fit"].append({"epoch": tr.epoch, "metrics": dict(tr.metrics), "fitness": tr.fitness})
-        if tr.epoch == 0:
-            tr.stop = True
-
-    def on_train_end(tr):
-        seen["trainer"] = tr
-
-    result = train_xla(
-        _args(data_yaml, epochs=3),
-        run_dir,
-        max_boxes=MAX_BOXES,
-        callbacks={"on_fit_epoch_end": [on_fit_epoch_end], "on_train_end": [on_train_end]},
-    )
-    return run_dir, result, seen
-
-
-def _csv_rows(path: Path) -> list[dict]:
-    with open(path, newline="") as f:
-        return [{k.strip(): v.strip() for k, v in row.items()} for row in csv.DictReader(f)]
-
-
-def _validate_direct(weights: Path, data_yaml: Path) -> dict:
-    """Ultralytics' own validator on a saved checkpoint (the reference)."""
-    from ultralytics.models.yolo.detect import DetectionValidator
-
-    v = DetectionValidator(
-        save_dir=weights.parent.parent / "val_direct",
-        args=dict(model=str(weights), data=str(data_yaml), imgsz=IMGSZ, batch=2 * BATCH, device="cpu", plots=False,
-                  rect=True, split="val", verbose=False)
-    )
-    return v(model=str(weights))
-
-
-# ------------------------------------------------------------------------ compile-once
-
-
-def test_compile_once_over_steps_with_different_box_counts(run_a):
-    import torch_xla.debug.metrics as met
-
-    _, r, _ = run_a
-    steps = r["xla/train_steps"]
-    per_step = r["xla/compiles_per_step"]
-    boxes = r["xla/batch_boxes"][:steps]
-    print(
-        f"\nXLA:CPU compile-once: steps={steps} boxes/step={boxes} cumulative compiles/step={per_step} "
-        f"compile_steps={r['xla/compile_steps']} compile_count(total, incl. setup)={r['xla/compile_count']} "
-        f"compile_time={r['xla/compile_time_s']}s steady_step={r['xla/steady_step_time_s']}s "
-        f"step_times={r['xla/step_times_s']}"
-    )
-    assert steps >= 6
-    assert len(set(boxes)) >= 3, boxes  # the batches really have different box counts
-    assert r["xla/compile_steps"] == [0]  # only the first step compiled (first XLA work in this process)
-    assert all(c == per_step[0] for c in per_step), per_step  # no growth after step 0
-    assert r["xla/fallback_ops"] == {}  # no .item() / nonzero / unique fell back to the host
-    assert r["xla/steady_steps"] == steps - 1 and r["xla/steady_step_time_s"] > 0
-    assert met.metric_data("CompileTime")[0] >= r["xla/compile_count"]
-
-
-# ------------------------------------------------------------------------ outputs
-
-
-def test_outputs_in_ultralytics_format(run_a, data_yaml):
-    run_dir, r, seen = run_a
-    wdir = run_dir / "weights"
-    assert (wdir / "best.pt").is_file() and (wdir / "last.pt").is_file()
-    assert json.loads((run_dir / "xla_result.json").read_text())["fitness"] == r["fitness"]
-
-    rows = _csv_rows(run_dir / "results.csv")
-    assert len(rows) == 1 and rows[0]["epoch"] == "1"
-    for col in ["train/box_loss", "train/cls_loss", "train/dfl_loss", *METRIC_KEYS, "val/box_loss",
-                "val/cls_loss", "val/dfl_loss", "lr/pg0", "lr/pg1", "lr/pg2"]:
-        assert col in rows[0], col
-    for col in ["train/box_loss", "train/cls_loss", "train/dfl_loss"]:
-        assert 0 < float(rows[0][col]) < 100
-    # no warmup: every group at lr0 * lf(0) = lr0
-    assert [float(rows[0][f"lr/pg{i}"]) for i in range(3)] == [0.01, 0.01, 0.01]
-
-    ck = torch.load(wdir / "last.pt", map_location="cpu", weights_only=False)
-    for key in ["epoch", "best_fitness", "model", "ema", "updates", "optimizer", "scaler", "train_args",
-                "train_metrics", "train_results", "date", "version", "stopper", "git", "license", "docs"]:
-        assert key in ck, key
-    # stripped at the end, as Ultralytics' final_eval does
-    assert ck["ema"] is None and ck["optimizer"] is None
-    assert next(ck["model"].parameters()).dtype == torch.float16
-    assert next(ck["model"].parameters()).device.type == "cpu"
-    assert ck["train_args"]["imgsz"] == IMGSZ and ck["train_args"]["optimizer"] == "SGD"
-    assert set(METRIC_KEYS) <= set(ck["train_metrics"])
-
-    from ultralytics import YOLO
-
-    model = YOLO(str(wdir / "best.pt"))
-    img = next((data_yaml.parent / "images" / "val").glob("*.png"))
-    res = model.predict(str(img), imgsz=IMGSZ, device="cpu", verbose=False)
-    assert len(res) == 1 and res[0].boxes is not None
-
-
-def test_stop_from_on_fit_epoch_end_ends_training_cleanly(run_a):
-    _, r, seen = run_a
-    assert r["epochs_completed"] == 1
-    # epoch 0 from training, then the final validation of best.pt reported at epoch 1 (Ultralytics)
-    assert [f["epoch"] for f in seen["fit"]] == [0, 1]
-    assert set(METRIC_KEYS) <= set(seen["fit"][0]["metrics"]) and seen["fit"][0]["fitness"] is not None
-    assert seen["trainer"] is not None and seen["trainer"].stop
-
-
-# ------------------------------------------------------------------------ validation
-
-
-def test_final_metrics_equal_validator_on_best_pt(run_a, data_yaml):
-    run_dir, r, _ = run_a
-    ref = _validate_direct(run_dir / "weights" / "best.pt", data_yaml)
-    for k in METRIC_KEYS:
-        assert r[k] == pytest.approx(ref[k], abs=1e-9), k
-    assert r["fitness"] == pytest.approx(ref["fitness"], abs=1e-9)
-    # the epoch metrics written to results.csv come from the same validator on the EMA
-    row = _csv_rows(run_dir / "results.csv")[0]
-    ref_last = _validate_direct(run_dir / "weights" / "last.pt", data_yaml)
-    for k in METRIC_KEYS:
-        assert float(row[k]) == pytest.approx(ref_last[k], abs=1e-4), k
-
-
 def _confident_copy(model: torch.nn.Module) -> torch.nn.Module:
     """Make an untrained detector output confident, mid-sized boxes everywhere (mAP > 0)."""
     head = model.model[-1]
@@ -212,55 +86,88 @@ def _confident_copy(model: torch.nn.Module) -> torch.nn.Module:
     return model
 
 
-def test_in_training_validation_matches_validator(run_a, data_yaml, tmp_path):
-    """The epoch-end path (host EMA copy, validator in training mode) vs the validator on a file,
-    on a model that really detects something, so the comparison is not 0 == 0."""
-    run_dir, _, seen = run_a
-    tr = seen["trainer"]
-    ck = torch.load(run_dir / "weights" / "best.pt", map_location="cpu", weights_only=False)
-    model = _confident_copy(ck["model"].float())
-    ck["model"] = model.half()  # fp16 in the file, and the same fp16-exact weights in memory
-    path = tmp_path / "confident.pt"
-    torch.save(ck, path)
-
-    tr.cpu_ema.load_state_dict(model.float().state_dict())
-    ours, fitness = tr.validate()
-    ref = _validate_direct(path, data_yaml)
-    print(f"\nin-training validation {ours} fitness={fitness}\nvalidator on file       {ref}")
-    assert ref["metrics/mAP50(B)"] > 0 and ref["metrics/recall(B)"] > 0
-    for k in METRIC_KEYS:
-        assert ours[k] == pytest.approx(ref[k], rel=1e-3, abs=1e-4), k
-    assert fitness == pytest.approx(ref["fitness"], rel=1e-3, abs=1e-4)
-    assert {"val/box_loss", "val/cls_loss", "val/dfl_loss"} <= set(ours)  # as Ultralytics in training
-
-
-# ------------------------------------------------------------------------ resume
-
-
 class _Interrupted(RuntimeError):
     pass
 
 
-def test_resume_continues_at_next_epoch_with_optimizer_state(tmp_path, data_yaml):
-    run_dir = tmp_path / "run_b"
-    args = _args(data_yaml, epochs=2, warmup_epochs=1, close_mosaic=1)
+# ================================================================================ driver (child)
+
+
+def _drive(out: Path) -> None:
+    """All XLA trainings, in this (fresh) process; writes out/report.json."""
+    from orchestrator.xla.trainer import configure_xla_env, main, train_xla
+
+    configure_xla_env()
+    import torch_xla
+    import torch_xla.debug.metrics as met
+
+    torch_xla.device()  # runtime up before any autograd backward in this process
+    from orchestrator.data.synth import generate_dataset
+
+    data_yaml = generate_dataset(out / "ds", images=16, val_images=8, classes=3, imgsz=64)
+    report: dict = {"data_yaml": str(data_yaml), "timings_s": {}}
+
+    def timed(name, fn):
+        t = time.perf_counter()
+        try:
+            return fn()
+        finally:
+            report["timings_s"][name] = round(time.perf_counter() - t, 1)
+
+    # --- A: asked for 3 epochs, a callback stops it after the first (8 steps of 2 images)
+    fit, holder = [], {}
+
+    def on_fit_epoch_end(tr):
+        fit.append({"epoch": tr.epoch, "metrics": dict(tr.metrics), "fitness": tr.fitness})
+        if tr.epoch == 0:
+            tr.stop = True
+
+    result_a = timed(
+        "run_a",
+        lambda: train_xla(
+            _args(data_yaml, epochs=3),
+            out / "run_a",
+            max_boxes=MAX_BOXES,
+            callbacks={"on_fit_epoch_end": [on_fit_epoch_end], "on_train_end": [lambda tr: holder.update(tr=tr)]},
+        ),
+    )
+    tr = holder["tr"]
+    report["a"] = {"result": result_a, "fit": fit, "stopped": bool(tr.stop)}
+
+    # --- the epoch-end validation path (host EMA copy, validator in training mode) on a model
+    # that detects something; the test compares it with the validator on the same weights' file
+    ck = torch.load(out / "run_a" / "weights" / "best.pt", map_location="cpu", weights_only=False)
+    model = _confident_copy(ck["model"].float())
+    ck["model"] = model.half()  # fp16 in the file and the same fp16-exact weights in memory
+    torch.save(ck, out / "confident.pt")
+    tr.cpu_ema.load_state_dict(model.float().state_dict())
+    ours, fitness = tr.validate()
+    report["confident"] = {"metrics": ours, "fitness": fitness}
+
+    # --- B: interrupted after epoch 1 (warmup epoch), then resumed
+    run_b = out / "run_b"
 
     def crash_after_first_epoch(tr):
         if tr.epoch == 0:
+            report["b_first_steps"] = tr.step_log.summary()  # warmup epoch: its graphs
             raise _Interrupted("simulated preemption after epoch 1 was saved")
 
-    with pytest.raises(_Interrupted):
-        train_xla(args, run_dir, max_boxes=MAX_BOXES, callbacks={"on_fit_epoch_end": [crash_after_first_epoch]})
-    last = run_dir / "weights" / "last.pt"
-    saved = torch.load(last, map_location="cpu", weights_only=False)
-    assert saved["epoch"] == 0 and saved["optimizer"] is not None and saved["ema"] is not None
-    first_rows = _csv_rows(run_dir / "results.csv")
-    assert [r["epoch"] for r in first_rows] == ["1"]
-    # warmup (Ultralytics np.interp): after 8 of 8 warmup steps... epoch 1 ends at ni=7 of nw=8
-    lr_bias = float(first_rows[0]["lr/pg2"])
-    assert 0.01 < lr_bias < 0.1  # bias lr falling from warmup_bias_lr 0.1 towards lr0
+    try:
+        timed(
+            "run_b_interrupted",
+            lambda: train_xla(
+                _args(data_yaml, epochs=2, warmup_epochs=1, close_mosaic=1),
+                run_b,
+                max_boxes=MAX_BOXES,
+                callbacks={"on_fit_epoch_end": [crash_after_first_epoch]},
+            ),
+        )
+        report["b_interrupted"] = False
+    except _Interrupted:
+        report["b_interrupted"] = True
+    (out / "last_interrupted.pt").write_bytes((run_b / "weights" / "last.pt").read_bytes())
 
-    state = {}
+    state, epochs = {}, []
 
     def on_train_start(tr):
         opt = tr.optimizer
@@ -268,46 +175,257 @@ def test_resume_continues_at_next_epoch_with_optimizer_state(tmp_path, data_yaml
         state.update(
             start_epoch=tr.start_epoch,
             updates=tr.ema.updates,
-            momentum=opt.state[p]["momentum_buffer"].detach().cpu().clone(),
             lrs=[g["lr"] for g in opt.param_groups],
         )
+        torch.save(opt.state[p]["momentum_buffer"].detach().cpu(), out / "resumed_momentum.pt")
 
-    epochs = []
-    result = train_xla(
-        {"data": str(data_yaml), "workers": 0},  # the rest comes from the checkpoint, as Ultralytics
-        run_dir,
-        max_boxes=MAX_BOXES,
-        resume=True,
-        callbacks={"on_train_start": [on_train_start], "on_train_epoch_start": [lambda tr: epochs.append(tr.epoch)]},
+    result_b = timed(
+        "run_b_resume",
+        lambda: train_xla(
+            {"data": str(data_yaml), "workers": 0},  # the rest comes from the checkpoint, as Ultralytics
+            run_b,
+            max_boxes=MAX_BOXES,
+            resume=True,
+            callbacks={
+                "on_train_start": [on_train_start],
+                "on_train_epoch_start": [lambda tr: epochs.append(tr.epoch)],
+            },
+        ),
     )
+    report["b"] = {"result": result_b, "state": state, "epochs": epochs}
+
+    # --- CLI, in this process (same graph: no compilation)
+    args_file = out / "cli_args.json"
+    args_file.write_text(json.dumps(_args(data_yaml, epochs=1)))
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        rc = timed(
+            "cli",
+            lambda: main(["--args-json", str(args_file), "--run-dir", str(out / "cli_run"), "--max-boxes", str(MAX_BOXES)]),
+        )
+    lines = [ln for ln in buf.getvalue().splitlines() if ln.startswith("{")]
+    report["cli"] = {"rc": rc, "result": json.loads(lines[-1]) if lines else None}
+
+    # --- bf16 (a new graph), with shape-changing options that the backend must switch off
+    report["bf16"] = {
+        "result": timed(
+            "bf16",
+            lambda: train_xla(
+                _args(data_yaml, multi_scale=0.5, rect=True), out / "bf16", max_boxes=MAX_BOXES, bf16=True
+            ),
+        )
+    }
+    report["compile_count_total"] = int(met.metric_data("CompileTime")[0])
+    (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
+
+
+# ================================================================================ tests (parent)
+
+pytestmark = [pytest.mark.xla, pytest.mark.slow, pytest.mark.skipif(not XLA_OK, reason=XLA_WHY)]
+
+
+@pytest.fixture(scope="module")
+def drive(tmp_path_factory) -> tuple[Path, dict]:
+    out = tmp_path_factory.mktemp("xla_drive")
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env.setdefault("PJRT_DEVICE", "CPU")
+    t = time.perf_counter()
+    p = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--drive", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=DRIVER_TIMEOUT_S,
+    )
+    (out / "driver.log").write_text(p.stdout + "\n--- stderr ---\n" + p.stderr)
+    if p.returncode != 0 or not (out / "report.json").exists():
+        pytest.fail(f"XLA driver failed (rc={p.returncode}); log {out / 'driver.log'}:\n{p.stderr[-4000:]}")
+    report = json.loads((out / "report.json").read_text())
+    report["driver_wall_s"] = round(time.perf_counter() - t, 1)
+    print(f"\nXLA driver: {report['driver_wall_s']}s, phases {report['timings_s']}, "
+          f"compilations in the process: {report['compile_count_total']}")
+    return out, report
+
+
+def _csv_rows(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return [{k.strip(): v.strip() for k, v in row.items()} for row in csv.DictReader(f)]
+
+
+def _validate_direct(weights: Path, data_yaml: str) -> dict:
+    """Ultralytics' own validator on a saved checkpoint (the reference)."""
+    from ultralytics.models.yolo.detect import DetectionValidator
+
+    v = DetectionValidator(
+        save_dir=weights.parent / f"val_direct_{weights.stem}",
+        args=dict(model=str(weights), data=data_yaml, imgsz=IMGSZ, batch=2 * BATCH, device="cpu", plots=False,
+                  rect=True, split="val", verbose=False),
+    )
+    return v(model=str(weights))
+
+
+def test_compile_once_over_steps_with_different_box_counts(drive):
+    _, rep = drive
+    r = rep["a"]["result"]
+    steps = r["xla/train_steps"]
+    per_step = r["xla/compiles_per_step"]
+    boxes = r["xla/batch_boxes"][:steps]
+    print(
+        f"\nXLA:CPU compile-once: steps={steps} boxes/step={boxes} cumulative compiles/step={per_step} "
+        f"compile_steps={r['xla/compile_steps']} compile_count(process, incl. setup)={r['xla/compile_count']} "
+        f"compile_time={r['xla/compile_time_s']}s steady_step={r['xla/steady_step_time_s']}s "
+        f"step_times={r['xla/step_times_s']}"
+    )
+    assert steps >= 6
+    assert len(set(boxes)) >= 3, boxes  # the batches really have different box counts
+    assert r["xla/compile_steps"] == [0]  # only the first step compiled (first training in the process)
+    assert all(c == per_step[0] for c in per_step), per_step  # no growth after step 0
+    assert r["xla/fallback_ops"] == {}  # no .item() / nonzero / unique fell back to the host
+    assert r["xla/steady_steps"] == steps - 1 and r["xla/steady_step_time_s"] > 0
+
+
+def test_outputs_in_ultralytics_format(drive):
+    out, rep = drive
+    run_dir, r = out / "run_a", rep["a"]["result"]
+    wdir = run_dir / "weights"
+    assert (wdir / "best.pt").is_file() and (wdir / "last.pt").is_file()
+    assert json.loads((run_dir / "xla_result.json").read_text())["fitness"] == r["fitness"]
+
+    rows = _csv_rows(run_dir / "results.csv")
+    assert len(rows) == 1 and rows[0]["epoch"] == "1"
+    for col in ["train/box_loss", "train/cls_loss", "train/dfl_loss", *METRIC_KEYS, "val/box_loss",
+                "val/cls_loss", "val/dfl_loss", "lr/pg0", "lr/pg1", "lr/pg2"]:
+        assert col in rows[0], col
+    for col in ["train/box_loss", "train/cls_loss", "train/dfl_loss"]:
+        assert 0 <= float(rows[0][col]) < 100
+    assert float(rows[0]["train/cls_loss"]) > 0
+    assert [float(rows[0][f"lr/pg{i}"]) for i in range(3)] == [0.01, 0.01, 0.01]  # no warmup: lr0 * lf(0)
+
+    ck = torch.load(wdir / "last.pt", map_location="cpu", weights_only=False)
+    for key in ["epoch", "best_fitness", "model", "ema", "updates", "optimizer", "scaler", "train_args",
+                "train_metrics", "train_results", "date", "version", "stopper", "git", "license", "docs"]:
+        assert key in ck, key
+    assert ck["ema"] is None and ck["optimizer"] is None  # stripped at the end, as final_eval does
+    p0 = next(ck["model"].parameters())
+    assert p0.dtype == torch.float16 and p0.device.type == "cpu"
+    assert ck["train_args"]["imgsz"] == IMGSZ and ck["train_args"]["optimizer"] == "SGD"
+    assert set(METRIC_KEYS) <= set(ck["train_metrics"])
+
+    from ultralytics import YOLO
+
+    model = YOLO(str(wdir / "best.pt"))
+    img = next((Path(rep["data_yaml"]).parent / "images" / "val").glob("*.png"))
+    res = model.predict(str(img), imgsz=IMGSZ, device="cpu", verbose=False)
+    assert len(res) == 1 and res[0].boxes is not None
+
+
+def test_stop_from_on_fit_epoch_end_ends_training_cleanly(drive):
+    _, rep = drive
+    a = rep["a"]
+    assert a["result"]["epochs_completed"] == 1 and a["stopped"]
+    # epoch 0 from training, then the final validation of best.pt reported at epoch 1 (as Ultralytics)
+    assert [f["epoch"] for f in a["fit"]] == [0, 1]
+    assert set(METRIC_KEYS) <= set(a["fit"][0]["metrics"]) and a["fit"][0]["fitness"] is not None
+
+
+def test_final_metrics_equal_validator_on_best_pt(drive):
+    out, rep = drive
+    r = rep["a"]["result"]
+    ref = _validate_direct(out / "run_a" / "weights" / "best.pt", rep["data_yaml"])
+    for k in METRIC_KEYS:
+        assert r[k] == pytest.approx(ref[k], abs=1e-9), k
+    assert r["fitness"] == pytest.approx(ref["fitness"], abs=1e-9)
+    # the epoch metrics in results.csv come from the same validator, run on the EMA at epoch end
+    row = _csv_rows(out / "run_a" / "results.csv")[0]
+    ref_last = _validate_direct(out / "run_a" / "weights" / "last.pt", rep["data_yaml"])
+    for k in METRIC_KEYS:
+        assert float(row[k]) == pytest.approx(ref_last[k], abs=1e-4), k
+
+
+def _ultralytics_training_mode_validation(weights: Path, data_yaml: str) -> dict:
+    """Ultralytics' in-training validation (DetectionValidator called with a trainer) on CPU,
+    without XLA: the loader from DetectionTrainer.get_dataloader, the model as the 'EMA'."""
+    from copy import copy
+    from types import SimpleNamespace
+
+    from ultralytics.models.yolo.detect import DetectionTrainer, DetectionValidator
+
+    model = torch.load(weights, map_location="cpu", weights_only=False)["model"].float()
+    tr = DetectionTrainer(overrides=dict(model=str(weights), data=data_yaml, imgsz=IMGSZ, batch=BATCH, device="cpu",
+                                         plots=False, workers=0, save_dir=str(weights.parent / "ul_train_val")))
+    tr.model = model
+    model.args = tr.args
+    loader = tr.get_dataloader(tr.data["val"], batch_size=2 * BATCH, rank=-1, mode="val")
+    validator = DetectionValidator(loader, save_dir=weights.parent / "ul_train_val", args=copy(tr.args))
+    fake_trainer = SimpleNamespace(
+        ema=SimpleNamespace(ema=model), device=torch.device("cpu"), data=tr.data, amp=False, world_size=1,
+        loss_items={k: torch.zeros(()) for k in ("box_loss", "cls_loss", "dfl_loss")},
+        stopper=SimpleNamespace(possible_stop=False), epoch=0, epochs=1,
+        label_loss_items=lambda loss, prefix: {f"{prefix}/{k}": float(v) for k, v in loss.items()},
+    )
+    return validator(fake_trainer)
+
+
+def test_in_training_validation_matches_validator(drive):
+    """Epoch-end path (host EMA copy, validator in training mode) on a model that detects
+    something, so the comparison is not 0 == 0.
+
+    It equals Ultralytics' own in-training validation of the same weights (same code path, no
+    XLA) and, within Ultralytics' own in-training vs file gap, the validator run on the file."""
+    out, rep = drive
+    ours, fitness = rep["confident"]["metrics"], rep["confident"]["fitness"]
+    ul_train = _ultralytics_training_mode_validation(out / "confident.pt", rep["data_yaml"])
+    ref = _validate_direct(out / "confident.pt", rep["data_yaml"])
+    print(f"\nours (XLA trainer, epoch-end) {ours} fitness={fitness}"
+          f"\nUltralytics in-training      {ul_train}\nUltralytics validator on file {ref}")
+    assert ref["metrics/mAP50(B)"] > 0 and ref["metrics/recall(B)"] > 0
+    for k in [*METRIC_KEYS, "val/box_loss", "val/cls_loss", "val/dfl_loss"]:
+        assert ours[k] == pytest.approx(ul_train[k], rel=1e-6, abs=1e-9), k  # both rounded to 5 decimals
+    assert fitness == pytest.approx(ul_train["fitness"], rel=1e-6, abs=1e-9)
+    for k in ["metrics/precision(B)", "metrics/recall(B)"]:
+        assert ours[k] == pytest.approx(ref[k], abs=1e-5), k
+    for k in ["metrics/mAP50(B)", "metrics/mAP50-95(B)"]:
+        assert ours[k] == pytest.approx(ref[k], rel=0.05, abs=1e-5), k
+
+
+def test_resume_continues_at_next_epoch_with_optimizer_state(drive):
+    out, rep = drive
+    run_dir = out / "run_b"
+    assert rep["b_interrupted"]
+    saved = torch.load(out / "last_interrupted.pt", map_location="cpu", weights_only=False)
+    assert saved["epoch"] == 0 and saved["optimizer"] is not None and saved["ema"] is not None
+
+    b = rep["b"]
+    assert b["state"]["start_epoch"] == 1 and b["epochs"] == [1]
+    assert b["state"]["updates"] == saved["updates"] == 8
     saved_mom = saved["optimizer"]["state"][0]["momentum_buffer"].float()
-    assert state["start_epoch"] == 1 and epochs == [1]
-    assert state["updates"] == saved["updates"] == 8
     assert saved_mom.abs().sum() > 0
-    torch.testing.assert_close(state["momentum"], saved_mom, rtol=1e-3, atol=1e-4)  # fp16 in the file
+    resumed_mom = torch.load(out / "resumed_momentum.pt")
+    torch.testing.assert_close(resumed_mom, saved_mom, rtol=1e-3, atol=1e-4)  # fp16 in the file
+
     rows = _csv_rows(run_dir / "results.csv")
     assert [r["epoch"] for r in rows] == ["1", "2"]
-    assert float(rows[1]["lr/pg0"]) == pytest.approx(0.01 * 0.505)  # lf(1) for 2 epochs, lrf 0.01
-    assert result["epochs_completed"] == 2
-    print(f"\nresumed run: compile_steps={result['xla/compile_steps']} steady_step={result['xla/steady_step_time_s']}s")
-    assert result["xla/compile_steps"] in ([], [0])
-    final = torch.load(last, map_location="cpu", weights_only=False)
+    # epoch 1 was warmup (np.interp over nw=8 steps; its last step ni=7): bias lr falling 0.1 -> lr0
+    assert float(rows[0]["lr/pg2"]) == pytest.approx(0.1 + 7 / 8 * (0.01 - 0.1))
+    assert float(rows[0]["lr/pg0"]) == pytest.approx(7 / 8 * 0.01)
+    # epoch 2 (resumed, ni == nw): every group at lr0 * lf(1) with the linear schedule, lrf 0.01
+    assert [float(rows[1][f"lr/pg{i}"]) for i in range(3)] == pytest.approx([0.01 * 0.505] * 3)
+    r = b["result"]
+    assert r["epochs_completed"] == 2
+    print(f"\nresumed run: compile_steps={r['xla/compile_steps']} steady_step={r['xla/steady_step_time_s']}s")
+    assert r["xla/compile_steps"] in ([], [0])
+    final = torch.load(run_dir / "weights" / "last.pt", map_location="cpu", weights_only=False)
     assert final["optimizer"] is None and final["epoch"] == -1  # finished runs are stripped
 
 
-# ------------------------------------------------------------------------ CLI
-
-
-def test_cli_in_process(tmp_path, data_yaml, capsys):
-    args_file = tmp_path / "args.json"
-    args_file.write_text(json.dumps(_args(data_yaml, epochs=1)))
-    run_dir = tmp_path / "cli_run"
-    rc = main(["--args-json", str(args_file), "--run-dir", str(run_dir), "--max-boxes", str(MAX_BOXES)])
-    assert rc == 0
-    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("{")]
-    out = json.loads(lines[-1])
-    assert set(METRIC_KEYS) <= set(out) and "fitness" in out
-    assert (run_dir / "weights" / "best.pt").is_file() and (run_dir / "results.csv").is_file()
+def test_cli_in_process(drive):
+    out, rep = drive
+    cli = rep["cli"]
+    assert cli["rc"] == 0 and cli["result"] is not None
+    assert set(METRIC_KEYS) <= set(cli["result"]) and "fitness" in cli["result"]
+    assert cli["result"]["xla/compile_steps"] == []  # same graph as run A: served from the cache
+    assert (out / "cli_run" / "weights" / "best.pt").is_file() and (out / "cli_run" / "results.csv").is_file()
 
 
 def test_cli_help_subprocess():
@@ -318,3 +436,25 @@ def test_cli_help_subprocess():
     assert p.returncode == 0
     for flag in ("--args-json", "--run-dir", "--max-boxes", "--bf16", "--resume", "--world-size"):
         assert flag in p.stdout
+
+
+def test_bf16_autocast_trains_with_one_graph(drive):
+    """bf16 is a new graph (compiled once); shape-changing options are switched off."""
+    out, rep = drive
+    r = rep["bf16"]["result"]
+    print(f"\nbf16: compile_steps={r['xla/compile_steps']} steady_step={r['xla/steady_step_time_s']}s")
+    assert r["xla/bf16"] is True and r["xla/train_steps"] == 8
+    assert r["xla/compile_steps"] == [0]
+    row = _csv_rows(out / "bf16" / "results.csv")[0]
+    losses = [float(row[k]) for k in ("train/box_loss", "train/cls_loss", "train/dfl_loss")]
+    assert all(x == x and 0 <= x < 100 for x in losses) and losses[1] > 0
+    ck = torch.load(out / "bf16" / "weights" / "last.pt", map_location="cpu", weights_only=False)
+    assert ck["train_args"]["amp"] == "bf16" and ck["train_args"]["multi_scale"] == 0.0
+    assert ck["train_args"]["rect"] is False
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--drive":
+        _drive(Path(sys.argv[2]))
+    else:
+        sys.exit("usage: python tests/test_xla_train.py --drive OUT_DIR")

@@ -208,6 +208,43 @@ def _unalias_scalars(model: nn.Module, optimizer: torch.optim.Optimizer | None =
                     st[k] = fresh(v)
 
 
+class NearestUpsample(nn.Module):
+    """``nn.Upsample(scale_factor=k, mode='nearest')`` for an integer k, as expand + reshape.
+
+    Same numbers forward; the backward is a plain sum over each k x k block. torch_xla lowers
+    ``upsample_nearest2d_backward`` only for TPU/Neuron; elsewhere (XLA:CPU here) it falls back
+    to the host, which cuts every step into three graphs with device->host copies between.
+    Used only on the device copy of the model: checkpoints keep Ultralytics' own modules.
+    """
+
+    def __init__(self, scale: int):
+        super().__init__()
+        self.scale = int(scale)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, c, h, w = x.shape
+        k = self.scale
+        return x[:, :, :, None, :, None].expand(b, c, h, k, w, k).reshape(b, c, h * k, w * k)
+
+
+def _lower_nearest_upsample(model: nn.Module) -> int:
+    """Swap integer-scale nearest nn.Upsample layers for NearestUpsample; returns how many."""
+    n = 0
+    for parent in model.modules():
+        for name, child in list(parent.named_children()):
+            sf = getattr(child, "scale_factor", None)
+            if type(child) is nn.Upsample and child.mode == "nearest" and child.size is None and sf is not None:
+                sfs = sf if isinstance(sf, (tuple, list)) else (sf, sf)
+                if len(set(sfs)) == 1 and float(sfs[0]).is_integer():
+                    new = NearestUpsample(int(sfs[0]))
+                    for attr in ("i", "f", "type", "np"):  # Ultralytics' layer routing attributes
+                        if hasattr(child, attr):
+                            setattr(new, attr, getattr(child, attr))
+                    setattr(parent, name, new)
+                    n += 1
+    return n
+
+
 def _device_zeros(like: torch.Tensor) -> torch.Tensor:
     """Zeros sent from the host: a buffer of its own.
 
@@ -369,6 +406,9 @@ class XLADetectionTrainer(DetectionTrainer):
         self.cpu_ema = deepcopy(self.model).eval()
         for p in self.cpu_ema.parameters():
             p.requires_grad_(False)
+        n_up = _lower_nearest_upsample(self.model)  # device copy only (cpu_ema keeps nn.Upsample)
+        if n_up and self.is_master:
+            LOGGER.info(f"XLA: {n_up} nearest nn.Upsample layer(s) run as expand+reshape on the device")
         self.model = self.model.to(self.xla_device)
         if self.xla_world > 1:  # UNTESTED here (multi-process XLA hangs on these CPU machines)
             xm.broadcast_master_param(self.model)
@@ -524,13 +564,16 @@ class XLADetectionTrainer(DetectionTrainer):
                 if ni - last_opt_step >= self.accumulate:
                     self.optimizer_step()
                     last_opt_step = ni
-                    if self.args.time:
+                    if self.args.time and self.xla_world == 1:
                         self.stop = (time.time() - self.train_time_start) > (self.args.time * 3600)
                         if self.stop:
                             break
 
                 self.run_callbacks("on_train_batch_end")
-                if self.stop:
+                # Mid-epoch stops only with one process: cores leaving the epoch at different
+                # steps would deadlock in the gradient all-reduce. With several cores a stop is
+                # agreed at the epoch end (_agree_stop).
+                if self.stop and self.xla_world == 1:
                     break
             self.step_log.end_epoch()
             torch_xla.sync()
