@@ -316,3 +316,23 @@ def test_light_import():
     )
     repo = Path(__file__).resolve().parents[1]
     subprocess.run([sys.executable, "-c", code], check=True, cwd=repo)
+
+
+def test_example_data_yaml_matches_generator(tmp_path):
+    repo = Path(__file__).resolve().parents[1]
+    example = yaml.safe_load((repo / "datasets" / "synth-shapes.yaml").read_text())
+    generated = yaml.safe_load(generate_dataset(tmp_path / "synth-shapes").read_text())
+    assert example["path"] == "/tmp/yolo-orch/datasets/synth-shapes"
+    assert {k: v for k, v in example.items() if k != "path"} == {
+        k: v for k, v in generated.items() if k != "path"
+    }
+
+
+def test_module_cli(tmp_path):
+    repo = Path(__file__).resolve().parents[1]
+    cmd = [sys.executable, "-m", "orchestrator.data.synth", str(tmp_path / "c"), "--images", "3",
+           "--val-images", "2", "--imgsz", "32"]
+    r = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, check=True)
+    assert Path(r.stdout.strip()) == tmp_path / "c" / "data.yaml"
+    r = subprocess.run(cmd[:4] + ["--classes", "9"], cwd=repo, capture_output=True, text=True)
+    assert r.returncode == 2 and "classes: must be at most 8 (got 9)" in r.stderr

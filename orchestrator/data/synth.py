@@ -75,6 +75,7 @@ _GAP = 2  # pixels kept free between two object boxes
 _PLACE_TRIES = 40  # random placements tried per object before giving up on it
 _SUPERSAMPLE = 4  # shapes are drawn at this scale and downsampled (anti-aliased edges)
 _NOISE_SIGMA = 18.0  # per-pixel Gaussian noise over the whole image
+_BG_GRADIENT = 40.0  # spread (per channel) between the two background gradient colours
 _MIN_CONTRAST = 110.0  # min RGB distance between an object colour and the background mean
 _SPLITS = ("train", "val")
 
@@ -201,7 +202,7 @@ def _random_colour(rng: np.random.Generator, avoid: np.ndarray) -> np.ndarray:
 def _background(rng: np.random.Generator, size: int) -> tuple[np.ndarray, np.ndarray]:
     """Float RGB background (a two-colour linear gradient) and its mean colour."""
     c0 = rng.integers(0, 256, size=3).astype(np.float32)
-    c1 = np.clip(c0 + rng.normal(0.0, 40.0, size=3), 0, 255).astype(np.float32)
+    c1 = np.clip(c0 + rng.normal(0.0, _BG_GRADIENT, size=3), 0, 255).astype(np.float32)
     a = rng.uniform(0, 2 * math.pi)
     yy, xx = np.mgrid[0:size, 0:size].astype(np.float32) / max(size - 1, 1)
     t = (np.cos(a) * xx + np.sin(a) * yy)
@@ -373,3 +374,28 @@ def _install(tmp: Path, out_dir: Path, cfg: SynthConfig) -> None:
     finally:
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m orchestrator.data.synth OUT_DIR [--images N ...]``: print the data.yaml path."""
+    import argparse
+
+    d = SynthConfig()
+    ap = argparse.ArgumentParser(prog="python -m orchestrator.data.synth", description=__doc__.split("\n")[0])
+    ap.add_argument("out_dir", type=Path)
+    ap.add_argument("--images", type=int, default=d.images, help="train images (default %(default)s)")
+    ap.add_argument("--val-images", type=int, default=d.val_images, help="val images (default %(default)s)")
+    ap.add_argument("--classes", type=int, default=d.classes, help=f"1..{MAX_CLASSES} (default %(default)s)")
+    ap.add_argument("--imgsz", type=int, default=d.imgsz, help="image side in pixels (default %(default)s)")
+    ap.add_argument("--seed", type=int, default=d.seed, help="(default %(default)s)")
+    a = ap.parse_args(argv)
+    try:
+        path = generate_dataset(a.out_dir, a.images, a.val_images, a.classes, a.imgsz, a.seed)
+    except (ValueError, FileExistsError) as e:
+        ap.error(str(e))
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
