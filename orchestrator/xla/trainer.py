@@ -123,6 +123,7 @@ class StepLog:
     def __init__(self):
         self.compiles: list[int] = []  # cumulative CompileTime count after each step
         self.times: list[float] = []  # wall seconds of each step (to the next step's start)
+        self.trace: list[float] = []  # host seconds spent tracing each step (the loop body)
         self.start_count = 0  # CompileTime count before the first step
         self._t: float | None = None
 
@@ -134,6 +135,11 @@ class StepLog:
         now = time.perf_counter()
         self._close(now)
         self._t = now
+
+    def traced(self):
+        """Called at the end of the loop body: the host time spent building the step's graph."""
+        if self._t is not None:
+            self.trace.append(time.perf_counter() - self._t)
 
     def end_epoch(self):
         self._close(time.perf_counter())
@@ -150,6 +156,7 @@ class StepLog:
         grew = [i for i in range(steps) if self.compiles[i] > prev[i]]
         last = grew[-1] if grew else -1
         steady = self.times[last + 1 :]
+        steady_trace = self.trace[last + 1 : len(self.times)]
         return {
             "xla/compile_count": _compile_count(),
             "xla/compile_time_s": round(_compile_seconds(), 3),
@@ -159,6 +166,8 @@ class StepLog:
             "xla/step_times_s": [round(t, 4) for t in self.times],
             "xla/steady_step_time_s": round(float(np.median(steady)), 5) if steady else None,
             "xla/steady_steps": len(steady),
+            # host time to trace one step; if it is close to the step time, the run is host-bound
+            "xla/steady_trace_time_s": round(float(np.median(steady_trace)), 5) if steady_trace else None,
             "xla/fallback_ops": _fallback_ops(),
         }
 
@@ -422,9 +431,6 @@ class XLADetectionTrainer(DetectionTrainer):
             decay=weight_decay,
             iterations=iterations,
         )
-        for g in self.optimizer.param_groups:  # Adam-family: keep the step counter on the device
-            if "capturable" in g:
-                g["capturable"] = True
         self._setup_scheduler()
 
         self.criterion = build_xla_criterion(self.model)
@@ -570,6 +576,7 @@ class XLADetectionTrainer(DetectionTrainer):
                             break
 
                 self.run_callbacks("on_train_batch_end")
+                self.step_log.traced()
                 # Mid-epoch stops only with one process: cores leaving the epoch at different
                 # steps would deadlock in the gradient all-reduce. With several cores a stop is
                 # agreed at the epoch end (_agree_stop).

@@ -1,0 +1,59 @@
+"""Measure compile count and step time of the XLA backend on the synthetic dataset.
+
+    PJRT_DEVICE=CPU python -m orchestrator.xla.bench --model yolo11n.yaml --imgsz 128 --batch 4
+
+Generates (or reuses) a synth-shapes dataset, trains one epoch with ``train_xla`` (accumulate 1,
+no warmup: one step graph) and prints the ``xla/*`` statistics as JSON. The numbers in
+docs/tpu.md come from this command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m orchestrator.xla.bench")
+    p.add_argument("--model", default="yolo11n.yaml")
+    p.add_argument("--imgsz", type=int, default=128)
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--images", type=int, default=32, help="train images (steps = images // batch)")
+    p.add_argument("--max-boxes", type=int, default=32)
+    p.add_argument("--bf16", action="store_true")
+    p.add_argument("--out", type=Path, default=None, help="work dir (default: a temp dir)")
+    ns = p.parse_args(argv)
+
+    os.environ.setdefault("YOLO_OFFLINE", "1")
+    from orchestrator.data.synth import generate_dataset
+
+    from .trainer import train_xla
+
+    out = ns.out or Path(tempfile.mkdtemp(prefix="xla_bench_"))
+    data = generate_dataset(out / "ds", images=ns.images, val_images=4, classes=3, imgsz=max(64, ns.imgsz), seed=0)
+    args = dict(
+        model=ns.model, data=str(data), epochs=1, imgsz=ns.imgsz, batch=ns.batch, nbs=ns.batch, optimizer="SGD",
+        lr0=0.01, lrf=0.01, momentum=0.937, weight_decay=0.0005, warmup_epochs=0, seed=0, workers=0, plots=False,
+        close_mosaic=0, val=True,
+    )
+    t = time.perf_counter()
+    r = train_xla(args, out / "run", max_boxes=ns.max_boxes, bf16=ns.bf16)
+    summary = {
+        "model": ns.model, "imgsz": ns.imgsz, "batch": ns.batch, "bf16": ns.bf16,
+        "device": os.environ.get("PJRT_DEVICE", "default"), "host": platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(), "wall_s": round(time.perf_counter() - t, 1),
+        **{k: v for k, v in r.items() if k.startswith("xla/") and k != "xla/batch_boxes"},
+        "boxes_per_step": r.get("xla/batch_boxes", [])[: r.get("xla/train_steps", 0)],
+    }
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
