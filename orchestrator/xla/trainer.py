@@ -23,9 +23,9 @@ can be reused unchanged:
   ``DetectionValidator`` in its in-training mode (val losses included), so metrics are Ultralytics'.
   The final evaluation validates ``best.pt`` exactly like ``BaseTrainer.final_eval``.
 
-Graph count: fixed shapes leave at most four distinct step graphs (first step; steps without an
-optimizer step while accumulating; steps with one; the first step after a resume). With
-``accumulate == 1`` it is two: the first step and every later step. See docs/tpu.md.
+Graph count: with ``accumulate == 1`` and no warmup, ONE step graph, compiled at step 0 and reused
+by every later step, whatever the box counts; warmup and accumulation add a few fixed variants
+(table in docs/tpu.md).
 
 Entry points: ``train_xla(args, run_dir, ...)`` and ``python -m orchestrator.xla.trainer``.
 """
