@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from orchestrator.events import LOG, RESOLVED, SUMMARY, EventTail, write_text_atomic
-from orchestrator.launch import local, process, torchrun
+from orchestrator.launch import local, process, torchrun, xla
 from orchestrator import recovery
 from orchestrator.events import EVENTS, EventWriter
 from orchestrator.plan import Plan
@@ -21,7 +21,7 @@ from orchestrator.spec.loader import dump_yaml
 from orchestrator.tracking.wandb_mode import resolve_mode
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
-BUILT_LAUNCHERS = {"local": local.command, "torchrun": torchrun.command}
+BUILT_LAUNCHERS = {"local": local.command, "torchrun": torchrun.command, "xla": xla.command}
 
 
 @dataclass

@@ -129,6 +129,13 @@ class Wandb(Strict):
     tags: list[str] = Field(default_factory=list)
 
 
+class XlaOptions(Strict):
+    """XLA (TPU) backend settings: targets `tpu:N` and `xla:cpu`."""
+
+    max_boxes: int = Field(default=32, ge=1, le=4096, description="fixed per-image box limit (targets are padded)")
+    bf16: Optional[bool] = Field(default=None, description="bf16 autocast; unset: on for TPUs, off for xla:cpu")
+
+
 class JobSpec(Strict):
     name: str = Field(pattern=NAME_PATTERN, description="run name: letters, digits, '.', '_', '-'")
     task: Literal["detect"] = "detect"
@@ -143,6 +150,7 @@ class JobSpec(Strict):
     target: Target = Field(default_factory=Target)
     scaling: Scaling = Field(default_factory=Scaling)
     sync_bn: bool = False
+    xla: XlaOptions = Field(default_factory=XlaOptions)
     wandb: Wandb = Field(default_factory=Wandb)
     overrides: dict[str, Any] = Field(default_factory=dict)
     runs_dir: str = Field(default="runs", min_length=1)

@@ -1,0 +1,85 @@
+"""The training process for XLA targets (`xla:cpu`, `tpu:N`): the same run directory
+contract as worker/train.py (env.json, events.jsonl, summary.json), with the
+fixed-shape XLA backend (orchestrator/xla) instead of Ultralytics' own loop.
+
+    python -m orchestrator.worker.xla_entry RUN_DIR
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+from orchestrator.events import ENV, EVENTS, SUMMARY, EventWriter, write_json_atomic
+from orchestrator.worker.offline import disable_integrations, prepare_env
+from orchestrator.worker.train import environment_info, load_resolved
+
+
+def train(run_dir: Path) -> int:
+    resolved = load_resolved(run_dir)
+    plan = resolved["plan"]
+    kind_tpu = plan["devices"].startswith("tpu")
+    os.environ.setdefault("PJRT_DEVICE", "TPU" if kind_tpu else "CPU")
+    xla_opts = resolved["job"].get("xla") or {}
+    bf16 = xla_opts.get("bf16")
+    bf16 = kind_tpu if bf16 is None else bool(bf16)
+    prepare_env()
+    import ultralytics  # noqa: F401 - settings must exist before disabling integrations
+
+    disable_integrations()
+    from orchestrator.worker.callbacks import EpochReporter
+    from orchestrator.xla.trainer import train_xla
+
+    events = EventWriter(run_dir / EVENTS)
+    write_json_atomic(run_dir / ENV, environment_info())
+    sinks, wandb_logger = [], None
+    if resolved.get("wandb_mode", "disabled") != "disabled":
+        from orchestrator.tracking.wandb_logger import WandbLogger
+
+        wandb_logger = WandbLogger(run_dir, resolved, resolved["wandb_mode"])
+        wandb_logger.start()
+        sinks.append(wandb_logger.log_epoch)
+    reporter = EpochReporter(events, sinks)
+    callbacks = {
+        "on_train_start": [reporter.on_train_start],
+        "on_train_epoch_end": [reporter.on_train_epoch_end],
+        "on_fit_epoch_end": [reporter.on_fit_epoch_end],
+    }
+    started = time.time()
+    result: dict = {}
+    exit_code = 1
+    try:
+        result = train_xla(dict(plan["train_args"]), run_dir, world_size=int(plan["world_size"]),
+                           max_boxes=int(xla_opts.get("max_boxes", 32)), bf16=bf16, callbacks=callbacks)
+        weights = run_dir / "weights"
+        summary = {
+            "state": "finished",
+            "epochs": resolved["job"]["epochs"],
+            "epochs_completed": int(result.get("epochs_completed") or len(reporter.seen)),
+            "metrics": {k: v for k, v in result.items() if k.startswith("metrics/") or k == "fitness"},
+            "best": str(weights / "best.pt") if (weights / "best.pt").exists() else None,
+            "last": str(weights / "last.pt") if (weights / "last.pt").exists() else None,
+            "wall_time_s": round(time.time() - started, 2),
+            "xla": {k: v for k, v in result.items() if k.startswith("xla/")},
+        }
+        write_json_atomic(run_dir / SUMMARY, summary)
+        events.emit("done", **summary)
+        exit_code = 0
+    finally:
+        if wandb_logger is not None:
+            wandb_logger.finish(result, exit_code=exit_code)
+    return exit_code
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m orchestrator.worker.xla_entry RUN_DIR", file=sys.stderr)
+        return 2
+    return train(Path(argv[0]).resolve())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
