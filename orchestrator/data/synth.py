@@ -23,7 +23,7 @@ Guarantees:
 - Reusable: if ``out_dir`` already holds a complete dataset with the same config (its
   ``synth.json`` matches), it is returned without regenerating anything.
 
-Only numpy, Pillow and PyYAML are needed: no torch, no Ultralytics.
+Only numpy and Pillow are needed: no torch, no Ultralytics, no PyYAML.
 """
 
 from __future__ import annotations
