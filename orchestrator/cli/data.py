@@ -30,6 +30,8 @@ def synth_cmd(
                                      imgsz=imgsz, seed=seed)
     except ValueError as exc:
         raise SpecError([f"--{line.replace('_', '-')}" for line in str(exc).splitlines()]) from None
+    except FileExistsError as exc:
+        raise SpecError(f"--out: {exc}") from None
     if json_out:
         print_json({"data": str(data_yaml), "images": images, "val_images": val_images, "classes": classes})
     else:
