@@ -333,7 +333,7 @@ def check_disk(runs_dir: Path, warn_gib: float = 10.0, fail_gib: float = 1.0) ->
     detail = f"{free:.1f} GiB free of {usage.total / GIB:.1f} GiB at {probe} (runs folder {runs_dir})"
     data = {"free_bytes": usage.free, "path": str(probe)}
     if free < fail_gib:
-        return Check("disk", FAIL, detail, f"free space: delete old runs (yolo-orch runs) or set runs_dir elsewhere",
+        return Check("disk", FAIL, detail, "free space: delete old runs (yolo-orch runs) or set runs_dir elsewhere",
                      data)
     if free < warn_gib:
         return Check("disk", WARN, detail, "checkpoints of large models need several GiB; free some space", data)

@@ -21,6 +21,19 @@ def fail(problems: list[str], code: int = EXIT_BAD_INPUT) -> NoReturn:
     raise SystemExit(code)
 
 
+def check_devices_flag(devices: str | None) -> None:
+    """Validate a --devices value before anything is loaded (exit 2 naming the flag)."""
+    if devices is None:
+        return
+    from orchestrator.spec.devices import DeviceSpecError, parse_devices
+    from orchestrator.spec.errors import SpecError
+
+    try:
+        parse_devices(devices)
+    except DeviceSpecError as exc:
+        raise SpecError(f"--devices: {exc}") from None
+
+
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
     sys.stdout.flush()

@@ -9,10 +9,8 @@ from typing import Optional
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from orchestrator.cli.common import human, print_json
+from orchestrator.cli.common import check_devices_flag, human, print_json
 from orchestrator.cli.runs import RegistryOption, RunsDirOption, find_run, open_registry
-from orchestrator.spec.devices import DeviceSpecError, parse_devices
-from orchestrator.spec.errors import SpecError
 
 
 def resume_cmd(
@@ -24,11 +22,7 @@ def resume_cmd(
     registry: Optional[Path] = RegistryOption,
 ) -> None:
     """Resume a killed or failed run at the epoch it reached (same resolved job and run directory)."""
-    if devices is not None:
-        try:
-            parse_devices(devices)
-        except DeviceSpecError as exc:
-            raise SpecError(f"--devices: {exc}") from None
+    check_devices_flag(devices)
     with open_registry(runs_dir, registry) as reg:
         row = find_run(reg, run)
 

@@ -7,7 +7,8 @@ from typing import Optional
 
 import typer
 
-from orchestrator.spec.devices import DeviceSpecError, parse_devices
+from orchestrator.cli.common import check_devices_flag
+
 from orchestrator.spec.errors import SpecError
 
 
@@ -28,11 +29,7 @@ def slurm_cmd(
     from orchestrator.plan import make_plan
     from orchestrator.spec.loader import load_job
 
-    if devices is not None:
-        try:
-            parse_devices(devices)
-        except DeviceSpecError as exc:
-            raise SpecError(f"--devices: {exc}") from None
+    check_devices_flag(devices)
     job = load_job(job_file, sets=set_ or [], devices=devices)
     plan = make_plan(job)  # validates everything now, not on the cluster
     if plan.devices.kind not in ("cpu", "cuda"):

@@ -8,9 +8,7 @@ from typing import Optional
 
 import typer
 
-from orchestrator.cli.common import human, print_json
-from orchestrator.spec.devices import DeviceSpecError, parse_devices
-from orchestrator.spec.errors import SpecError
+from orchestrator.cli.common import check_devices_flag, human, print_json
 
 
 def submit_cmd(
@@ -30,11 +28,7 @@ def submit_cmd(
     from orchestrator.plan import make_plan
     from orchestrator.spec.loader import load_job
 
-    if devices is not None:
-        try:
-            parse_devices(devices)
-        except DeviceSpecError as exc:
-            raise SpecError(f"--devices: {exc}") from None
+    check_devices_flag(devices)
     job = load_job(job_file, sets=set_ or [], devices=devices)
     plan = make_plan(job)
     if plan.launcher == "torchrun" or node_rank is not None or rdzv_endpoint is not None:

@@ -7,7 +7,6 @@ and ultralytics.
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import subprocess
