@@ -184,8 +184,31 @@ def main() -> None:
         previous = json.loads(args.out.read_text())
         results = {**previous, **results}
     args.out.write_text(json.dumps(results, indent=2) + "\n")
+    if "overhead" in results:
+        plot_overhead(results["overhead"], REPO / "docs" / "img" / "bench_overhead.png")
     print_table(results)
     print(f"wrote {args.out}")
+
+
+def plot_overhead(o: dict, path: Path) -> None:
+    """Wall time per repetition, both sides, so drift and outliers are visible."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    reps = range(1, len(o["orchestrator_s"]) + 1)
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    ax.plot(reps, o["orchestrator_s"], "o-", label="yolo-orch submit")
+    ax.plot(reps, o["plain_s"], "s--", label="YOLO(...).train, same arguments")
+    ax.set_xlabel("repetition (order alternates)")
+    ax.set_ylabel("wall time [s]")
+    ax.set_title(f"quickstart, {o['epochs']} epochs: median ratio {o['ratio']:.3f}")
+    ax.set_xticks(list(reps))
+    ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
 
 
 def print_table(r: dict) -> None:
