@@ -141,7 +141,8 @@ def bench_dp(epochs: int, work: Path, cache: Path) -> dict:
 
 def bench_extra() -> dict:
     found = {}
-    for name, path in {"sweep": REPO / "docs" / "bench" / "sweep.json",
+    # Written by scripts/bench_sweep.py and `python -m orchestrator.xla.bench > docs/bench/xla.json`.
+    for name, path in {"sweep": REPO / "docs" / "img" / "bench_sweep.json",
                        "xla": REPO / "docs" / "bench" / "xla.json"}.items():
         if path.exists():
             found[name] = json.loads(path.read_text())
