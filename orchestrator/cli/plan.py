@@ -12,6 +12,9 @@ from orchestrator.scaling.types import POLICIES
 from orchestrator.spec.devices import DeviceSpecError, parse_devices
 from orchestrator.spec.errors import SpecError
 
+# The documented `plan --json` contract: one object per target with exactly these keys.
+PLAN_JSON_KEYS = ("devices", "policy", "passed", "effective", "reasons", "warnings")
+
 
 def plan_cmd(
     job_file: Path = typer.Argument(..., help="Job spec YAML."),
@@ -50,7 +53,7 @@ def plan_cmd(
     if errors:
         raise SpecError(errors)
     if json_out:
-        print_json([p.scaled.as_json() for p in plans])
+        print_json([{key: p.scaled.as_json()[key] for key in PLAN_JSON_KEYS} for p in plans])
         return
     out.print(scaling_table([p.scaled for p in plans], title=f"Plan for {job.spec.name}"))
 

@@ -1,0 +1,28 @@
+"""`yolo-orch plan --json`: one object per --devices target with exactly the documented keys."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import REPO, run_cli
+
+
+def test_plan_json_contract():
+    result = run_cli("plan", REPO / "examples" / "quickstart.yaml", "--devices", "cpu", "--devices", "4",
+                     "--devices", "tpu:8", "--json")
+    assert result.returncode == 0, result.stderr
+    plans = json.loads(result.stdout)
+    assert [p["devices"] for p in plans] == ["cpu", "4", "tpu:8"]
+    for p in plans:
+        assert set(p) == {"devices", "policy", "passed", "effective", "reasons", "warnings"}
+        assert {"batch_per_device", "accumulate", "images_per_step", "weight_decay", "lr0"} <= set(p["effective"])
+        assert p["passed"]["optimizer"] != "auto"
+    assert plans[2]["effective"]["world_size"] == 8
+
+
+def test_plan_table_and_policy(tmp_path):
+    result = run_cli("plan", REPO / "examples" / "quickstart.yaml", "-d", "cpu", "-d", "8", "--policy", "table")
+    assert result.returncode == 0, result.stderr
+    assert "passed" in result.stdout and "effective" in result.stdout and "reasons" in result.stdout
+    bad = run_cli("plan", REPO / "examples" / "quickstart.yaml", "--policy", "cubic")
+    assert bad.returncode == 2 and "--policy: unknown policy 'cubic'" in bad.stderr
