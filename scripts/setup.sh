@@ -21,23 +21,23 @@ stamp="$profile-$(stamp_of)"
 stamp_file="$venv/.yolo-orch-setup"
 
 if [ -x "$venv/bin/python" ] && [ -f "$stamp_file" ] && grep -qx -- "$stamp" "$stamp_file"; then
-  echo "setup: $venv is up to date ($profile)"
+  echo "setup: $venv is up to date ($profile)" >&2
   exit 0
 fi
 # A test environment also serves the base profile.
 if [ "$profile" = base ] && [ -f "$stamp_file" ] && grep -qx -- "test-$(stamp_of)" "$stamp_file"; then
-  echo "setup: $venv is up to date (test covers base)"
+  echo "setup: $venv is up to date (test covers base)" >&2
   exit 0
 fi
 
 if [ ! -x "$venv/bin/python" ]; then
   "$python" -c 'import sys; sys.exit(sys.version_info < (3, 10))' || {
     echo "setup: Python >= 3.10 is needed (got $("$python" --version 2>&1)); set PYTHON=" >&2; exit 1; }
-  echo "setup: creating $venv with $("$python" --version 2>&1)"
+  echo "setup: creating $venv with $("$python" --version 2>&1)" >&2
   "$python" -m venv "$venv"
 fi
 
-echo "setup: installing requirements/$profile.txt (first run downloads torch: several minutes)"
+echo "setup: installing requirements/$profile.txt (first run downloads torch: several minutes)" >&2
 # The pins keep pip away from the CPU-only torch in a local wheel cache, whose
 # torchvision ops do not load (see docs/install.md).
 pip_quiet() {  # pip's chatter goes to a log that is shown only when pip fails
@@ -51,4 +51,4 @@ pip_quiet install --quiet --upgrade pip
 pip_quiet install --quiet -r "requirements/$profile.txt"
 pip_quiet install --quiet --no-deps -e .
 echo "$stamp" >> "$stamp_file"
-echo "setup: done; activate with: source $venv/bin/activate"
+echo "setup: done; activate with: source $venv/bin/activate" >&2
