@@ -60,6 +60,7 @@ def submit_cmd(
         TimeElapsedColumn(),
         console=console,
         transient=False,
+        refresh_per_second=1,  # the training child owns the CPU; a 10 Hz redraw costs it ~1% on 2 cores
     ) as progress:
         task = progress.add_task("epochs", total=job.spec.epochs, metrics="")
 
