@@ -74,5 +74,24 @@ class EventTail:
                 continue
 
 
+def finish_run(run_dir: Path, events: EventWriter, *, epochs: int, epochs_completed: int,
+               metrics: dict, started: float, **extra: Any) -> dict:
+    """The worker's last word on a finished training: summary.json (atomic) and the `done` event."""
+    weights = run_dir / "weights"
+    summary = {
+        "state": "finished",
+        "epochs": epochs,
+        "epochs_completed": epochs_completed,
+        "metrics": metrics,
+        "best": str(weights / "best.pt") if (weights / "best.pt").exists() else None,
+        "last": str(weights / "last.pt") if (weights / "last.pt").exists() else None,
+        "wall_time_s": round(time.time() - started, 2),
+        **extra,
+    }
+    write_json_atomic(run_dir / SUMMARY, summary)
+    events.emit("done", **summary)
+    return summary
+
+
 def read_events(run_dir: Path) -> list[dict]:
     return list(EventTail(run_dir / EVENTS).read_new())

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from orchestrator.events import ENV, EVENTS, RESOLVED, SUMMARY, EventWriter, write_json_atomic
+from orchestrator.events import ENV, EVENTS, RESOLVED, EventWriter, finish_run, write_json_atomic
 from orchestrator.worker.offline import disable_integrations, prepare_env, skip_amp_download_check
 
 
@@ -119,17 +119,8 @@ def train(run_dir: Path, trainer_factory=None) -> int:
         final = {k: round(float(v), 6) for k, v in (trainer.metrics or {}).items()}
         exit_code = 0
         if primary:
-            summary = {
-                "state": "finished",
-                "epochs": trainer.epochs,
-                "epochs_completed": max(reporter.seen) + 1 if reporter.seen else 0,
-                "metrics": final,
-                "best": str(trainer.best) if Path(trainer.best).exists() else None,
-                "last": str(trainer.last) if Path(trainer.last).exists() else None,
-                "wall_time_s": round(time.time() - started, 2),
-            }
-            write_json_atomic(run_dir / SUMMARY, summary)
-            events.emit("done", **summary)
+            finish_run(run_dir, events, epochs=trainer.epochs, metrics=final, started=started,
+                       epochs_completed=max(reporter.seen) + 1 if reporter.seen else 0)
     finally:
         recovery.cleanup(run_dir)
         if wandb_logger is not None:

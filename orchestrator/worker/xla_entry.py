@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from orchestrator.events import ENV, EVENTS, SUMMARY, EventWriter, write_json_atomic
+from orchestrator.events import ENV, EVENTS, EventWriter, finish_run, write_json_atomic
 from orchestrator.worker.offline import disable_integrations, prepare_env
 from orchestrator.worker.train import environment_info, load_resolved
 
@@ -53,19 +53,10 @@ def train(run_dir: Path) -> int:
     try:
         result = train_xla(dict(plan["train_args"]), run_dir, world_size=int(plan["world_size"]),
                            max_boxes=int(xla_opts.get("max_boxes", 32)), bf16=bf16, callbacks=callbacks)
-        weights = run_dir / "weights"
-        summary = {
-            "state": "finished",
-            "epochs": resolved["job"]["epochs"],
-            "epochs_completed": int(result.get("epochs_completed") or len(reporter.seen)),
-            "metrics": {k: v for k, v in result.items() if k.startswith("metrics/") or k == "fitness"},
-            "best": str(weights / "best.pt") if (weights / "best.pt").exists() else None,
-            "last": str(weights / "last.pt") if (weights / "last.pt").exists() else None,
-            "wall_time_s": round(time.time() - started, 2),
-            "xla": {k: v for k, v in result.items() if k.startswith("xla/")},
-        }
-        write_json_atomic(run_dir / SUMMARY, summary)
-        events.emit("done", **summary)
+        finish_run(run_dir, events, epochs=resolved["job"]["epochs"], started=started,
+                   epochs_completed=int(result.get("epochs_completed") or len(reporter.seen)),
+                   metrics={k: v for k, v in result.items() if k.startswith("metrics/") or k == "fitness"},
+                   xla={k: v for k, v in result.items() if k.startswith("xla/")})
         exit_code = 0
     finally:
         if wandb_logger is not None:
