@@ -67,3 +67,13 @@ class WandbLogger:
             self.run.summary[f"final/{key}"] = value
         self.run.finish(exit_code=exit_code)
         self.run = None
+
+
+def start_for_run(run_dir: Path, resolved: dict[str, Any]) -> WandbLogger | None:
+    """The run's W&B logger, started; None when the resolved job has W&B disabled."""
+    mode = resolved.get("wandb_mode", "disabled")
+    if mode == "disabled":
+        return None
+    logger = WandbLogger(run_dir, resolved, mode)
+    logger.start()
+    return logger

@@ -82,14 +82,10 @@ def train(run_dir: Path, trainer_factory=None) -> int:
     if primary:
         write_json_atomic(run_dir / ENV, environment_info())
 
-    sinks = []
-    wandb_logger = None
-    if primary and resolved.get("wandb_mode", "disabled") != "disabled":
-        from orchestrator.tracking.wandb_logger import WandbLogger
+    from orchestrator.tracking.wandb_logger import start_for_run
 
-        wandb_logger = WandbLogger(run_dir, resolved, resolved["wandb_mode"])
-        wandb_logger.start()
-        sinks.append(wandb_logger.log_epoch)
+    wandb_logger = start_for_run(run_dir, resolved) if primary else None
+    sinks = [wandb_logger.log_epoch] if wandb_logger else []
 
     from orchestrator.worker.callbacks import EpochReporter
 
@@ -128,12 +124,17 @@ def train(run_dir: Path, trainer_factory=None) -> int:
     return exit_code
 
 
-def main(argv: list[str] | None = None) -> int:
+def run_dir_main(entry, module: str, argv: list[str] | None = None) -> int:
+    """`python -m MODULE RUN_DIR` for a worker entry point `entry(run_dir) -> exit code`."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
-        print("usage: python -m orchestrator.worker.train RUN_DIR", file=sys.stderr)
+        print(f"usage: python -m {module} RUN_DIR", file=sys.stderr)
         return 2
-    return train(Path(argv[0]).resolve())
+    return entry(Path(argv[0]).resolve())
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_dir_main(train, "orchestrator.worker.train", argv)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from orchestrator.events import ENV, EVENTS, EventWriter, finish_run, write_json_atomic
 from orchestrator.worker.offline import disable_integrations, prepare_env
-from orchestrator.worker.train import environment_info, load_resolved
+from orchestrator.worker.train import environment_info, load_resolved, run_dir_main
 
 
 def train(run_dir: Path) -> int:
@@ -34,14 +34,10 @@ def train(run_dir: Path) -> int:
 
     events = EventWriter(run_dir / EVENTS)
     write_json_atomic(run_dir / ENV, environment_info())
-    sinks, wandb_logger = [], None
-    if resolved.get("wandb_mode", "disabled") != "disabled":
-        from orchestrator.tracking.wandb_logger import WandbLogger
+    from orchestrator.tracking.wandb_logger import start_for_run
 
-        wandb_logger = WandbLogger(run_dir, resolved, resolved["wandb_mode"])
-        wandb_logger.start()
-        sinks.append(wandb_logger.log_epoch)
-    reporter = EpochReporter(events, sinks)
+    wandb_logger = start_for_run(run_dir, resolved)
+    reporter = EpochReporter(events, [wandb_logger.log_epoch] if wandb_logger else [])
     callbacks = {
         "on_train_start": [reporter.on_train_start],
         "on_train_epoch_end": [reporter.on_train_epoch_end],
@@ -65,11 +61,7 @@ def train(run_dir: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        print("usage: python -m orchestrator.worker.xla_entry RUN_DIR", file=sys.stderr)
-        return 2
-    return train(Path(argv[0]).resolve())
+    return run_dir_main(train, "orchestrator.worker.xla_entry", argv)
 
 
 if __name__ == "__main__":
