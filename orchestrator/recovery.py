@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from orchestrator import plan as planmod
 from orchestrator.events import RESOLVED, write_text_atomic
@@ -32,6 +31,7 @@ from orchestrator.spec.devices import DeviceSpecError, parse_devices
 from orchestrator.spec.errors import SpecError
 from orchestrator.spec.job import JobSpec
 from orchestrator.spec.loader import dump_yaml
+from orchestrator.spec.yamlio import load_own_yaml
 
 EXIT_OOM = 75  # the worker's exit code after a CUDA out-of-memory error (EX_TEMPFAIL)
 EXIT_NOT_RESUMABLE = 3  # the worker could not resume from the checkpoint it was given
@@ -39,7 +39,7 @@ LAST = Path("weights") / "last.pt"
 
 
 def load_resolved(run_dir: Path) -> dict:
-    return yaml.safe_load((Path(run_dir) / RESOLVED).read_text())
+    return load_own_yaml((Path(run_dir) / RESOLVED).read_text())
 
 
 def save_resolved(run_dir: Path, resolved: dict) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import subprocess
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -193,7 +194,10 @@ def _attempt(cmd: list[str], run_id: str, run_dir: Path, registry: Registry, tai
                 for event in tail.read_new():
                     events.append(event)
                     on_event(event)
-                time.sleep(poll_s)
+                try:  # wakes the moment the worker exits, not up to poll_s later
+                    proc.wait(timeout=poll_s)
+                except subprocess.TimeoutExpired:
+                    pass
     except process.Interrupted as exc:
         process.stop_group(proc)
         state = "killed"

@@ -9,9 +9,9 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
 
 from orchestrator.spec.errors import SpecError
+from orchestrator.spec.yamlio import load_own_yaml
 
 
 @lru_cache(maxsize=1)
@@ -25,7 +25,7 @@ def package_dir() -> Path:
 @lru_cache(maxsize=1)
 def default_cfg() -> dict:
     """Ultralytics' own `cfg/default.yaml`: the single source of truth for argument names."""
-    return yaml.safe_load((package_dir() / "cfg" / "default.yaml").read_text())
+    return load_own_yaml((package_dir() / "cfg" / "default.yaml").read_text())
 
 
 @lru_cache(maxsize=1)

@@ -17,6 +17,7 @@ from rich.table import Table
 from orchestrator.cli.common import out, print_json
 from orchestrator.registry import ACTIVE, STATES, Registry, RegistryError, registry_path
 from orchestrator.spec.errors import SpecError
+from orchestrator.spec.yamlio import load_own_yaml
 
 STATE_STYLE = {"queued": "cyan", "running": "bold blue", "finished": "green", "failed": "red",
                "killed": "yellow", "pruned": "magenta"}
@@ -124,9 +125,7 @@ def show_info(row: dict) -> dict:
             pass
     resolved = run_dir / "job.resolved.yaml"
     if resolved.is_file():
-        import yaml
-
-        doc = yaml.safe_load(resolved.read_text()) or {}
+        doc = load_own_yaml(resolved.read_text()) or {}
         plan = doc.get("plan") or {}
         eff = (plan.get("scaling") or {}).get("effective") or {}
         info["plan"] = {

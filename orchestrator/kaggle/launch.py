@@ -24,6 +24,7 @@ from orchestrator.kaggle import tool
 from orchestrator.kaggle.build import BuildOptions, build, new_run_id
 from orchestrator.spec.errors import SpecError
 from orchestrator.spec.loader import LoadedJob
+from orchestrator.spec.yamlio import load_own_yaml
 
 RESUME = "resume.json"
 
@@ -86,7 +87,7 @@ def localize(run_dir: Path) -> None:
     if resolved.is_file():
         import yaml
 
-        doc = yaml.safe_load(resolved.read_text()) or {}
+        doc = load_own_yaml(resolved.read_text()) or {}
         doc.setdefault("kaggle", {})["kernel_run_dir"] = doc.get("run_dir")
         doc["run_dir"] = str(run_dir)
         resolved.write_text(yaml.safe_dump(doc, sort_keys=False))

@@ -24,11 +24,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from orchestrator.events import RESOLVED
 from orchestrator.spec.devices import DeviceSpec, parse_devices
 from orchestrator.spec.errors import SpecError
+from orchestrator.spec.yamlio import load_own_yaml
 
 WORKER_MODULE = "orchestrator.worker.ddp"
 RDZV_BACKENDS = ("static", "c10d")
@@ -106,7 +106,7 @@ def build_command(run_dir: Path, nproc_per_node: int, nnodes: int = 1, node_rank
 
 
 def command(run_dir: Path) -> list[str]:
-    resolved = yaml.safe_load((Path(run_dir) / RESOLVED).read_text())
+    resolved = load_own_yaml((Path(run_dir) / RESOLVED).read_text())
     plan = resolved["plan"]
     devices = parse_devices(plan["devices"])
     launch = plan.get("launch") or {}

@@ -15,7 +15,6 @@ import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-import yaml
 
 from orchestrator.events import LOG, RESOLVED, write_text_atomic
 from orchestrator.plan import make_plan
@@ -23,6 +22,7 @@ from orchestrator.spec.errors import SpecError
 from orchestrator.spec.loader import LoadedJob, dump_yaml, load_job_dict
 from orchestrator.sweep.study import ENV_STORAGE
 from orchestrator.sweep.trial_callback import TRIAL_RESULT
+from orchestrator.spec.yamlio import load_own_yaml
 
 if TYPE_CHECKING:
     import optuna
@@ -133,7 +133,7 @@ class TrialRunner:
         except SpecError as exc:
             raise TrialFailed(f"sampled values make an invalid job: {'; '.join(exc.problems)}") from None
         run_id, run_dir = _create_run(plan, {"study": sweep.study, "trial": trial.number})
-        resolved = yaml.safe_load((run_dir / RESOLVED).read_text())
+        resolved = load_own_yaml((run_dir / RESOLVED).read_text())
         resolved["sweep"] = sweep_section(sweep, trial, params)
         write_text_atomic(run_dir / RESOLVED, dump_yaml(resolved))
         for key, value in (("run_id", run_id), ("run_dir", str(run_dir)), ("host", socket.gethostname()),

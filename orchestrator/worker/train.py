@@ -14,10 +14,10 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
 
 from orchestrator.events import ENV, EVENTS, RESOLVED, EventWriter, finish_run, write_json_atomic
 from orchestrator.worker.offline import disable_integrations, prepare_env, skip_amp_download_check
+from orchestrator.spec.yamlio import load_own_yaml
 
 
 def rank() -> int:
@@ -25,7 +25,7 @@ def rank() -> int:
 
 
 def load_resolved(run_dir: Path) -> dict:
-    return yaml.safe_load((run_dir / RESOLVED).read_text())
+    return load_own_yaml((run_dir / RESOLVED).read_text())
 
 
 def environment_info() -> dict:
@@ -137,5 +137,17 @@ def main(argv: list[str] | None = None) -> int:
     return run_dir_main(train, "orchestrator.worker.train", argv)
 
 
+def exit_now(code: int) -> None:
+    """End the process without interpreter teardown. Everything the run keeps is already
+    written (checkpoints, events, summary: atomically, closed), and tearing down torch and
+    Ultralytics costs about a second of wall time per run on a 2-core CPU (measured)."""
+    import logging
+
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())
