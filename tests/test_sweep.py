@@ -140,6 +140,25 @@ def test_sweep_prunes_writes_best_and_resumes(tmp_path):
 
 
 @pytest.mark.slow
+def test_epoch_budget_stops_the_study(tmp_path):
+    # trial 0 (box 0.5) trains 2 epochs: 2 of 3 spent, a trial starts; trial 1 (box 50) is pruned
+    # after its first epoch: 3 spent, no new trial although n_trials is 50
+    sweep = write_sweep(tmp_path, study="budget-sweep", budget={"n_trials": 50, "epochs": 3})
+    first = sweep_json(run_cli("sweep", sweep, "--json", cwd=tmp_path, timeout=900))
+    assert [(t["number"], t["state"], t["epochs"]) for t in first["trials"]] == [(0, "COMPLETE", 2), (1, "PRUNED", 1)]
+    assert first["epochs_spent"] == 3 and first["epoch_budget"] == 3 and first["reached"]
+    assert first["done"] == 2 and first["n_trials"] == 50
+
+    # the flag overrides the file and resumes the study; a trial in flight finishes, so the study
+    # ends within one trial's epochs (2) past the budget
+    second = sweep_json(run_cli("sweep", sweep, "--epoch-budget", "5", "--json", cwd=tmp_path, timeout=900))
+    assert second["epoch_budget"] == 5 and second["reached"]
+    assert 5 <= second["epochs_spent"] < 5 + 2
+    assert second["epochs_spent"] == sum(t["epochs"] for t in second["trials"])
+    assert [(t["state"], t["values"]) for t in second["trials"][:2]] == [(t["state"], t["values"]) for t in first["trials"]]
+
+
+@pytest.mark.slow
 def test_trial_is_a_wandb_run_grouped_by_study(tmp_path):
     from wandb_records import read_run
 
@@ -186,6 +205,7 @@ def space(**hyp) -> dict:
         ({"sampler": {"name": "random", "multivariate": True}}, "sampler: multivariate: not an option"),
         ({"pruner": {"name": "threshold"}}, "pruner: the threshold pruner needs"),
         ({"budget": {"n_trials": 0}}, "budget.n_trials: must be greater than or equal to 1 (got 0)"),
+        ({"budget": {"epochs": 0}}, "budget.epochs: must be greater than or equal to 1 (got 0)"),
         ({"base": "missing.yaml"}, "base: "),
         ({"base": {"name": "x", "data": {"synth": {}}, "epochs": -1}}, "base.epochs: must be greater than or equal"),
         ({"enqueue": [{"hyp": {"lr0": 5.0}}]}, "enqueue[0].hyp.lr0: 5.0 is outside space.hyp.lr0"),
@@ -217,6 +237,7 @@ def test_sampling_lr0_under_optimizer_auto_is_refused(tmp_path):
     [
         (["--n-trials", "0"], "--n-trials: must be at least 1"),
         (["--timeout", "-5"], "--timeout: must be a positive number"),
+        (["--epoch-budget", "0"], "--epoch-budget: must be at least 1"),
         (["--workers", "0"], "--workers: must be between 1 and 256"),
         (["--storage", "not a url"], "--storage: 'not a url' is not a SQLAlchemy URL"),
         (["--storage", "sqlite://"], "--storage: an in-memory SQLite database cannot be shared"),

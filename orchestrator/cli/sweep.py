@@ -1,5 +1,5 @@
-"""`yolo-orch sweep SWEEP.yaml [--n-trials N] [--timeout S] [--storage URL] [--study NAME]
-[--workers K] [--json]`
+"""`yolo-orch sweep SWEEP.yaml [--n-trials N] [--timeout S] [--epoch-budget E] [--storage URL]
+[--study NAME] [--workers K] [--json]`
 
 Validates the sweep (exit 2 on bad input, nothing written), creates or resumes the study,
 starts K local worker processes (orchestrator/sweep/worker.py), shows progress, then writes
@@ -30,6 +30,9 @@ def sweep_cmd(
     n_trials: Optional[int] = typer.Option(None, "--n-trials", help="COMPLETE+PRUNED trials the study must reach "
                                            "in total (overrides budget.n_trials)."),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds; no new trial starts after it."),
+    epoch_budget: Optional[int] = typer.Option(None, "--epoch-budget", help="Training epochs over all trials "
+                                               "(pruned ones count what they ran); no new trial starts once "
+                                               "the study has spent them (overrides budget.epochs)."),
     storage: Optional[str] = typer.Option(None, "--storage", help="SQLAlchemy URL of the study storage (default: "
                                           "sqlite:///<runs>/sweeps/<study>.db)."),
     study_name: Optional[str] = typer.Option(None, "--study", help="Study name (default: the spec's, else the "
@@ -43,6 +46,8 @@ def sweep_cmd(
         problems.append(f"--n-trials: must be at least 1 (got {n_trials})")
     if timeout is not None and not timeout > 0:
         problems.append(f"--timeout: must be a positive number of seconds (got {timeout})")
+    if epoch_budget is not None and epoch_budget < 1:
+        problems.append(f"--epoch-budget: must be at least 1 (got {epoch_budget})")
     if workers is not None and not 1 <= workers <= 256:
         problems.append(f"--workers: must be between 1 and 256 (got {workers})")
     if problems:
@@ -53,8 +58,8 @@ def sweep_cmd(
     from orchestrator.sweep import report
     from orchestrator.sweep.spec import load_sweep
     from orchestrator.sweep.study import (StorageError, check_sampler_available, check_url, default_storage,
-                                          done_count, enqueue_initial, open_study, record_sweep, redact,
-                                          state_counts)
+                                          done_count, enqueue_initial, epochs_spent, open_study, record_sweep,
+                                          redact, state_counts)
 
     sweep = load_sweep(sweep_file, study=study_name)
     spec = sweep.spec
@@ -62,6 +67,7 @@ def sweep_cmd(
     check_launchable(make_plan(sweep.base))  # the base job must be runnable here
     n_trials = n_trials or spec.budget.n_trials
     timeout = timeout if timeout is not None else spec.budget.timeout
+    epoch_budget = epoch_budget or spec.budget.epochs
     workers = workers or spec.workers
     url = check_url(storage) if storage else check_url(spec.storage, "storage") if spec.storage else \
         check_url(default_storage(sweep))
@@ -88,13 +94,14 @@ def sweep_cmd(
     console.print(f"study [bold]{sweep.study}[/] ({redact(url)}): "
                   + (f"resuming with {done} trial(s) done, " if resumed else "new, ")
                   + f"target {n_trials} complete+pruned; {workers} local worker(s)"
-                  + (f", timeout {timeout:g} s" if timeout else ""))
+                  + (f", timeout {timeout:g} s" if timeout else "")
+                  + (f", epoch budget {epoch_budget} ({epochs_spent(study)} spent)" if epoch_budget else ""))
 
     codes: list[int] = []
-    if done < n_trials:
-        codes = _run_workers(sweep, url, study, n_trials, timeout, workers, console)
+    if done < n_trials and not (epoch_budget and epochs_spent(study) >= epoch_budget):
+        codes = _run_workers(sweep, url, study, n_trials, timeout, workers, console, epoch_budget)
     study = open_study(sweep, url, heartbeat=False, create=False)
-    summary = report.write_report(study, sweep, url, n_trials, time.time() - started)
+    summary = report.write_report(study, sweep, url, n_trials, time.time() - started, epoch_budget)
     summary["worker_exit_codes"] = codes
     if json_out:
         print_json(summary)
@@ -112,7 +119,8 @@ def sweep_cmd(
         raise typer.Exit(EXIT_INCOMPLETE)
 
 
-def _run_workers(sweep, url: str, study, n_trials: int, timeout: float | None, workers: int, console) -> list[int]:
+def _run_workers(sweep, url: str, study, n_trials: int, timeout: float | None, workers: int, console,
+                 epoch_budget: int | None = None) -> list[int]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from orchestrator.launch import process
@@ -132,6 +140,8 @@ def _run_workers(sweep, url: str, study, n_trials: int, timeout: float | None, w
                "--n-trials", str(n_trials), "--index", str(i)]
         if timeout:
             cmd += ["--timeout", str(timeout)]
+        if epoch_budget:
+            cmd += ["--epoch-budget", str(epoch_budget)]
         with open(log_path, "ab", buffering=0) as log:
             # same process group as this command: Ctrl-C or a kill of the group reaches the workers;
             # each trial's training process has its own session and dies with its worker.
@@ -184,12 +194,15 @@ def _complete():
 
 
 def _refresh(progress, task, study, fail_stale, state_counts, done_count, best_text) -> None:
+    from orchestrator.sweep.study import epochs_spent
+
     try:
         fail_stale(study)  # a dead worker's trial turns FAIL (and is retried) even while all others train
         c = state_counts(study)
     except Exception:  # noqa: BLE001 - a busy database: try again next tick
         return
-    info = f"running {c['RUNNING']}  pruned {c['PRUNED']}  failed {c['FAIL']}  {best_text()}"
+    info = (f"running {c['RUNNING']}  pruned {c['PRUNED']}  failed {c['FAIL']}  epochs {epochs_spent(study)}  "
+            f"{best_text()}")
     progress.update(task, completed=min(done_count(c), progress.tasks[0].total), info=info)
 
 

@@ -24,7 +24,7 @@ import yaml
 from orchestrator.events import write_json_atomic, write_text_atomic
 from orchestrator.spec.loader import resolve_hyp
 from orchestrator.sweep.objective import trial_job
-from orchestrator.sweep.study import done_count, redact, state_counts
+from orchestrator.sweep.study import done_count, epochs_spent, redact, state_counts
 
 if TYPE_CHECKING:
     import optuna
@@ -79,13 +79,14 @@ def _state(name: str):
 
 
 def build_summary(study: "optuna.Study", sweep: "LoadedSweep", url: str, n_trials: int,
-                  wall_time_s: float | None = None) -> dict[str, Any]:
+                  wall_time_s: float | None = None, epoch_budget: int | None = None) -> dict[str, Any]:
     trials = study.get_trials(deepcopy=False)
     counts = state_counts(study)
     starts = [t.datetime_start for t in trials if t.datetime_start]
     ends = [t.datetime_complete for t in trials if t.datetime_complete]
     study_wall = (max(ends) - min(starts)).total_seconds() if starts and ends else None
     best = best_trials(study)
+    spent = epochs_spent(study)
     summary: dict[str, Any] = {
         "study": sweep.study,
         "storage": redact(url),
@@ -94,11 +95,12 @@ def build_summary(study: "optuna.Study", sweep: "LoadedSweep", url: str, n_trial
         "pruner": sweep.spec.pruner.name,
         "n_trials": n_trials,
         "done": done_count(counts),
-        "reached": done_count(counts) >= n_trials,
+        "epoch_budget": epoch_budget,
+        "reached": done_count(counts) >= n_trials or (epoch_budget is not None and spent >= epoch_budget),
         "states": counts,
         "wall_time_s": round(wall_time_s, 1) if wall_time_s is not None else None,
         "study_wall_time_s": round(study_wall, 1) if study_wall is not None else None,
-        "epochs_spent": sum(t.user_attrs.get("epochs", len(t.intermediate_values)) for t in trials),
+        "epochs_spent": spent,
         "best": None,
         "pareto_front": [],
         "study_dir": str(sweep.study_dir),
@@ -225,10 +227,10 @@ def _importance_evaluator():
 
 
 def write_report(study: "optuna.Study", sweep: "LoadedSweep", url: str, n_trials: int,
-                 wall_time_s: float | None = None) -> dict[str, Any]:
+                 wall_time_s: float | None = None, epoch_budget: int | None = None) -> dict[str, Any]:
     folder = sweep.study_dir
     folder.mkdir(parents=True, exist_ok=True)
-    summary = build_summary(study, sweep, url, n_trials, wall_time_s)
+    summary = build_summary(study, sweep, url, n_trials, wall_time_s, epoch_budget)
     best = best_trials(study)
     if best:
         summary["best_yaml"] = str(write_best_yaml(sweep, best[0], folder / BEST_YAML))
@@ -273,7 +275,8 @@ def render(summary: dict[str, Any]) -> list["RenderableType"]:
         rows.append(("best value", "- (no complete trial yet)"))
     rows += [
         ("trial states", ", ".join(f"{k.lower()} {v}" for k, v in states.items() if v) or "-"),
-        ("epochs spent", str(summary["epochs_spent"])),
+        ("epochs spent", str(summary["epochs_spent"])
+         + (f" (budget {summary['epoch_budget']})" if summary.get("epoch_budget") else "")),
         ("wall time", _wall(summary)),
         ("best.yaml", summary.get("best_yaml") or "-"),
         ("plots", "\n".join(summary.get("plots") or []) or "-"),

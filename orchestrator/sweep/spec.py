@@ -238,6 +238,9 @@ class Budget(Strict):
     n_trials: int = Field(default=20, ge=1, le=100000,
                           description="COMPLETE + PRUNED trials the study must reach, in total (not per run)")
     timeout: Optional[float] = Field(default=None, gt=0, description="seconds; no new trial starts after it")
+    epochs: Optional[int] = Field(default=None, ge=1, le=10_000_000,
+                                  description="training epochs over all trials, pruned ones counting the epochs "
+                                              "they ran; no new trial starts once the study has spent them")
     max_consecutive_failures: int = Field(default=3, ge=1, le=1000,
                                           description="a worker gives up after this many failed trials in a row")
 

@@ -240,6 +240,12 @@ def done_count(counts: dict[str, int]) -> int:
     return counts["COMPLETE"] + counts["PRUNED"]
 
 
+def epochs_spent(study: "optuna.Study") -> int:
+    """Training epochs the study's trials have run: a finished trial's recorded count, else
+    one per reported epoch (pruned, failed and running trials)."""
+    return sum(t.user_attrs.get("epochs", len(t.intermediate_values)) for t in study.get_trials(deepcopy=False))
+
+
 def fail_stale(study: "optuna.Study") -> None:
     import optuna
 

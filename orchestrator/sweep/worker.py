@@ -3,11 +3,12 @@ the study holds `n_trials` COMPLETE + PRUNED trials (in total, whoever ran them)
 timeout passes. `yolo-orch sweep --workers K` starts K of these; a machine elsewhere joins
 by running the same command with the same --storage and --study. No torch here.
 
-    YOLO_ORCH_SWEEP_STORAGE=URL python -m orchestrator.sweep.worker SWEEP.yaml --study S --n-trials N
+    YOLO_ORCH_SWEEP_STORAGE=URL python -m orchestrator.sweep.worker SWEEP.yaml --study S --n-trials N \
+        [--timeout S] [--epoch-budget E]
 
 Crash safety: this process beats for its RUNNING trial (RDB heartbeat). Before each trial
 it fails the stale trials of dead workers, whose retries (WAITING) it then runs first. When
-the budget is covered by trials still RUNNING elsewhere it waits for them rather than
+the trial budget is covered by trials still RUNNING elsewhere it waits for them rather than
 leaving: if their worker died, the retry comes back to it.
 """
 
@@ -25,7 +26,8 @@ from pathlib import Path
 from orchestrator.spec.errors import SpecError
 from orchestrator.sweep.objective import TrialFailed, TrialRunner
 from orchestrator.sweep.spec import LoadedSweep, load_sweep
-from orchestrator.sweep.study import ENV_STORAGE, StorageError, done_count, fail_stale, open_study, state_counts
+from orchestrator.sweep.study import (ENV_STORAGE, StorageError, done_count, epochs_spent, fail_stale, open_study,
+                                      state_counts)
 
 EXIT_TOO_MANY_FAILURES = 3
 
@@ -34,7 +36,8 @@ def say(text: str) -> None:
     print(f"{datetime.now():%H:%M:%S} [{socket.gethostname()}:{os.getpid()}] {text}", flush=True)
 
 
-def run_worker(sweep: LoadedSweep, url: str, n_trials: int, timeout: float | None = None, index: int = 0) -> int:
+def run_worker(sweep: LoadedSweep, url: str, n_trials: int, timeout: float | None = None, index: int = 0,
+               epoch_budget: int | None = None) -> int:
     started = time.time()
     deadline = started + timeout if timeout else None
     study = open_study(sweep, url, heartbeat=True, create=False)
@@ -45,7 +48,8 @@ def run_worker(sweep: LoadedSweep, url: str, n_trials: int, timeout: float | Non
     poll = min(5.0, float(sweep.spec.heartbeat.interval))
     failures = 0
     waiting_said = False
-    say(f"worker {index} on study '{sweep.study}': target {n_trials} complete+pruned trials")
+    say(f"worker {index} on study '{sweep.study}': target {n_trials} complete+pruned trials"
+        + (f" or {epoch_budget} training epochs" if epoch_budget else ""))
     while True:
         if deadline is not None and time.time() >= deadline:
             say("timeout reached: no new trial")
@@ -56,6 +60,11 @@ def run_worker(sweep: LoadedSweep, url: str, n_trials: int, timeout: float | Non
         if done >= n_trials:
             say(f"study has {done} complete+pruned trials (target {n_trials}): done")
             return 0
+        if epoch_budget is not None:
+            spent = epochs_spent(study)
+            if spent >= epoch_budget:
+                say(f"study has spent {spent} training epochs (budget {epoch_budget}): done")
+                return 0
         if done + counts["RUNNING"] >= n_trials and counts["WAITING"] == 0:
             if not waiting_said:
                 say(f"{counts['RUNNING']} trial(s) running elsewhere cover the budget; waiting for them")
@@ -80,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n-trials", type=int, required=True)
     parser.add_argument("--timeout", type=float, default=None)
     parser.add_argument("--index", type=int, default=0)
+    parser.add_argument("--epoch-budget", type=int, default=None)
     args = parser.parse_args(argv)
     url = os.environ.get(ENV_STORAGE)
     if not url:
@@ -92,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, stop)
     try:
         sweep = load_sweep(args.sweep_file, study=args.study)
-        return run_worker(sweep, url, args.n_trials, args.timeout, args.index)
+        return run_worker(sweep, url, args.n_trials, args.timeout, args.index, args.epoch_budget)
     except SpecError as exc:
         for line in exc.problems:
             print(line, file=sys.stderr)
