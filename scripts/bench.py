@@ -8,7 +8,8 @@ one run on one machine. Prints a table and writes JSON.
 
 Sections:
   overhead    quickstart via `yolo-orch submit` vs the same resolved arguments via
-              YOLO(...).train in a fresh process, interleaved, median wall time
+              YOLO(...).train in a fresh process; each repetition runs both at the same time,
+              a core each (--sequential: one after the other, alternating); median wall time
   cli         cold start of `--help`, `plan`, `submit --dry-run` vs `python -c pass`
   throughput  train images/s (from results.csv) in the same runs as `overhead`
   dp          images/s on cpu vs cpu:2 (gloo) for the same job
@@ -22,6 +23,7 @@ import csv
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -51,10 +53,17 @@ def env_for(cache: Path) -> dict:
     return env
 
 
-def timed(cmd: list[str], env: dict, cwd: Path) -> float:
+def timed(cmd: list[str], env: dict, cwd: Path, cpu: list[float] | None = None) -> float:
+    """Wall seconds of `cmd`; appends its CPU seconds (user + sys of it and every descendant it
+    waited for: the orchestrator's training process too) to `cpu` when given."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     subprocess.run(cmd, env=env, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - t
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if cpu is not None:
+        cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    return wall
 
 
 def train_images_per_s(results_csv: Path, images: int) -> float:
@@ -62,7 +71,27 @@ def train_images_per_s(results_csv: Path, images: int) -> float:
     return images * len(rows) / float(rows[-1]["time"])
 
 
-def bench_overhead(reps: int, epochs: int, work: Path, cache: Path) -> dict:
+def timed_together(cmds: dict[str, list[str]], env: dict, cwd: Path) -> dict[str, tuple[float, float]]:
+    """Start every command at once; {name: (wall s, CPU s of it and its waited descendants)}."""
+    t = time.perf_counter()
+    procs = {subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid: name
+             for name, cmd in cmds.items()}
+    out = {}
+    while procs:
+        pid, status, usage = os.wait4(-1, 0)
+        if pid not in procs:
+            continue
+        name = procs.pop(pid)
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise SystemExit(f"{name}: {cmds[name]} exited with {os.waitstatus_to_exitcode(status)}")
+        out[name] = (time.perf_counter() - t, usage.ru_utime + usage.ru_stime)
+    return out
+
+
+def bench_overhead(reps: int, epochs: int, work: Path, cache: Path, together: bool = True) -> dict:
+    """`together`: both sides of a repetition run at the same time, one core each, so they see the
+    same machine speed (on the shared development machine it drifts by up to 20 % within minutes);
+    otherwise one after the other, the order alternating."""
     from orchestrator.plan import make_plan
     from orchestrator.runner import ensure_data
     from orchestrator.spec.loader import load_job
@@ -73,26 +102,38 @@ def bench_overhead(reps: int, epochs: int, work: Path, cache: Path) -> dict:
     ensure_data(plan)  # both sides start from the generated dataset
     images = plan.data.train_images
     env = env_for(cache)
-    orch, plain, orch_ips, plain_ips = [], [], [], []
+    orch, plain, orch_ips, plain_ips, orch_cpu, plain_cpu = [], [], [], [], [], []
     for rep in range(reps):
-        order = ("orch", "plain") if rep % 2 == 0 else ("plain", "orch")
-        for side in order:
-            if side == "orch":
-                runs = work / f"orch{rep}"
-                cmd = [PY, "-m", "orchestrator", "submit", str(QUICKSTART), "--json",
-                       *[a for s in sets for a in ("--set", s)], "--set", f"runs_dir={runs}"]
-                orch.append(timed(cmd, env, work))
-                orch_ips.append(train_images_per_s(next(runs.rglob("results.csv")), images))
-            else:
-                project = work / f"plain{rep}"
-                args = dict(plan.train_args, project=str(project), name="run", exist_ok=True)
-                plain.append(timed([PY, "-c", PLAIN, json.dumps(args)], env, work))
-                plain_ips.append(train_images_per_s(project / "run" / "results.csv", images))
-        print(f"  rep {rep + 1}/{reps}: orchestrator {orch[-1]:.1f}s  plain {plain[-1]:.1f}s", flush=True)
+        runs, project = work / f"orch{rep}", work / f"plain{rep}"
+        cmds = {
+            "orch": [PY, "-m", "orchestrator", "submit", str(QUICKSTART), "--json",
+                     *[a for s in sets for a in ("--set", s)], "--set", f"runs_dir={runs}"],
+            "plain": [PY, "-c", PLAIN, json.dumps(dict(plan.train_args, project=str(project), name="run",
+                                                       exist_ok=True))],
+        }
+        if together:
+            measured = timed_together(cmds, env, work)
+            orch.append(measured["orch"][0])
+            orch_cpu.append(measured["orch"][1])
+            plain.append(measured["plain"][0])
+            plain_cpu.append(measured["plain"][1])
+        else:
+            for side in ("orch", "plain") if rep % 2 == 0 else ("plain", "orch"):
+                (orch if side == "orch" else plain).append(
+                    timed(cmds[side], env, work, orch_cpu if side == "orch" else plain_cpu))
+        orch_ips.append(train_images_per_s(next(runs.rglob("results.csv")), images))
+        plain_ips.append(train_images_per_s(project / "run" / "results.csv", images))
+        print(f"  rep {rep + 1}/{reps}: orchestrator {orch[-1]:.1f}s ({orch_cpu[-1]:.1f} CPU s)  "
+              f"plain {plain[-1]:.1f}s ({plain_cpu[-1]:.1f} CPU s)", flush=True)
     return {
-        "epochs": epochs, "reps": reps, "orchestrator_s": orch, "plain_s": plain,
+        "epochs": epochs, "reps": reps, "together": together, "orchestrator_s": orch, "plain_s": plain,
         "median_orchestrator_s": statistics.median(orch), "median_plain_s": statistics.median(plain),
         "ratio": statistics.median(orch) / statistics.median(plain),
+        # the machine's speed drifts between repetitions: each rep's two runs are neighbours in time
+        "per_rep_ratios": [o / p for o, p in zip(orch, plain)],
+        "median_per_rep_ratio": statistics.median(o / p for o, p in zip(orch, plain)),
+        "orchestrator_cpu_s": orch_cpu, "plain_cpu_s": plain_cpu,
+        "cpu_ratio": statistics.median(orch_cpu) / statistics.median(plain_cpu),
         "throughput": {
             "orchestrator_images_per_s": statistics.median(orch_ips),
             "plain_images_per_s": statistics.median(plain_ips),
@@ -159,8 +200,10 @@ def machine() -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", default="cli,overhead,dp,extra")
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--epochs", type=int, default=30, help="epochs for the overhead/throughput runs")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--sequential", action="store_true",
+                    help="overhead: run the two sides one after the other (default: at the same time, a core each)")
+    ap.add_argument("--epochs", type=int, default=35, help="epochs for the overhead/throughput runs")
     ap.add_argument("--dp-epochs", type=int, default=5)
     ap.add_argument("--cli-n", type=int, default=10)
     ap.add_argument("--out", type=Path, default=REPO / "docs" / "bench" / "results.json")
@@ -174,7 +217,7 @@ def main() -> None:
             results["cli"] = bench_cli(args.cli_n, work, cache)
         if "overhead" in only:
             print("overhead (interleaved) ...", flush=True)
-            results["overhead"] = bench_overhead(args.reps, args.epochs, work, cache)
+            results["overhead"] = bench_overhead(args.reps, args.epochs, work, cache, together=not args.sequential)
         if "dp" in only:
             print("data-parallel cpu vs cpu:2 ...", flush=True)
             results["dp"] = bench_dp(args.dp_epochs, work, cache)
@@ -202,7 +245,8 @@ def plot_overhead(o: dict, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6, 3.2))
     ax.plot(reps, o["orchestrator_s"], "o-", label="yolo-orch submit")
     ax.plot(reps, o["plain_s"], "s--", label="YOLO(...).train, same arguments")
-    ax.set_xlabel("repetition (order alternates)")
+    ax.set_xlabel("repetition (both sides at the same time)" if o.get("together") else
+                  "repetition (order alternates)")
     ax.set_ylabel("wall time [s]")
     ax.set_title(f"quickstart, {o['epochs']} epochs: median ratio {o['ratio']:.3f}")
     ax.set_xticks(list(reps))
@@ -223,6 +267,11 @@ def print_table(r: dict) -> None:
         o = r["overhead"]
         t.add_row(f"submit vs YOLO.train wall ({o['epochs']} ep, median of {o['reps']})",
                   f"{o['median_orchestrator_s']:.1f}s / {o['median_plain_s']:.1f}s = {o['ratio']:.3f}", "<= 1.02")
+        if "median_per_rep_ratio" in o:
+            t.add_row("  median of the per-rep ratios", f"{o['median_per_rep_ratio']:.3f}", "<= 1.02")
+            t.add_row("  CPU seconds, orchestrator / plain (medians)",
+                      f"{statistics.median(o['orchestrator_cpu_s']):.1f} / "
+                      f"{statistics.median(o['plain_cpu_s']):.1f} = {o['cpu_ratio']:.3f}", "")
         th = o["throughput"]
         t.add_row("train images/s orchestrator / plain",
                   f"{th['orchestrator_images_per_s']:.1f} / {th['plain_images_per_s']:.1f} = {th['ratio']:.3f}", ">= 1.0")
@@ -233,6 +282,17 @@ def print_table(r: dict) -> None:
         t.add_row("images/s cpu:2 / cpu (gloo, 2 cores)",
                   f"{d['cpu:2']['images_per_s']:.1f} / {d['cpu']['images_per_s']:.1f} = {d['speedup']:.2f}",
                   "efficiency " + f"{d['efficiency']:.0%}")
+    sweep = (r.get("sweep") or {}).get("summary")
+    if sweep:  # scripts/bench_sweep.py
+        ratio = sweep["median_epoch_ratio"]
+        t.add_row("sweep epochs to model.tune's best / tune's own",
+                  f"{ratio:.2f} (median); within half in {sweep['reached_in_half']} of {sweep['repeats']}"
+                  if ratio is not None else "not reached", "<= 0.5")
+    xla = r.get("xla")
+    if xla:  # python -m orchestrator.xla.bench --json-out docs/bench/xla.json
+        t.add_row(f"XLA:CPU compiles per epoch ({xla['model']}, imgsz {xla['imgsz']}, batch {xla['batch']})",
+                  f"{xla.get('xla/compiles_per_epoch')}; steady step {xla['xla/steady_step_time_s']} s",
+                  "0 after epoch 1")
     Console().print(t)
 
 
