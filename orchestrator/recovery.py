@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-
 from orchestrator import plan as planmod
 from orchestrator.events import RESOLVED, write_text_atomic
 from orchestrator.scaling.scaler import scale

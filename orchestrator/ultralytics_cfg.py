@@ -9,7 +9,6 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-
 from orchestrator.spec.errors import SpecError
 from orchestrator.spec.yamlio import load_own_yaml
 

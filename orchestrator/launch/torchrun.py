@@ -24,7 +24,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-
 from orchestrator.events import RESOLVED
 from orchestrator.spec.devices import DeviceSpec, parse_devices
 from orchestrator.spec.errors import SpecError

@@ -15,14 +15,13 @@ import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-
 from orchestrator.events import LOG, RESOLVED, write_text_atomic
 from orchestrator.plan import make_plan
 from orchestrator.spec.errors import SpecError
 from orchestrator.spec.loader import LoadedJob, dump_yaml, load_job_dict
+from orchestrator.spec.yamlio import load_own_yaml
 from orchestrator.sweep.study import ENV_STORAGE
 from orchestrator.sweep.trial_callback import TRIAL_RESULT
-from orchestrator.spec.yamlio import load_own_yaml
 
 if TYPE_CHECKING:
     import optuna

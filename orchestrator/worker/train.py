@@ -14,10 +14,9 @@ import sys
 import time
 from pathlib import Path
 
-
 from orchestrator.events import ENV, EVENTS, RESOLVED, EventWriter, finish_run, write_json_atomic
-from orchestrator.worker.offline import disable_integrations, prepare_env, skip_amp_download_check
 from orchestrator.spec.yamlio import load_own_yaml
+from orchestrator.worker.offline import disable_integrations, prepare_env, skip_amp_download_check
 
 
 def rank() -> int:
