@@ -1,23 +1,30 @@
 #!/usr/bin/env python
 """Benchmark: `yolo-orch sweep` (Optuna TPE + median pruning) against Ultralytics' own
-tuner (`model.tune`, a genetic search without early stopping), on the same generated
-task, the same search space (bounds from the tuner's default space) and the same total
-budget of training epochs.
+tuner (`model.tune`, an evolutionary search without early stopping), on the same generated
+task, the same search space (bounds from the tuner's default space), the same starting
+point and the same total budget of training epochs.
 
-    python scripts/bench_sweep.py                       # 8 trials x 3 epochs a side (~20 min on 2 CPU cores)
-    python scripts/bench_sweep.py --trials 20 --epochs 10 --images 1024 --device 0
+    python scripts/bench_sweep.py                    # 12 trials x 10 epochs a side, 2 repeats (~35 min, 2 CPU cores)
+    python scripts/bench_sweep.py --repeat 1 --trials 30 --epochs 20 --images 2048 --imgsz 320 --device 0
 
-Both sides start from the same configuration (the tuner's first iteration is its base
-arguments; the sweep enqueues the same point as trial 0), train yolo11n from its yaml
-(same initial weights, seed 0, deterministic) with AdamW pinned (`optimizer=auto` would
-discard lr0), validate every epoch and score a run by the fitness of its best.pt
-(detect: mAP50-95). The tuner runs every iteration to the end; the sweep prunes, so it
-keeps starting trials (resuming its study) until it has spent the same number of epochs.
+The task is one a model learns within a trial: 256 synthetic training images at 128 px, 16
+optimizer steps per epoch (batch 16, nbs 16), HSV jitter off (colours are random per
+object). Both sides start from Ultralytics' defaults for the searched keys with AdamW
+pinned at lr0 0.002 (`optimizer=auto` would discard lr0); at 128 px those defaults hurt
+(mosaic 1.0 shrinks objects to a few pixels), so there is something to find. The tuner's
+first iteration is its base arguments; the sweep enqueues the same point as trial 0. Every
+trial of both sides starts from the same initial weights: yolo11n built from its yaml under
+seed 0 and saved in half precision (init.pt), which is what the tuner does with its base
+model anyway (Ultralytics' MultiTrainer), so the same hyperparameters train the same model
+on both sides (seed 0, deterministic). Every epoch is validated and a run scores the
+fitness of its best.pt (detect: mAP50-95). The tuner trains every iteration to the
+end; the sweep prunes and keeps starting trials until it has spent the same number of
+epochs (`budget.epochs`). The two sides of a repeat run at the same time, one core each.
 
 Writes docs/img/bench_sweep.json (every trial of both sides) and docs/img/bench_sweep.png
 (best fitness so far against epochs spent) and prints a markdown table for docs/sweeps.md.
-Offline: the tuner's trial subprocesses inherit YOLO_OFFLINE and the orchestrator's
-Ultralytics config dir (integrations off, fonts present); the model is a local yaml.
+Offline: the tuner runs in a process with YOLO_OFFLINE and the orchestrator's Ultralytics
+config dir (integrations off, fonts present); the model is a local yaml.
 """
 
 from __future__ import annotations
@@ -25,9 +32,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import yaml
@@ -46,8 +55,32 @@ SPACE = {
     "cls": (0.1, 4.0),
     "mosaic": (0.0, 1.0),
 }
-LOG_SCALE = {"lr0"}  # the sweep samples lr0 on a log scale (same bounds)
-BASE_HYP = {"optimizer": "AdamW", "lr0": 0.002}  # both sides start here (other values: Ultralytics defaults)
+LOG_SCALE: set[str] = set()  # none: the sweep samples the tuner's bounds on the tuner's linear scale
+BASE_HYP = {"optimizer": "AdamW", "lr0": 0.002}  # both sides start here (other searched keys: Ultralytics defaults)
+START = {"lr0": 0.002, "lrf": 0.01, "momentum": 0.937, "weight_decay": 0.0005, "warmup_epochs": 3.0,
+         "box": 7.5, "cls": 0.5, "mosaic": 1.0}  # = the tuner's first iteration
+FIXED = {"hsv_h": 0.0, "hsv_s": 0.0, "hsv_v": 0.0}  # not searched, the same on both sides
+NBS = 16  # one optimizer step per batch of 16: 16 steps per epoch on 256 images
+
+
+def PRUNER(args) -> dict:  # noqa: N802 - a constant that depends on the command line
+    # Median of the COMPLETE trials at the same epoch, from the first one on: trial 0 (the known
+    # starting point) is the first yardstick, and since pruned trials never enter the median it
+    # stays the median of the good ones. No decision before epoch `warmup` (5): until the model
+    # "takes off" every configuration scores mAP ~0 and a ranking would be noise.
+    return {"name": "median", "n_startup_trials": 1, "n_warmup_steps": args.warmup_steps}
+
+
+INIT_SNIPPET = r"""
+import sys
+from orchestrator.worker.offline import prepare_env, disable_integrations
+prepare_env()
+import torch
+from ultralytics import YOLO
+disable_integrations()
+torch.manual_seed(0)
+YOLO("yolo11n.yaml").save(sys.argv[1])  # half precision, as the tuner's MultiTrainer saves its base model
+"""
 
 TUNE_SNIPPET = r"""
 import json, sys
@@ -87,10 +120,10 @@ def run_ultralytics(args, work: Path, data_yaml: Path) -> dict:
     folder = work / "ultralytics"
     folder.mkdir(parents=True, exist_ok=True)
     cfg = {
-        "model": "yolo11n.yaml", "data": str(data_yaml), "epochs": args.epochs, "iterations": args.trials,
-        "space": {k: list(v) for k, v in SPACE.items()}, "imgsz": args.imgsz, "batch": args.batch,
+        "model": str(args.init), "data": str(data_yaml), "epochs": args.epochs, "iterations": args.trials,
+        "space": {k: list(v) for k, v in SPACE.items()}, "imgsz": args.imgsz, "batch": args.batch, "nbs": NBS,
         "workers": 0, "plots": False, "val": True, "device": args.device, "seed": 0, "deterministic": True,
-        "amp": False, "project": str(folder), "name": "tune", "exist_ok": False, **BASE_HYP,
+        "amp": False, "project": str(folder), "name": "tune", "exist_ok": False, **BASE_HYP, **FIXED,
     }
     code, wall = run([sys.executable, "-c", TUNE_SNIPPET, json.dumps(cfg)], folder / "tune.log", folder)
     results_file = folder / "tune" / "tune_results.ndjson"
@@ -102,13 +135,13 @@ def run_ultralytics(args, work: Path, data_yaml: Path) -> dict:
     return {"trials": trials, "wall_s": round(wall, 1), "exit_code": code}
 
 
-def run_sweep(args, work: Path, data_yaml: Path, budget: int) -> dict:
+def run_sweep(args, work: Path, data_yaml: Path, budget: int, seed: int) -> dict:
     folder = work / "sweep"
     folder.mkdir(parents=True, exist_ok=True)
     job = {
-        "name": "bench", "model": "yolo11n.yaml", "data": str(data_yaml), "epochs": args.epochs,
-        "imgsz": args.imgsz, "seed": 0, "deterministic": True, "hyp": dict(BASE_HYP),
-        "reference": {"devices": 1, "batch": args.batch}, "target": {"devices": args.device},
+        "name": "bench", "model": str(args.init), "data": str(data_yaml), "epochs": args.epochs,
+        "imgsz": args.imgsz, "seed": 0, "deterministic": True, "hyp": {**BASE_HYP, **FIXED},
+        "reference": {"devices": 1, "batch": args.batch, "nbs": NBS}, "target": {"devices": args.device},
         "wandb": {"mode": "disabled"}, "overrides": {"workers": 0, "plots": False, "amp": False},
     }
     (folder / "job.yaml").write_text(yaml.safe_dump(job, sort_keys=False))
@@ -117,25 +150,18 @@ def run_sweep(args, work: Path, data_yaml: Path, budget: int) -> dict:
         space[key] = {"low": bounds[0], "high": bounds[1], **({"log": True} if key in LOG_SCALE else {})}
     sweep = {
         "study": "bench", "base": "job.yaml", "space": {"hyp": space}, "objective": "fitness",
-        "sampler": {"name": "tpe", "seed": 0, "n_startup_trials": args.startup},
-        "pruner": {"name": "median", "n_startup_trials": 2, "n_warmup_steps": 0},
-        "budget": {"n_trials": args.trials}, "heartbeat": {"interval": 10},
-        # trial 0 = the tuner's first iteration: its base arguments, clipped to the bounds
-        "enqueue": [{"hyp": {"lr0": BASE_HYP["lr0"], "lrf": 0.01, "momentum": 0.937, "weight_decay": 0.0005,
-                             "warmup_epochs": 3.0, "box": 7.5, "cls": 0.5, "mosaic": 1.0}}],
+        "sampler": {"name": "tpe", "seed": seed, "n_startup_trials": args.startup},
+        "pruner": PRUNER(args),
+        # the epoch budget ends the study; n_trials only has to be out of reach
+        "budget": {"n_trials": 10 * args.trials, "epochs": budget}, "heartbeat": {"interval": 10},
+        "enqueue": [{"hyp": dict(START)}],  # trial 0 = the tuner's first iteration
     }
     (folder / "sweep.yaml").write_text(yaml.safe_dump(sweep, sort_keys=False))
-    n_trials, wall, summary = args.trials, 0.0, None
-    while True:
-        code, seconds = run([sys.executable, "-m", "orchestrator", "sweep", "sweep.yaml", "--n-trials", str(n_trials),
-                             "--json"], folder / "sweep.log", folder, env={"COLUMNS": "160"})
-        wall += seconds
-        summary = json.loads((folder / "runs" / "sweeps" / "bench" / "summary.json").read_text())
-        if code != 0:
-            raise SystemExit(f"yolo-orch sweep failed (exit {code}); see {folder / 'sweep.log'}")
-        if summary["epochs_spent"] >= budget:
-            break
-        n_trials += 1  # pruned trials left epochs in the budget: resume the study with one more trial
+    code, wall = run([sys.executable, "-m", "orchestrator", "sweep", "sweep.yaml", "--json"], folder / "sweep.log",
+                     folder, env={"COLUMNS": "160"})
+    if code != 0:
+        raise SystemExit(f"yolo-orch sweep failed (exit {code}); see {folder / 'sweep.log'}")
+    summary = json.loads((folder / "runs" / "sweeps" / "bench" / "summary.json").read_text())
     trials = []
     for t in summary["trials"]:
         if t["state"] not in ("COMPLETE", "PRUNED"):
@@ -152,7 +178,64 @@ def curve(side: dict) -> list[tuple[int, float]]:
         spent += int(t["epochs"] or 0)
         # a pruned trial never produced a finished model: it cannot be the sweep's answer
         points.append((spent, t["fitness"] if t["state"] == "COMPLETE" else float("-inf")))
-    return [(e, b) for e, b in best_so_far(points)]
+    return best_so_far(points)
+
+
+def one_repeat(args, work: Path, data_yaml: Path, budget: int, seed: int) -> dict:
+    with ThreadPoolExecutor(2 if args.parallel else 1) as pool:  # the two sides share the machine alike
+        ultra_future = pool.submit(run_ultralytics, args, work, data_yaml)
+        sweep_future = pool.submit(run_sweep, args, work, data_yaml, budget, seed)
+        ultra, sweep = ultra_future.result(), sweep_future.result()
+    return score({"sweep_seed": seed, "work_dir": str(work), "ultralytics": ultra, "sweep": sweep})
+
+
+def score(result: dict) -> dict:
+    """Derived numbers of one repeat, from its trials alone (so --rescore can redo them)."""
+    for key in ("ultralytics", "sweep"):
+        side = result[key]
+        side["curve"] = curve(side)
+        side["best"] = max((t["fitness"] for t in side["trials"] if t["state"] == "COMPLETE"), default=0.0)
+        side["epochs_spent"] = sum(int(t["epochs"] or 0) for t in side["trials"])
+        side["pruned"] = sum(t["state"] == "PRUNED" for t in side["trials"])
+    u, s = result["ultralytics"], result["sweep"]
+    u["epochs_to_own_best"] = epochs_to_reach(u["curve"], u["best"])
+    # the issue's measure: epochs each side needs to reach the tuner's best
+    s["epochs_to_ultralytics_best"] = reach = epochs_to_reach(s["curve"], u["best"])
+    s["reached_in_half"] = reach is not None and reach <= u["epochs_to_own_best"] / 2
+    # When the tuner's best is the shared starting point (trial 0 on both sides, the same model),
+    # both "reach" it with the first trial and the measure above cannot tell the searches apart.
+    # So also: when did a SEARCHED configuration (not trial 0) first match or beat the tuner's
+    # best, against the epochs the tuner spent in all, and did a searched one of the tuner's?
+    spent, beat_at = 0, None
+    for t in sorted(s["trials"], key=lambda t: t["number"]):
+        spent += int(t["epochs"] or 0)
+        if t["number"] > 0 and t["state"] == "COMPLETE" and t["fitness"] >= u["best"] - 1e-9:
+            beat_at = spent
+            break
+    s["searched_epochs_to_ultralytics_best"] = beat_at
+    s["searched_within_half_budget"] = beat_at is not None and beat_at <= u["epochs_spent"] / 2
+    u["best_searched"] = max((t["fitness"] for t in u["trials"] if t["number"] > 0), default=None)
+    s["best_searched"] = max((t["fitness"] for t in s["trials"] if t["number"] > 0 and t["state"] == "COMPLETE"),
+                             default=None)
+    return result
+
+
+def summarize(result: dict) -> dict:
+    reps = result["repeats"]
+    ratios = [r["sweep"]["epochs_to_ultralytics_best"] / r["ultralytics"]["epochs_to_own_best"]
+              for r in reps if r["sweep"]["epochs_to_ultralytics_best"] is not None]
+    searched = [r["sweep"]["searched_epochs_to_ultralytics_best"] / r["ultralytics"]["epochs_spent"]
+                for r in reps if r["sweep"]["searched_epochs_to_ultralytics_best"] is not None]
+    return {
+        "repeats": len(reps),
+        "reached_in_half": sum(r["sweep"]["reached_in_half"] for r in reps),
+        "reached": len(ratios), "median_epoch_ratio": statistics.median(ratios) if ratios else None,
+        "searched_within_half_budget": sum(r["sweep"]["searched_within_half_budget"] for r in reps),
+        "median_searched_epoch_fraction": statistics.median(searched) if searched else None,
+        # the tuner's best came from its first iteration (= the sweep's trial 0)
+        "tuner_best_is_start": sum(r["ultralytics"]["epochs_to_own_best"] == r["ultralytics"]["curve"][0][0]
+                                   for r in reps),
+    }
 
 
 def plot(result: dict, path: Path) -> None:
@@ -161,101 +244,136 @@ def plot(result: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.8), dpi=120)
-    for key, label, color in (("sweep", "yolo-orch sweep (TPE + median pruning)", "tab:blue"),
-                              ("ultralytics", "Ultralytics model.tune (genetic)", "tab:orange")):
-        pts = [(0, None)] + [(e, b if b != float("-inf") else None) for e, b in result[key]["curve"]]
-        xs = [p[0] for p in pts if p[1] is not None]
-        ys = [p[1] for p in pts if p[1] is not None]
-        ax.step(xs, ys, where="post", label=f"{label}: best so far", color=color, linewidth=2)
-        spent = 0
-        for t in sorted(result[key]["trials"], key=lambda t: t["number"]):  # every trial at its own score
-            spent += int(t["epochs"] or 0)
-            pruned = t["state"] == "PRUNED"
-            ax.scatter([spent], [t["fitness"]], color=color, s=22 if pruned else 16, alpha=0.6,
-                       marker="x" if pruned else "o", zorder=3)
+    repeats = result["repeats"]
+    fig, axes = plt.subplots(1, len(repeats), figsize=(6.2 * len(repeats), 4.8), dpi=110, squeeze=False)
+    for ax, rep in zip(axes[0], repeats):
+        for key, label, color in (("sweep", "yolo-orch sweep (TPE + median pruning)", "tab:blue"),
+                                  ("ultralytics", "Ultralytics model.tune (evolutionary)", "tab:orange")):
+            pts = [(e, b) for e, b in rep[key]["curve"] if b != float("-inf")]
+            ax.step([p[0] for p in pts], [p[1] for p in pts], where="post", label=f"{label}: best so far",
+                    color=color, linewidth=2)
+            spent = 0
+            for t in sorted(rep[key]["trials"], key=lambda t: t["number"]):  # every trial at its own score
+                spent += int(t["epochs"] or 0)
+                pruned = t["state"] == "PRUNED"
+                ax.scatter([spent], [t["fitness"]], color=color, s=22 if pruned else 16, alpha=0.6,
+                           marker="x" if pruned else "o", zorder=3)
+        ax.axhline(rep["ultralytics"]["best"], color="tab:orange", linestyle=":", linewidth=1)
+        ax.set_xlabel("training epochs spent")
+        ax.set_ylabel("fitness (mAP50-95 of best.pt)")
+        ax.set_title(f"repeat {rep['index'] + 1} (sweep seed {rep['sweep_seed']})", fontsize=9)
+        ax.grid(alpha=0.3)
+    ax = axes[0][0]
     ax.scatter([], [], color="grey", marker="o", s=16, label="a trial trained to the end")
     ax.scatter([], [], color="grey", marker="x", s=22, label="a pruned trial (its last epoch's value)")
-    target = result["ultralytics"]["best"]
-    ax.axhline(target, color="tab:orange", linestyle=":", linewidth=1)
-    ax.set_xlabel("training epochs spent")
-    ax.set_ylabel("fitness (mAP50-95 of best.pt)")
+    handles, labels = ax.get_legend_handles_labels()
     task = result["task"]
-    ax.set_title(f"{task['images']} synthetic images, imgsz {task['imgsz']}, yolo11n from scratch, "
-                 f"{result['budget_epochs']} epochs a side", fontsize=9)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
-    fig.tight_layout()
+    fig.suptitle(f"{task['images']} synthetic images, imgsz {task['imgsz']}, yolo11n from scratch, "
+                 f"{result['budget_epochs']} epochs a side ({result['trials']} x {result['epochs_per_trial']})",
+                 fontsize=10)
+    fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=2, frameon=False)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
 
 
+def table(result: dict) -> str:
+    reps = result["repeats"]
+    head = "| | " + " | ".join(f"repeat {r['index'] + 1}: `model.tune` | repeat {r['index'] + 1}: sweep"
+                                for r in reps) + " |"
+    lines = [head, "|---|" + "---|---|" * len(reps)]
+
+    def row(name, fn):
+        cells = []
+        for r in reps:
+            cells += [fn(r["ultralytics"], r, "u"), fn(r["sweep"], r, "s")]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+
+    row("trials run (pruned)", lambda side, r, k: f"{len(side['trials'])} ({side['pruned']})")
+    row("epochs spent", lambda side, r, k: str(side["epochs_spent"]))
+    row("best fitness (mAP50-95)", lambda side, r, k: f"{side['best']:.3f}")
+    row("epochs to reach the tuner's best", lambda side, r, k: str(
+        side["epochs_to_own_best"] if k == "u" else side["epochs_to_ultralytics_best"] or "not reached"))
+    row("best of the searched trials (not trial 0)", lambda side, r, k: "-" if side["best_searched"] is None
+        else f"{side['best_searched']:.3f}")
+    row("epochs until a searched trial matched the tuner's best", lambda side, r, k: "-" if k == "u" else str(
+        side["searched_epochs_to_ultralytics_best"] or "never"))
+    row("wall time", lambda side, r, k: f"{side['wall_s']:.0f} s")
+    return "\n".join(lines)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--trials", type=int, default=8, help="Ultralytics tuner iterations; the sweep's first n_trials")
-    p.add_argument("--epochs", type=int, default=3, help="epochs per trial")
+    p.add_argument("--trials", type=int, default=12, help="Ultralytics tuner iterations")
+    p.add_argument("--epochs", type=int, default=10, help="epochs per trial (both sides)")
+    p.add_argument("--repeat", type=int, default=2, help="independent repeats (sweep sampler seed 0, 1, ...)")
     p.add_argument("--images", type=int, default=256)
     p.add_argument("--val-images", type=int, default=64)
-    p.add_argument("--imgsz", type=int, default=96)
-    p.add_argument("--classes", type=int, default=2)
+    p.add_argument("--imgsz", type=int, default=128)
+    p.add_argument("--classes", type=int, default=3)
     p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--startup", type=int, default=4, help="TPE random startup trials")
+    p.add_argument("--startup", type=int, default=5, help="TPE random startup trials")
+    p.add_argument("--warmup-steps", type=int, default=5, help="median pruner: the earliest epoch a trial can be pruned at")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--serial", dest="parallel", action="store_false", help="run the two sides one after the other")
     p.add_argument("--work", type=Path, default=Path("/tmp/yolo-orch-bench-sweep"))
     p.add_argument("--out", type=Path, default=REPO / "docs" / "img")
-    p.add_argument("--replot", type=Path, help="only redraw the PNG from a result JSON")
+    p.add_argument("--rescore", type=Path, help="only recompute the numbers, table and plot from a result JSON")
     args = p.parse_args()
-    if args.replot:
-        plot(json.loads(args.replot.read_text()), args.out / "bench_sweep.png")
+    if args.rescore:
+        result = json.loads(args.rescore.read_text())
+        result["repeats"] = [dict(score(r), index=r["index"]) for r in result["repeats"]]
+        write(result, args.out)
         return
 
     from orchestrator.data.synth import generate_dataset
 
-    work = args.work / time.strftime("%Y%m%d-%H%M%S")
-    work.mkdir(parents=True)
-    data_yaml = generate_dataset(work / "data", images=args.images, val_images=args.val_images,
+    root = args.work / time.strftime("%Y%m%d-%H%M%S")
+    data_yaml = generate_dataset(root / "data", images=args.images, val_images=args.val_images,
                                  classes=args.classes, imgsz=args.imgsz, seed=0)
+    args.init = root / "init.pt"
+    code, _ = run([sys.executable, "-c", INIT_SNIPPET, str(args.init)], root / "init.log", root)
+    if code != 0:
+        raise SystemExit(f"could not build the initial weights; see {root / 'init.log'}")
     budget = args.trials * args.epochs
-    print(f"work dir {work}; budget {budget} epochs a side", flush=True)
-
-    ultra = run_ultralytics(args, work, data_yaml)
-    print(f"ultralytics: {len(ultra['trials'])} iterations, {ultra['wall_s']} s", flush=True)
-    sweep = run_sweep(args, work, data_yaml, budget)
-    print(f"sweep: {len(sweep['trials'])} trials, {sweep['wall_s']} s", flush=True)
-
+    print(f"work dir {root}; budget {budget} epochs a side, {args.repeat} repeat(s)", flush=True)
     result = {
         "task": {"images": args.images, "val_images": args.val_images, "imgsz": args.imgsz,
-                 "classes": args.classes, "batch": args.batch, "model": "yolo11n.yaml", "device": args.device},
-        "budget_epochs": budget, "epochs_per_trial": args.epochs, "space": SPACE,
-        "log_scale_in_sweep": sorted(LOG_SCALE), "base_hyp": BASE_HYP,
+                 "classes": args.classes, "batch": args.batch, "nbs": NBS,
+                 "model": "yolo11n.yaml, seed-0 init saved as init.pt (both sides)",
+                 "device": args.device},
+        "budget_epochs": budget, "trials": args.trials, "epochs_per_trial": args.epochs, "space": SPACE,
+        "log_scale_in_sweep": sorted(LOG_SCALE), "base_hyp": BASE_HYP, "start": START, "fixed": FIXED,
+        "sweep_sampler": {"name": "tpe", "n_startup_trials": args.startup},
+        "sweep_pruner": PRUNER(args),
+        "parallel_sides": args.parallel, "repeats": [],
     }
-    for key, side in (("ultralytics", ultra), ("sweep", sweep)):
-        side["curve"] = curve(side)
-        side["best"] = max((t["fitness"] for t in side["trials"] if t["state"] == "COMPLETE"), default=0.0)
-        side["epochs_spent"] = sum(int(t["epochs"] or 0) for t in side["trials"])
-        result[key] = side
-    target = ultra["best"]
-    result["ultralytics"]["epochs_to_own_best"] = epochs_to_reach(ultra["curve"], target)
-    result["sweep"]["epochs_to_ultralytics_best"] = epochs_to_reach(sweep["curve"], target)
-    reach = result["sweep"]["epochs_to_ultralytics_best"]
-    result["sweep"]["reached_in_half"] = reach is not None and reach <= result["ultralytics"]["epochs_to_own_best"] / 2
+    for index in range(args.repeat):
+        rep = one_repeat(args, root / f"repeat{index}", data_yaml, budget, seed=index)
+        rep["index"] = index
+        result["repeats"].append(rep)
+        u, s = rep["ultralytics"], rep["sweep"]
+        print(f"repeat {index + 1}: tuner best {u['best']:.4f} at {u['epochs_to_own_best']} epochs "
+              f"({u['wall_s']:.0f} s); sweep best {s['best']:.4f}, tuner's best reached at "
+              f"{s['epochs_to_ultralytics_best']} epochs, {len(s['trials'])} trials, {s['pruned']} pruned "
+              f"({s['wall_s']:.0f} s)", flush=True)
+    write(result, args.out)
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "bench_sweep.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
-    plot(result, args.out / "bench_sweep.png")
 
-    u, s = result["ultralytics"], result["sweep"]
+def write(result: dict, out: Path) -> None:
+    result["summary"] = summarize(result)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench_sweep.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+    plot(result, out / "bench_sweep.png")
+    sm = result["summary"]
     print()
-    print("| | Ultralytics `model.tune` | `yolo-orch sweep` |")
-    print("|---|---|---|")
-    print(f"| trials run (pruned) | {len(u['trials'])} (0) | {len(s['trials'])} "
-          f"({sum(t['state'] == 'PRUNED' for t in s['trials'])}) |")
-    print(f"| epochs spent | {u['epochs_spent']} | {s['epochs_spent']} |")
-    print(f"| best fitness (mAP50-95) | {u['best']:.5f} | {s['best']:.5f} |")
-    print(f"| epochs to reach the tuner's best ({target:.5f}) | {u['epochs_to_own_best']} | "
-          f"{reach if reach is not None else 'not reached'} |")
-    print(f"| wall time | {u['wall_s']:.0f} s | {s['wall_s']:.0f} s |")
-    print(f"\nwrote {args.out / 'bench_sweep.json'} and {args.out / 'bench_sweep.png'}")
+    print(table(result))
+    print(f"\nsweep reached the tuner's best within half the tuner's epochs to it in {sm['reached_in_half']} of "
+          f"{sm['repeats']} repeat(s) (median ratio {sm['median_epoch_ratio']}); the tuner's best was its "
+          f"starting point in {sm['tuner_best_is_start']}; a searched sweep configuration matched or beat it "
+          f"within half the budget in {sm['searched_within_half_budget']} (median fraction of the budget "
+          f"{sm['median_searched_epoch_fraction']})")
+    print(f"wrote {out / 'bench_sweep.json'} and {out / 'bench_sweep.png'}")
 
 
 if __name__ == "__main__":
