@@ -216,7 +216,7 @@ def main() -> None:
             print("cli start-up ...", flush=True)
             results["cli"] = bench_cli(args.cli_n, work, cache)
         if "overhead" in only:
-            print("overhead (interleaved) ...", flush=True)
+            print("overhead (both sides at once; --sequential: one after the other) ...", flush=True)
             results["overhead"] = bench_overhead(args.reps, args.epochs, work, cache, together=not args.sequential)
         if "dp" in only:
             print("data-parallel cpu vs cpu:2 ...", flush=True)
@@ -288,6 +288,11 @@ def print_table(r: dict) -> None:
         t.add_row("sweep epochs to model.tune's best / tune's own",
                   f"{ratio:.2f} (median); within half in {sweep['reached_in_half']} of {sweep['repeats']}"
                   if ratio is not None else "not reached", "<= 0.5")
+        frac = sweep.get("median_searched_epoch_fraction")
+        if frac is not None:
+            t.add_row("  a searched sweep trial matches tune's best, at this share of tune's epochs",
+                      f"{frac:.2f} (median); within half in {sweep['searched_within_half_budget']} of "
+                      f"{sweep['repeats']}", "<= 0.5")
     xla = r.get("xla")
     if xla:  # python -m orchestrator.xla.bench --json-out docs/bench/xla.json
         t.add_row(f"XLA:CPU compiles per epoch ({xla['model']}, imgsz {xla['imgsz']}, batch {xla['batch']})",
