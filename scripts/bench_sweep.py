@@ -4,7 +4,7 @@ tuner (`model.tune`, an evolutionary search without early stopping), on the same
 task, the same search space (bounds from the tuner's default space), the same starting
 point and the same total budget of training epochs.
 
-    python scripts/bench_sweep.py                    # 12 trials x 10 epochs a side, 2 repeats (~35 min, 2 CPU cores)
+    python scripts/bench_sweep.py                    # 12 trials x 10 epochs a side, 2 repeats (~40 min, 2 CPU cores)
     python scripts/bench_sweep.py --repeat 1 --trials 30 --epochs 20 --images 2048 --imgsz 320 --device 0
 
 The task is one a model learns within a trial: 256 synthetic training images at 128 px, 16
@@ -24,7 +24,8 @@ epochs (`budget.epochs`). The two sides of a repeat run at the same time, one co
 Writes docs/img/bench_sweep.json (every trial of both sides) and docs/img/bench_sweep.png
 (best fitness so far against epochs spent) and prints a markdown table for docs/sweeps.md.
 Offline: the tuner runs in a process with YOLO_OFFLINE and the orchestrator's Ultralytics
-config dir (integrations off, fonts present); the model is a local yaml.
+config dir (integrations off, fonts present); the initial weights are built locally from
+the model yaml.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ FIXED = {"hsv_h": 0.0, "hsv_s": 0.0, "hsv_v": 0.0}  # not searched, the same on 
 NBS = 16  # one optimizer step per batch of 16: 16 steps per epoch on 256 images
 
 
-def PRUNER(args) -> dict:  # noqa: N802 - a constant that depends on the command line
+def pruner_spec(args) -> dict:
     # Median of the COMPLETE trials at the same epoch, from the first one on: trial 0 (the known
     # starting point) is the first yardstick, and since pruned trials never enter the median it
     # stays the median of the good ones. No decision before epoch `warmup` (5): until the model
@@ -151,7 +152,7 @@ def run_sweep(args, work: Path, data_yaml: Path, budget: int, seed: int) -> dict
     sweep = {
         "study": "bench", "base": "job.yaml", "space": {"hyp": space}, "objective": "fitness",
         "sampler": {"name": "tpe", "seed": seed, "n_startup_trials": args.startup},
-        "pruner": PRUNER(args),
+        "pruner": pruner_spec(args),
         # the epoch budget ends the study; n_trials only has to be out of reach
         "budget": {"n_trials": 10 * args.trials, "epochs": budget}, "heartbeat": {"interval": 10},
         "enqueue": [{"hyp": dict(START)}],  # trial 0 = the tuner's first iteration
@@ -345,7 +346,7 @@ def main() -> None:
         "budget_epochs": budget, "trials": args.trials, "epochs_per_trial": args.epochs, "space": SPACE,
         "log_scale_in_sweep": sorted(LOG_SCALE), "base_hyp": BASE_HYP, "start": START, "fixed": FIXED,
         "sweep_sampler": {"name": "tpe", "n_startup_trials": args.startup},
-        "sweep_pruner": PRUNER(args),
+        "sweep_pruner": pruner_spec(args),
         "parallel_sides": args.parallel, "repeats": [],
     }
     for index in range(args.repeat):
