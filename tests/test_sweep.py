@@ -159,6 +159,18 @@ def test_epoch_budget_stops_the_study(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_trial_is_never_pruned_at_its_last_epoch(tmp_path):
+    # box 50 crosses the threshold at epoch 1, which is also the last: the epoch is paid for,
+    # so the trial completes with its model instead of being thrown away
+    sweep = write_sweep(tmp_path, study="last-epoch", budget={"n_trials": 1}, job_changes={"epochs": 1},
+                        enqueue=[{"hyp": {"box": 50.0, "lr0": 0.002}}])
+    summary = sweep_json(run_cli("sweep", sweep, "--json", cwd=tmp_path, timeout=600))
+    (trial,) = summary["trials"]
+    assert trial["state"] == "COMPLETE" and trial["epochs"] == 1 and trial["values"][0] > 10.0, trial
+    assert (Path(trial["run_dir"]) / "weights" / "best.pt").is_file()
+
+
+@pytest.mark.slow
 def test_trial_is_a_wandb_run_grouped_by_study(tmp_path):
     from wandb_records import read_run
 

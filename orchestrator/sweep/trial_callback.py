@@ -110,7 +110,8 @@ class TrialReporter:
         try:
             if math.isfinite(value):
                 trial.report(value, step)
-            prune = trial.should_prune()
+            # the last epoch is paid for: pruning there saves nothing and throws away a finished model
+            prune = step < int(trainer.epochs) and trial.should_prune()
         except optuna.exceptions.UpdateFinishedTrialError:
             # the study already closed this trial (its worker was presumed dead): stop wasting compute
             print(f"sweep: trial {self.sweep['trial']} was closed by the study; stopping", flush=True)
