@@ -64,6 +64,10 @@ FIXED = {"hsv_h": 0.0, "hsv_s": 0.0, "hsv_v": 0.0}  # not searched, the same on 
 NBS = 16  # one optimizer step per batch of 16: 16 steps per epoch on 256 images
 
 
+def base_hyp(args) -> dict:
+    return {**BASE_HYP, "lr0": args.start_lr0}
+
+
 def pruner_spec(args) -> dict:
     # Median of the COMPLETE trials at the same epoch, from the first one on: trial 0 (the known
     # starting point) is the first yardstick, and since pruned trials never enter the median it
@@ -124,7 +128,7 @@ def run_ultralytics(args, work: Path, data_yaml: Path) -> dict:
         "model": str(args.init), "data": str(data_yaml), "epochs": args.epochs, "iterations": args.trials,
         "space": {k: list(v) for k, v in SPACE.items()}, "imgsz": args.imgsz, "batch": args.batch, "nbs": NBS,
         "workers": 0, "plots": False, "val": True, "device": args.device, "seed": 0, "deterministic": True,
-        "amp": False, "project": str(folder), "name": "tune", "exist_ok": False, **BASE_HYP, **FIXED,
+        "amp": False, "project": str(folder), "name": "tune", "exist_ok": False, **base_hyp(args), **FIXED,
     }
     code, wall = run([sys.executable, "-c", TUNE_SNIPPET, json.dumps(cfg)], folder / "tune.log", folder)
     results_file = folder / "tune" / "tune_results.ndjson"
@@ -141,7 +145,7 @@ def run_sweep(args, work: Path, data_yaml: Path, budget: int, seed: int) -> dict
     folder.mkdir(parents=True, exist_ok=True)
     job = {
         "name": "bench", "model": str(args.init), "data": str(data_yaml), "epochs": args.epochs,
-        "imgsz": args.imgsz, "seed": 0, "deterministic": True, "hyp": {**BASE_HYP, **FIXED},
+        "imgsz": args.imgsz, "seed": 0, "deterministic": True, "hyp": {**base_hyp(args), **FIXED},
         "reference": {"devices": 1, "batch": args.batch, "nbs": NBS}, "target": {"devices": args.device},
         "wandb": {"mode": "disabled"}, "overrides": {"workers": 0, "plots": False, "amp": False},
     }
@@ -155,7 +159,7 @@ def run_sweep(args, work: Path, data_yaml: Path, budget: int, seed: int) -> dict
         "pruner": pruner_spec(args),
         # the epoch budget ends the study; n_trials only has to be out of reach
         "budget": {"n_trials": 10 * args.trials, "epochs": budget}, "heartbeat": {"interval": 10},
-        "enqueue": [{"hyp": dict(START)}],  # trial 0 = the tuner's first iteration
+        "enqueue": [{"hyp": {**START, "lr0": args.start_lr0}}],  # trial 0 = the tuner's first iteration
     }
     (folder / "sweep.yaml").write_text(yaml.safe_dump(sweep, sort_keys=False))
     code, wall = run([sys.executable, "-m", "orchestrator", "sweep", "sweep.yaml", "--json"], folder / "sweep.log",
@@ -316,6 +320,8 @@ def main() -> None:
     p.add_argument("--startup", type=int, default=5, help="TPE random startup trials")
     p.add_argument("--warmup-steps", type=int, default=5, help="median pruner: the earliest epoch a trial can be pruned at")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--start-lr0", type=float, default=0.002, help="lr0 of the shared starting point")
+    p.add_argument("--tag", default="", help="suffix of the output files (bench_sweep_TAG.json/png)")
     p.add_argument("--serial", dest="parallel", action="store_false", help="run the two sides one after the other")
     p.add_argument("--work", type=Path, default=Path("/tmp/yolo-orch-bench-sweep"))
     p.add_argument("--out", type=Path, default=REPO / "docs" / "img")
@@ -344,10 +350,11 @@ def main() -> None:
                  "model": "yolo11n.yaml, seed-0 init saved as init.pt (both sides)",
                  "device": args.device},
         "budget_epochs": budget, "trials": args.trials, "epochs_per_trial": args.epochs, "space": SPACE,
-        "log_scale_in_sweep": sorted(LOG_SCALE), "base_hyp": BASE_HYP, "start": START, "fixed": FIXED,
+        "log_scale_in_sweep": sorted(LOG_SCALE), "base_hyp": base_hyp(args),
+        "start": {**START, "lr0": args.start_lr0}, "fixed": FIXED,
         "sweep_sampler": {"name": "tpe", "n_startup_trials": args.startup},
         "sweep_pruner": pruner_spec(args),
-        "parallel_sides": args.parallel, "repeats": [],
+        "parallel_sides": args.parallel, "tag": args.tag, "repeats": [],
     }
     for index in range(args.repeat):
         rep = one_repeat(args, root / f"repeat{index}", data_yaml, budget, seed=index)
@@ -364,8 +371,9 @@ def main() -> None:
 def write(result: dict, out: Path) -> None:
     result["summary"] = summarize(result)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "bench_sweep.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
-    plot(result, out / "bench_sweep.png")
+    stem = "bench_sweep" + (f"_{result['tag']}" if result.get("tag") else "")
+    (out / f"{stem}.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+    plot(result, out / f"{stem}.png")
     sm = result["summary"]
     print()
     print(table(result))
@@ -374,7 +382,7 @@ def write(result: dict, out: Path) -> None:
           f"starting point in {sm['tuner_best_is_start']}; a searched sweep configuration matched or beat it "
           f"within half the budget in {sm['searched_within_half_budget']} (median fraction of the budget "
           f"{sm['median_searched_epoch_fraction']})")
-    print(f"wrote {out / 'bench_sweep.json'} and {out / 'bench_sweep.png'}")
+    print(f"wrote {out / (stem + '.json')} and {out / (stem + '.png')}")
 
 
 if __name__ == "__main__":
