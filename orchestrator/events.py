@@ -11,11 +11,18 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from orchestrator.spec.yamlio import load_own_yaml
+
 RESOLVED = "job.resolved.yaml"
 ENV = "env.json"
 LOG = "train.log"
 EVENTS = "events.jsonl"
 SUMMARY = "summary.json"
+
+
+def load_resolved(run_dir: Path) -> dict:
+    """The run's job.resolved.yaml (job, plan, resume/OOM history), as written by the tool."""
+    return load_own_yaml((Path(run_dir) / RESOLVED).read_text())
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

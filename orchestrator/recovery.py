@@ -23,22 +23,17 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator import plan as planmod
-from orchestrator.events import RESOLVED, write_text_atomic
+from orchestrator.events import RESOLVED, load_resolved, write_text_atomic
 from orchestrator.scaling.scaler import scale
 from orchestrator.scaling.types import ScalingError
 from orchestrator.spec.devices import DeviceSpecError, parse_devices
 from orchestrator.spec.errors import SpecError
 from orchestrator.spec.job import JobSpec
 from orchestrator.spec.loader import dump_yaml
-from orchestrator.spec.yamlio import load_own_yaml
 
 EXIT_OOM = 75  # the worker's exit code after a CUDA out-of-memory error (EX_TEMPFAIL)
 EXIT_NOT_RESUMABLE = 3  # the worker could not resume from the checkpoint it was given
 LAST = Path("weights") / "last.pt"
-
-
-def load_resolved(run_dir: Path) -> dict:
-    return load_own_yaml((Path(run_dir) / RESOLVED).read_text())
 
 
 def save_resolved(run_dir: Path, resolved: dict) -> None:

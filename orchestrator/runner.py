@@ -11,10 +11,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from orchestrator.events import LOG, RESOLVED, SUMMARY, EventTail, write_text_atomic
+from orchestrator.events import (EVENTS, LOG, RESOLVED, SUMMARY, EventTail, EventWriter, load_resolved,
+                                 write_json_atomic, write_text_atomic)
 from orchestrator.launch import local, process, torchrun, xla
 from orchestrator import recovery
-from orchestrator.events import EVENTS, EventWriter
 from orchestrator.plan import Plan
 from orchestrator.registry import Registry, process_identity
 from orchestrator.spec.errors import SpecError
@@ -125,7 +125,7 @@ def supervise(run_id: str, run_dir: Path, launcher: str, oom_retries: int = 0,
     events_path = run_dir / EVENTS
     tail = EventTail(events_path)
     tail.offset = events_path.stat().st_size if events_path.exists() else 0  # earlier attempts: not replayed
-    resolved = recovery.load_resolved(run_dir)
+    resolved = load_resolved(run_dir)
     used = len((resolved.get("oom") or {}).get("history", []))
     events: list[dict] = []
     recoveries: list[dict] = []
@@ -154,7 +154,7 @@ def supervise(run_id: str, run_dir: Path, launcher: str, oom_retries: int = 0,
         with open(run_dir / LOG, "a") as log:
             log.write(f"\n[yolo-orch] {text}\n")
         registry.update(run_id, oom_retries=used, note=text)
-        launcher = recovery.load_resolved(run_dir)["plan"]["launcher"]
+        launcher = load_resolved(run_dir)["plan"]["launcher"]  # re-planned
     for event in tail.read_new():
         events.append(event)
         on_event(event)
@@ -164,11 +164,9 @@ def supervise(run_id: str, run_dir: Path, launcher: str, oom_retries: int = 0,
 
         summary = json.loads((run_dir / SUMMARY).read_text())
         state = "finished" if code == 0 else "failed"
-        history = (recovery.load_resolved(run_dir).get("oom") or {}).get("history", [])
-        if history and code == 0:
+        if used and code == 0:  # OOM restarts, of this or an earlier attempt: in the re-written file
+            history = (load_resolved(run_dir).get("oom") or {}).get("history", [])
             summary["oom_recoveries"] = history
-            from orchestrator.events import write_json_atomic
-
             write_json_atomic(run_dir / SUMMARY, summary)
     exit_code = code if state != "killed" else 130
     epochs_done = (summary or {}).get("epochs_completed") or recovery.completed_epochs(run_dir)

@@ -68,6 +68,10 @@ def base_hyp(args) -> dict:
     return {**BASE_HYP, "lr0": args.start_lr0}
 
 
+def start_point(args) -> dict:
+    return {**START, "lr0": args.start_lr0}
+
+
 def pruner_spec(args) -> dict:
     # Median of the COMPLETE trials at the same epoch, from the first one on: trial 0 (the known
     # starting point) is the first yardstick, and since pruned trials never enter the median it
@@ -159,7 +163,7 @@ def run_sweep(args, work: Path, data_yaml: Path, budget: int, seed: int) -> dict
         "pruner": pruner_spec(args),
         # the epoch budget ends the study; n_trials only has to be out of reach
         "budget": {"n_trials": 10 * args.trials, "epochs": budget}, "heartbeat": {"interval": 10},
-        "enqueue": [{"hyp": {**START, "lr0": args.start_lr0}}],  # trial 0 = the tuner's first iteration
+        "enqueue": [{"hyp": start_point(args)}],  # trial 0 = the tuner's first iteration
     }
     (folder / "sweep.yaml").write_text(yaml.safe_dump(sweep, sort_keys=False))
     code, wall = run([sys.executable, "-m", "orchestrator", "sweep", "sweep.yaml", "--json"], folder / "sweep.log",
@@ -351,7 +355,7 @@ def main() -> None:
                  "device": args.device},
         "budget_epochs": budget, "trials": args.trials, "epochs_per_trial": args.epochs, "space": SPACE,
         "log_scale_in_sweep": sorted(LOG_SCALE), "base_hyp": base_hyp(args),
-        "start": {**START, "lr0": args.start_lr0}, "fixed": FIXED,
+        "start": start_point(args), "fixed": FIXED,
         "sweep_sampler": {"name": "tpe", "n_startup_trials": args.startup},
         "sweep_pruner": pruner_spec(args),
         "parallel_sides": args.parallel, "tag": args.tag, "repeats": [],

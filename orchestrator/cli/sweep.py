@@ -91,14 +91,15 @@ def sweep_cmd(
     counts = state_counts(study)
     done = done_count(counts)
     resumed = len(study.get_trials(deepcopy=False)) - queued
+    spent = epochs_spent(study) if epoch_budget else 0
     console.print(f"study [bold]{sweep.study}[/] ({redact(url)}): "
                   + (f"resuming with {done} trial(s) done, " if resumed else "new, ")
                   + f"target {n_trials} complete+pruned; {workers} local worker(s)"
                   + (f", timeout {timeout:g} s" if timeout else "")
-                  + (f", epoch budget {epoch_budget} ({epochs_spent(study)} spent)" if epoch_budget else ""))
+                  + (f", epoch budget {epoch_budget} ({spent} spent)" if epoch_budget else ""))
 
     codes: list[int] = []
-    if done < n_trials and not (epoch_budget and epochs_spent(study) >= epoch_budget):
+    if done < n_trials and not (epoch_budget and spent >= epoch_budget):
         codes = _run_workers(sweep, url, study, n_trials, timeout, workers, console, epoch_budget)
     study = open_study(sweep, url, heartbeat=False, create=False)
     summary = report.write_report(study, sweep, url, n_trials, time.time() - started, epoch_budget)

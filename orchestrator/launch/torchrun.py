@@ -24,10 +24,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from orchestrator.events import RESOLVED
+from orchestrator.events import load_resolved
 from orchestrator.spec.devices import DeviceSpec, parse_devices
 from orchestrator.spec.errors import SpecError
-from orchestrator.spec.yamlio import load_own_yaml
 
 WORKER_MODULE = "orchestrator.worker.ddp"
 RDZV_BACKENDS = ("static", "c10d")
@@ -105,7 +104,7 @@ def build_command(run_dir: Path, nproc_per_node: int, nnodes: int = 1, node_rank
 
 
 def command(run_dir: Path) -> list[str]:
-    resolved = load_own_yaml((Path(run_dir) / RESOLVED).read_text())
+    resolved = load_resolved(run_dir)
     plan = resolved["plan"]
     devices = parse_devices(plan["devices"])
     launch = plan.get("launch") or {}

@@ -15,11 +15,10 @@ import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from orchestrator.events import LOG, RESOLVED, write_text_atomic
+from orchestrator.events import LOG, RESOLVED, load_resolved, write_text_atomic
 from orchestrator.plan import make_plan
 from orchestrator.spec.errors import SpecError
 from orchestrator.spec.loader import LoadedJob, dump_yaml, load_job_dict
-from orchestrator.spec.yamlio import load_own_yaml
 from orchestrator.sweep.study import ENV_STORAGE
 from orchestrator.sweep.trial_callback import TRIAL_RESULT
 
@@ -132,7 +131,7 @@ class TrialRunner:
         except SpecError as exc:
             raise TrialFailed(f"sampled values make an invalid job: {'; '.join(exc.problems)}") from None
         run_id, run_dir = _create_run(plan, {"study": sweep.study, "trial": trial.number})
-        resolved = load_own_yaml((run_dir / RESOLVED).read_text())
+        resolved = load_resolved(run_dir)
         resolved["sweep"] = sweep_section(sweep, trial, params)
         write_text_atomic(run_dir / RESOLVED, dump_yaml(resolved))
         for key, value in (("run_id", run_id), ("run_dir", str(run_dir)), ("host", socket.gethostname()),

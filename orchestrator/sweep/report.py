@@ -86,7 +86,7 @@ def build_summary(study: "optuna.Study", sweep: "LoadedSweep", url: str, n_trial
     ends = [t.datetime_complete for t in trials if t.datetime_complete]
     study_wall = (max(ends) - min(starts)).total_seconds() if starts and ends else None
     best = best_trials(study)
-    spent = epochs_spent(study)
+    spent = epochs_spent(study, trials)
     summary: dict[str, Any] = {
         "study": sweep.study,
         "storage": redact(url),

@@ -240,10 +240,11 @@ def done_count(counts: dict[str, int]) -> int:
     return counts["COMPLETE"] + counts["PRUNED"]
 
 
-def epochs_spent(study: "optuna.Study") -> int:
+def epochs_spent(study: "optuna.Study", trials: list | None = None) -> int:
     """Training epochs the study's trials have run: a finished trial's recorded count, else
-    one per reported epoch (pruned, failed and running trials)."""
-    return sum(t.user_attrs.get("epochs", len(t.intermediate_values)) for t in study.get_trials(deepcopy=False))
+    one per reported epoch (pruned, failed and running trials). `trials`: already fetched."""
+    trials = study.get_trials(deepcopy=False) if trials is None else trials
+    return sum(t.user_attrs.get("epochs", len(t.intermediate_values)) for t in trials)
 
 
 def fail_stale(study: "optuna.Study") -> None:

@@ -14,17 +14,12 @@ import sys
 import time
 from pathlib import Path
 
-from orchestrator.events import ENV, EVENTS, RESOLVED, EventWriter, finish_run, write_json_atomic
-from orchestrator.spec.yamlio import load_own_yaml
+from orchestrator.events import ENV, EVENTS, EventWriter, finish_run, load_resolved, write_json_atomic
 from orchestrator.worker.offline import disable_integrations, prepare_env, skip_amp_download_check
 
 
 def rank() -> int:
     return int(os.environ.get("RANK", -1))
-
-
-def load_resolved(run_dir: Path) -> dict:
-    return load_own_yaml((run_dir / RESOLVED).read_text())
 
 
 def environment_info() -> dict:

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from orchestrator.events import ENV, EVENTS, EventWriter, finish_run, write_json_atomic
 from orchestrator.worker.offline import disable_integrations, prepare_env
-from orchestrator.worker.train import environment_info, load_resolved, run_dir_main
+from orchestrator.events import load_resolved
+from orchestrator.worker.train import environment_info, run_dir_main
 
 
 def train(run_dir: Path) -> int:
