@@ -273,7 +273,7 @@ def make_trainer_class(base, sync_bn: bool = False, bn_momentum_factor: float = 
                 dist.broadcast_object_list(payload, 0)
                 if need:
                     self.wdir.mkdir(parents=True, exist_ok=True)
-                    tmp = self.best.with_name(f".{self.best.name}.tmp")
+                    tmp = self.best.with_name(f".{self.best.name}.rank{RANK}.tmp")  # a node's ranks write at once
                     tmp.write_bytes(payload[0])
                     tmp.replace(self.best)
             return need

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 from orchestrator.plan import cache_dir
@@ -45,9 +46,13 @@ def _provision_fonts(settings_dir: Path) -> None:
     except ImportError:
         return
     for name in missing:
-        tmp = settings_dir / f".{name}.tmp"
+        # A temp file of its own: the ranks of a torchrun job all get here at once on a fresh
+        # cache, and a shared temp name let one rank rename away the file another was writing.
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=settings_dir)
+        os.close(fd)
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; a font is not
         shutil.copyfile(source, tmp)
-        tmp.replace(settings_dir / name)
+        os.replace(tmp, settings_dir / name)
 
 
 def disable_integrations() -> None:
