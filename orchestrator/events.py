@@ -25,6 +25,14 @@ def load_resolved(run_dir: Path) -> dict:
     return load_own_yaml((Path(run_dir) / RESOLVED).read_text())
 
 
+def completed_epochs(run_dir: Path) -> int:
+    """Epochs Ultralytics recorded (results.csv rows, one per finished epoch), without torch."""
+    csv = Path(run_dir) / "results.csv"
+    if not csv.is_file():
+        return 0
+    return max(sum(1 for line in csv.read_text().splitlines() if line.strip()) - 1, 0)
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")

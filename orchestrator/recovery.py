@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator import plan as planmod
-from orchestrator.events import RESOLVED, load_resolved, write_text_atomic
+from orchestrator.events import RESOLVED, completed_epochs, load_resolved, write_text_atomic
 from orchestrator.scaling.scaler import scale
 from orchestrator.scaling.types import ScalingError
 from orchestrator.spec.devices import DeviceSpecError, parse_devices
@@ -132,14 +132,6 @@ def describe_oom_step(step: dict) -> str:
 
 def _eff(plan: dict, key: str):
     return ((plan.get("scaling") or {}).get("effective") or {}).get(key)
-
-
-def completed_epochs(run_dir: Path) -> int:
-    """Epochs Ultralytics recorded (results.csv rows), without torch."""
-    csv = Path(run_dir) / "results.csv"
-    if not csv.is_file():
-        return 0
-    return max(sum(1 for line in csv.read_text().splitlines() if line.strip()) - 1, 0)
 
 
 def prepare_resume(row: dict, devices: str | None = None) -> dict:

@@ -11,8 +11,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from orchestrator.events import (EVENTS, LOG, RESOLVED, SUMMARY, EventTail, EventWriter, load_resolved,
-                                 write_json_atomic, write_text_atomic)
+from orchestrator.events import (EVENTS, LOG, RESOLVED, SUMMARY, EventTail, EventWriter, completed_epochs,
+                                 load_resolved, write_json_atomic, write_text_atomic)
 from orchestrator.launch import local, process, torchrun, xla
 from orchestrator import recovery
 from orchestrator.plan import Plan
@@ -169,7 +169,7 @@ def supervise(run_id: str, run_dir: Path, launcher: str, oom_retries: int = 0,
             summary["oom_recoveries"] = history
             write_json_atomic(run_dir / SUMMARY, summary)
     exit_code = code if state != "killed" else 130
-    epochs_done = (summary or {}).get("epochs_completed") or recovery.completed_epochs(run_dir)
+    epochs_done = (summary or {}).get("epochs_completed") or completed_epochs(run_dir)
     with registry:
         registry.update(run_id, state=state, ended_at=time.time(), exit_code=exit_code, epochs_done=epochs_done,
                         metrics=(summary or {}).get("metrics"), note="; ".join(notes) or None)

@@ -28,7 +28,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from orchestrator.events import EVENTS, RESOLVED, SUMMARY, EventWriter, write_json_atomic, write_text_atomic
+from orchestrator.events import (EVENTS, RESOLVED, SUMMARY, EventWriter, completed_epochs, write_json_atomic,
+                                 write_text_atomic)
 from orchestrator.kaggle.deadline import RESUME_COPY, STOP_FILE, SessionDeadline
 
 RESUME_FILE = "resume.json"
@@ -112,13 +113,6 @@ def prepare_model(bundle: dict, scratch: Path) -> str:
 
 
 # ---------------------------------------------------------------- progress
-
-def completed_epochs(run_dir: Path) -> int:
-    csv = run_dir / "results.csv"
-    if not csv.is_file():
-        return 0
-    return max(sum(1 for line in csv.read_text().splitlines() if line.strip()) - 1, 0)
-
 
 def write_resume_state(run_dir: Path, bundle: dict, **fields: Any) -> dict:
     state = {"format": 1, "job": bundle["job_name"], "run_id": bundle["run_id"], "epochs": bundle["epochs"],

@@ -12,9 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from orchestrator.events import ENV, EVENTS, EventWriter, finish_run, write_json_atomic
+from orchestrator.events import ENV, EVENTS, EventWriter, finish_run, load_resolved, write_json_atomic
 from orchestrator.worker.offline import disable_integrations, prepare_env
-from orchestrator.events import load_resolved
 from orchestrator.worker.train import environment_info, run_dir_main
 
 
