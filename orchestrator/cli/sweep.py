@@ -88,10 +88,11 @@ def sweep_cmd(
         raise typer.Exit(EXIT_INCOMPLETE) from None
     record_sweep(study, sweep)
     queued = enqueue_initial(study, sweep)
-    counts = state_counts(study)
+    trials = study.get_trials(deepcopy=False)
+    counts = state_counts(study, trials)
     done = done_count(counts)
-    resumed = len(study.get_trials(deepcopy=False)) - queued
-    spent = epochs_spent(study) if epoch_budget else 0
+    resumed = len(trials) - queued
+    spent = epochs_spent(study, trials)
     console.print(f"study [bold]{sweep.study}[/] ({redact(url)}): "
                   + (f"resuming with {done} trial(s) done, " if resumed else "new, ")
                   + f"target {n_trials} complete+pruned; {workers} local worker(s)"
@@ -125,7 +126,7 @@ def _run_workers(sweep, url: str, study, n_trials: int, timeout: float | None, w
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from orchestrator.launch import process
-    from orchestrator.sweep.study import ENV_STORAGE, done_count, fail_stale, state_counts
+    from orchestrator.sweep.study import ENV_STORAGE
 
     log_dir = sweep.study_dir / "workers"
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -163,7 +164,7 @@ def _run_workers(sweep, url: str, study, n_trials: int, timeout: float | None, w
         try:
             with process.interrupts_raise():
                 while any(p.poll() is None for p in procs):
-                    _refresh(progress, task, study, fail_stale, state_counts, done_count, best_text)
+                    _refresh(progress, task, study, best_text)
                     time.sleep(2.0)
         except process.Interrupted:
             console.print("stopping the workers (their running trials end as FAIL)...")
@@ -178,7 +179,7 @@ def _run_workers(sweep, url: str, study, n_trials: int, timeout: float | None, w
                     p.kill()
                     p.wait()
             return [130 for _ in procs]
-        _refresh(progress, task, study, fail_stale, state_counts, done_count, best_text)
+        _refresh(progress, task, study, best_text)
     codes = [p.returncode for p in procs]
     for code, log in zip(codes, logs):
         if code != 0:
@@ -194,16 +195,17 @@ def _complete():
     return optuna.trial.TrialState.COMPLETE
 
 
-def _refresh(progress, task, study, fail_stale, state_counts, done_count, best_text) -> None:
-    from orchestrator.sweep.study import epochs_spent
+def _refresh(progress, task, study, best_text) -> None:
+    from orchestrator.sweep.study import done_count, epochs_spent, fail_stale, state_counts
 
     try:
         fail_stale(study)  # a dead worker's trial turns FAIL (and is retried) even while all others train
-        c = state_counts(study)
+        trials = study.get_trials(deepcopy=False)  # one read for both tallies
     except Exception:  # noqa: BLE001 - a busy database: try again next tick
         return
-    info = (f"running {c['RUNNING']}  pruned {c['PRUNED']}  failed {c['FAIL']}  epochs {epochs_spent(study)}  "
-            f"{best_text()}")
+    c = state_counts(study, trials)
+    info = (f"running {c['RUNNING']}  pruned {c['PRUNED']}  failed {c['FAIL']}  "
+            f"epochs {epochs_spent(study, trials)}  {best_text()}")
     progress.update(task, completed=min(done_count(c), progress.tasks[0].total), info=info)
 
 

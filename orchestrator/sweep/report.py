@@ -81,7 +81,7 @@ def _state(name: str):
 def build_summary(study: "optuna.Study", sweep: "LoadedSweep", url: str, n_trials: int,
                   wall_time_s: float | None = None, epoch_budget: int | None = None) -> dict[str, Any]:
     trials = study.get_trials(deepcopy=False)
-    counts = state_counts(study)
+    counts = state_counts(study, trials)
     starts = [t.datetime_start for t in trials if t.datetime_start]
     ends = [t.datetime_complete for t in trials if t.datetime_complete]
     study_wall = (max(ends) - min(starts)).total_seconds() if starts and ends else None

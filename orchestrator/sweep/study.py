@@ -231,8 +231,10 @@ def open_study(sweep: "LoadedSweep", url: str, heartbeat: bool = False, seed_off
     return study
 
 
-def state_counts(study: "optuna.Study") -> dict[str, int]:
-    counts = Counter(t.state.name for t in study.get_trials(deepcopy=False))
+def state_counts(study: "optuna.Study", trials: list | None = None) -> dict[str, int]:
+    """Trials per state. `trials`: already fetched (one storage read for several tallies)."""
+    trials = study.get_trials(deepcopy=False) if trials is None else trials
+    counts = Counter(t.state.name for t in trials)
     return {name: counts.get(name, 0) for name in ("COMPLETE", "PRUNED", "FAIL", "RUNNING", "WAITING")}
 
 

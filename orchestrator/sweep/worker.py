@@ -55,13 +55,14 @@ def run_worker(sweep: LoadedSweep, url: str, n_trials: int, timeout: float | Non
             say("timeout reached: no new trial")
             return 0
         fail_stale(study)
-        counts = state_counts(study)
+        trials = study.get_trials(deepcopy=False)
+        counts = state_counts(study, trials)
         done = done_count(counts)
         if done >= n_trials:
             say(f"study has {done} complete+pruned trials (target {n_trials}): done")
             return 0
         if epoch_budget is not None:
-            spent = epochs_spent(study)
+            spent = epochs_spent(study, trials)
             if spent >= epoch_budget:
                 say(f"study has spent {spent} training epochs (budget {epoch_budget}): done")
                 return 0
