@@ -20,6 +20,9 @@ on both sides (seed 0, deterministic). Every epoch is validated and a run scores
 fitness of its best.pt (detect: mAP50-95). The tuner trains every iteration to the
 end; the sweep prunes and keeps starting trials until it has spent the same number of
 epochs (`budget.epochs`). The two sides of a repeat run at the same time, one core each.
+The tuner runs exactly as `model.tune` runs it but keeps every iteration's folder
+(cleanup=False), so both sides' per-epoch validation (results.csv) can be read: the
+measures are given per trial and per epoch.
 
 Writes docs/img/bench_sweep.json (every trial of both sides) and docs/img/bench_sweep.png
 (best fitness so far against epochs spent) and prints a markdown table for docs/sweeps.md.
@@ -97,10 +100,15 @@ from orchestrator.worker.offline import prepare_env, disable_integrations
 prepare_env()
 from ultralytics import YOLO
 disable_integrations()
+from ultralytics.engine.tuner import Tuner
 cfg = json.loads(sys.argv[1])
 space = {k: tuple(v) for k, v in cfg.pop("space").items()}
 iterations = cfg.pop("iterations")
-YOLO(cfg.pop("model")).tune(space=space, iterations=iterations, **cfg)
+model = YOLO(cfg.pop("model"))
+# What model.tune(space=space, iterations=iterations, **cfg) does (ultralytics/engine/model.py), except
+# cleanup=False: the tuner keeps every iteration's folder, so its per-epoch results.csv can be read.
+args = {**model.overrides, **cfg, "space": space, "mode": "train"}
+Tuner(args=args, model=model.model, _callbacks=model.callbacks)(iterations=iterations, cleanup=False)
 """
 
 
@@ -125,6 +133,16 @@ def epochs_to_reach(curve: list[tuple[int, float]], target: float) -> int | None
     return next((e for e, b in curve if b >= target - 1e-9), None)
 
 
+def per_epoch_fitness(run_dir: str | None) -> list[float] | None:
+    """The fitness of every epoch's validation (detect: mAP50-95) from a run's results.csv."""
+    csv = Path(run_dir) / "results.csv" if run_dir else None
+    if csv is None or not csv.exists():
+        return None
+    lines = csv.read_text().splitlines()
+    column = [h.strip() for h in lines[0].split(",")].index("metrics/mAP50-95(B)")
+    return [float(line.split(",")[column]) for line in lines[1:] if line.strip()]
+
+
 def run_ultralytics(args, work: Path, data_yaml: Path) -> dict:
     folder = work / "ultralytics"
     folder.mkdir(parents=True, exist_ok=True)
@@ -140,7 +158,8 @@ def run_ultralytics(args, work: Path, data_yaml: Path) -> dict:
         raise SystemExit(f"model.tune wrote no results (exit {code}); see {folder / 'tune.log'}")
     rows = [json.loads(line) for line in results_file.read_text().splitlines() if line.strip()]
     trials = [{"number": r["iteration"] - 1, "fitness": float(r["fitness"]), "epochs": args.epochs,
-               "state": "COMPLETE", "params": r["hyperparameters"]} for r in rows]
+               "state": "COMPLETE", "params": r["hyperparameters"],
+               "per_epoch": per_epoch_fitness(next(iter(r.get("save_dirs", {}).values()), None))} for r in rows]
     return {"trials": trials, "wall_s": round(wall, 1), "exit_code": code}
 
 
@@ -176,7 +195,8 @@ def run_sweep(args, work: Path, data_yaml: Path, budget: int, seed: int) -> dict
         if t["state"] not in ("COMPLETE", "PRUNED"):
             continue
         trials.append({"number": t["number"], "fitness": t["values"][0] if t["values"] else 0.0,
-                       "epochs": t["epochs"], "state": t["state"], "params": t["params"]})
+                       "epochs": t["epochs"], "state": t["state"], "params": t["params"],
+                       "per_epoch": per_epoch_fitness(t.get("run_dir"))})
     return {"trials": trials, "wall_s": round(wall, 1), "states": summary["states"],
             "best_yaml": summary.get("best_yaml")}
 
@@ -187,6 +207,25 @@ def curve(side: dict) -> list[tuple[int, float]]:
         spent += int(t["epochs"] or 0)
         # a pruned trial never produced a finished model: it cannot be the sweep's answer
         points.append((spent, t["fitness"] if t["state"] == "COMPLETE" else float("-inf")))
+    return best_so_far(points)
+
+
+def epoch_curve(side: dict) -> list[tuple[int, float]] | None:
+    """Best so far after every epoch rather than every trial. A complete trial counts from the epoch
+    its validation reached a value (that model is then on disk, as best.pt); its last point is its
+    final score (best.pt validated again). A pruned trial's epochs count but never score, as above.
+    None when a trial has no per-epoch record (results from before this measure existed)."""
+    points, spent = [], 0
+    for t in sorted(side["trials"], key=lambda t: t["number"]):
+        per_epoch, epochs, complete = t.get("per_epoch"), int(t["epochs"] or 0), t["state"] == "COMPLETE"
+        if per_epoch is None:
+            return None
+        for i in range(epochs):
+            spent += 1
+            value = per_epoch[i] if complete and i < len(per_epoch) else float("-inf")
+            if complete and i == epochs - 1:
+                value = max(value, t["fitness"])
+            points.append((spent, value))
     return best_so_far(points)
 
 
@@ -221,6 +260,13 @@ def score(result: dict) -> dict:
         if t["number"] > 0 and t["state"] == "COMPLETE" and t["fitness"] >= u["best"] - 1e-9:
             beat_at = spent
             break
+    # The same measure at the granularity of epochs: the first epoch after which each side held a
+    # model as good as the tuner's best (a trial can get there before its last epoch).
+    u_epochs, s_epochs = epoch_curve(u), epoch_curve(s)
+    u["epochs_to_own_best_by_epoch"] = epochs_to_reach(u_epochs, u["best"]) if u_epochs else None
+    s["epochs_to_ultralytics_best_by_epoch"] = reach = epochs_to_reach(s_epochs, u["best"]) if s_epochs else None
+    s["reached_in_half_by_epoch"] = None if u["epochs_to_own_best_by_epoch"] is None else \
+        reach is not None and reach <= u["epochs_to_own_best_by_epoch"] / 2
     s["searched_epochs_to_ultralytics_best"] = beat_at
     s["searched_within_half_budget"] = beat_at is not None and beat_at <= u["epochs_spent"] / 2
     u["best_searched"] = max((t["fitness"] for t in u["trials"] if t["number"] > 0), default=None)
@@ -235,10 +281,16 @@ def summarize(result: dict) -> dict:
               for r in reps if r["sweep"]["epochs_to_ultralytics_best"] is not None]
     searched = [r["sweep"]["searched_epochs_to_ultralytics_best"] / r["ultralytics"]["epochs_spent"]
                 for r in reps if r["sweep"]["searched_epochs_to_ultralytics_best"] is not None]
+    by_epoch = [r for r in reps if r["sweep"].get("reached_in_half_by_epoch") is not None]
+    epoch_ratios = [r["sweep"]["epochs_to_ultralytics_best_by_epoch"] / r["ultralytics"]["epochs_to_own_best_by_epoch"]
+                    for r in by_epoch if r["sweep"]["epochs_to_ultralytics_best_by_epoch"] is not None]
     return {
         "repeats": len(reps),
         "reached_in_half": sum(r["sweep"]["reached_in_half"] for r in reps),
         "reached": len(ratios), "median_epoch_ratio": statistics.median(ratios) if ratios else None,
+        "epoch_granular_repeats": len(by_epoch),
+        "reached_in_half_by_epoch": sum(r["sweep"]["reached_in_half_by_epoch"] for r in by_epoch),
+        "median_epoch_ratio_by_epoch": statistics.median(epoch_ratios) if epoch_ratios else None,
         "searched_within_half_budget": sum(r["sweep"]["searched_within_half_budget"] for r in reps),
         "median_searched_epoch_fraction": statistics.median(searched) if searched else None,
         # the tuner's best came from its first iteration (= the sweep's trial 0)
@@ -254,13 +306,20 @@ def plot(result: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     repeats = result["repeats"]
-    fig, axes = plt.subplots(1, len(repeats), figsize=(6.2 * len(repeats), 4.8), dpi=110, squeeze=False)
-    for ax, rep in zip(axes[0], repeats):
+    cols = min(2, len(repeats))
+    rows = -(-len(repeats) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(6.2 * cols, 4.2 * rows + 0.8), dpi=110, squeeze=False)
+    for ax, rep in zip(axes.flat, repeats):
         for key, label, color in (("sweep", "yolo-orch sweep (TPE + median pruning)", "tab:blue"),
                                   ("ultralytics", "Ultralytics model.tune (evolutionary)", "tab:orange")):
             pts = [(e, b) for e, b in rep[key]["curve"] if b != float("-inf")]
             ax.step([p[0] for p in pts], [p[1] for p in pts], where="post", label=f"{label}: best so far",
                     color=color, linewidth=2)
+            per_epoch = epoch_curve(rep[key])
+            if per_epoch:  # the same, epoch by epoch: where a trial got there before its end
+                pts = [(e, b) for e, b in per_epoch if b != float("-inf")]
+                ax.step([p[0] for p in pts], [p[1] for p in pts], where="post", color=color, linewidth=1,
+                        linestyle="--", alpha=0.8)
             spent = 0
             for t in sorted(rep[key]["trials"], key=lambda t: t["number"]):  # every trial at its own score
                 spent += int(t["epochs"] or 0)
@@ -273,6 +332,7 @@ def plot(result: dict, path: Path) -> None:
         ax.set_title(f"repeat {rep['index'] + 1} (sweep seed {rep['sweep_seed']})", fontsize=9)
         ax.grid(alpha=0.3)
     ax = axes[0][0]
+    ax.plot([], [], color="grey", linestyle="--", linewidth=1, label="best so far, counted per epoch")
     ax.scatter([], [], color="grey", marker="o", s=16, label="a trial trained to the end")
     ax.scatter([], [], color="grey", marker="x", s=22, label="a pruned trial (its last epoch's value)")
     handles, labels = ax.get_legend_handles_labels()
@@ -280,8 +340,10 @@ def plot(result: dict, path: Path) -> None:
     fig.suptitle(f"{task['images']} synthetic images, imgsz {task['imgsz']}, yolo11n from scratch, "
                  f"{result['budget_epochs']} epochs a side ({result['trials']} x {result['epochs_per_trial']})",
                  fontsize=10)
-    fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=2, frameon=False)
-    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=3, frameon=False)
+    for ax in list(axes.flat)[len(repeats):]:
+        ax.axis("off")
+    fig.tight_layout(rect=(0, 0.8 / (4.2 * rows + 0.8) + 0.02, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
 
@@ -303,6 +365,15 @@ def table(result: dict) -> str:
     row("best fitness (mAP50-95)", lambda side, r, k: f"{side['best']:.3f}")
     row("epochs to reach the tuner's best", lambda side, r, k: str(
         side["epochs_to_own_best"] if k == "u" else side["epochs_to_ultralytics_best"] or "not reached"))
+
+    def by_epoch(side, r, k):
+        if r["sweep"].get("reached_in_half_by_epoch") is None:
+            return "-"  # no per-epoch record
+        if k == "u":
+            return str(side["epochs_to_own_best_by_epoch"])
+        return str(side["epochs_to_ultralytics_best_by_epoch"] or "not reached")
+
+    row("the same, counted in epochs (a trial may get there before its end)", by_epoch)
     row("best of the searched trials (not trial 0)", lambda side, r, k: "-" if side["best_searched"] is None
         else f"{side['best_searched']:.3f}")
     row("epochs until a searched trial matched the tuner's best", lambda side, r, k: "-" if k == "u" else str(
@@ -386,6 +457,9 @@ def write(result: dict, out: Path) -> None:
           f"starting point in {sm['tuner_best_is_start']}; a searched sweep configuration matched or beat it "
           f"within half the budget in {sm['searched_within_half_budget']} (median fraction of the budget "
           f"{sm['median_searched_epoch_fraction']})")
+    if sm["epoch_granular_repeats"]:
+        print(f"counted in epochs: within half in {sm['reached_in_half_by_epoch']} of {sm['epoch_granular_repeats']} "
+              f"(median ratio {sm['median_epoch_ratio_by_epoch']})")
     print(f"wrote {out / (stem + '.json')} and {out / (stem + '.png')}")
 
 
