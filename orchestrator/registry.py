@@ -28,6 +28,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from orchestrator.events import completed_epochs
+from orchestrator.sqlite_wal import enable_wal
+
 STATES = ("queued", "running", "finished", "failed", "killed", "pruned")
 ACTIVE = ("queued", "running")
 DB_NAME = "registry.db"
@@ -144,8 +147,7 @@ class Registry:
                                      check_same_thread=False)
         self._conn.row_factory = sqlite3.Row
         self._conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
-        mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-        self.journal_mode = str(mode).lower()
+        self.journal_mode = enable_wal(self._conn, timeout_s)
         self._conn.execute("PRAGMA synchronous = NORMAL")
         self._migrate()
 
@@ -373,9 +375,8 @@ def _vanished_outcome(row: dict) -> tuple[str, str, dict]:
                      "epochs_done": data.get("epochs_completed")})
     when = "before the worker started" if row["state"] == "queued" else "while running"
     extra = {}
-    csv = Path(row["run_dir"]) / "results.csv" if row.get("run_dir") else None
-    if csv is not None and csv.is_file():  # epochs Ultralytics recorded (and checkpointed)
-        extra["epochs_done"] = max(sum(1 for line in csv.read_text().splitlines() if line.strip()) - 1, 0)
+    if row.get("run_dir") and (Path(row["run_dir"]) / "results.csv").is_file():
+        extra["epochs_done"] = completed_epochs(row["run_dir"])  # epochs Ultralytics recorded (and checkpointed)
     return "killed", f"process vanished {when} ({who}: kill -9, crash or reboot); `yolo-orch resume` continues it", extra
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.spec.errors import SpecError
+from orchestrator.sqlite_wal import enable_wal
 
 if TYPE_CHECKING:
     import optuna
@@ -95,7 +96,7 @@ def _prepare_sqlite(url: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     con = sqlite3.connect(str(path), timeout=SQLITE_TIMEOUT_S)
     try:
-        con.execute("PRAGMA journal_mode=WAL")
+        enable_wal(con, SQLITE_TIMEOUT_S)
     finally:
         con.close()
 
