@@ -4,7 +4,7 @@ tuner (`model.tune`, an evolutionary search without early stopping), on the same
 task, the same search space (bounds from the tuner's default space), the same starting
 point and the same total budget of training epochs.
 
-    python scripts/bench_sweep.py                    # 12 trials x 10 epochs a side, 2 repeats (~40 min, 2 CPU cores)
+    python scripts/bench_sweep.py                    # 12 trials x 10 epochs a side, 2 repeats (~35 min, 2 CPU cores)
     python scripts/bench_sweep.py --repeat 1 --trials 30 --epochs 20 --images 2048 --imgsz 320 --device 0
 
 The task is one a model learns within a trial: 256 synthetic training images at 128 px, 16
