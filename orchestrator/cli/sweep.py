@@ -150,13 +150,8 @@ def _run_workers(sweep, url: str, study, n_trials: int, timeout: float | None, w
             procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                           env=env))
 
-    def best_text() -> str:
-        try:
-            if len(study.directions) == 1 and study.get_trials(deepcopy=False, states=(_complete(),)):
-                return f"best {study.best_value:.5g}"
-        except ValueError:
-            pass
-        return ""
+    # the progress line shows the best value of a single-objective study (read once: it never changes)
+    maximize = study.directions[0].name == "MAXIMIZE" if len(study.directions) == 1 else None
 
     with Progress(TextColumn("[bold]trials"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=console) as progress:
@@ -164,7 +159,7 @@ def _run_workers(sweep, url: str, study, n_trials: int, timeout: float | None, w
         try:
             with process.interrupts_raise():
                 while any(p.poll() is None for p in procs):
-                    _refresh(progress, task, study, best_text)
+                    _refresh(progress, task, study, maximize)
                     time.sleep(2.0)
         except process.Interrupted:
             console.print("stopping the workers (their running trials end as FAIL)...")
@@ -179,7 +174,7 @@ def _run_workers(sweep, url: str, study, n_trials: int, timeout: float | None, w
                     p.kill()
                     p.wait()
             return [130 for _ in procs]
-        _refresh(progress, task, study, best_text)
+        _refresh(progress, task, study, maximize)
     codes = [p.returncode for p in procs]
     for code, log in zip(codes, logs):
         if code != 0:
@@ -189,24 +184,27 @@ def _run_workers(sweep, url: str, study, n_trials: int, timeout: float | None, w
     return codes
 
 
-def _complete():
-    import optuna
-
-    return optuna.trial.TrialState.COMPLETE
-
-
-def _refresh(progress, task, study, best_text) -> None:
+def _refresh(progress, task, study, maximize: bool | None) -> None:
+    """One progress tick: a single storage read serves the tallies and the best value."""
     from orchestrator.sweep.study import done_count, epochs_spent, fail_stale, state_counts
 
     try:
         fail_stale(study)  # a dead worker's trial turns FAIL (and is retried) even while all others train
-        trials = study.get_trials(deepcopy=False)  # one read for both tallies
+        trials = study.get_trials(deepcopy=False)
     except Exception:  # noqa: BLE001 - a busy database: try again next tick
         return
     c = state_counts(study, trials)
     info = (f"running {c['RUNNING']}  pruned {c['PRUNED']}  failed {c['FAIL']}  "
-            f"epochs {epochs_spent(study, trials)}  {best_text()}")
+            f"epochs {epochs_spent(study, trials)}  {_best_text(trials, maximize)}")
     progress.update(task, completed=min(done_count(c), progress.tasks[0].total), info=info)
+
+
+def _best_text(trials: list, maximize: bool | None) -> str:
+    """`study.best_value` from already-fetched trials: the best COMPLETE value of a single objective."""
+    values = [t.value for t in trials if t.state.name == "COMPLETE"] if maximize is not None else []
+    if not values:
+        return ""
+    return f"best {(max if maximize else min)(values):.5g}"
 
 
 def register(app: typer.Typer) -> None:
