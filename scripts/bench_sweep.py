@@ -386,7 +386,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--trials", type=int, default=12, help="Ultralytics tuner iterations")
     p.add_argument("--epochs", type=int, default=10, help="epochs per trial (both sides)")
-    p.add_argument("--repeat", type=int, default=2, help="independent repeats (sweep sampler seed 0, 1, ...)")
+    p.add_argument("--repeat", type=int, default=2, help="independent repeats (sweep sampler seeds --first-seed, +1, ...)")
+    p.add_argument("--first-seed", type=int, default=0, help="the sweep sampler's seed in the first repeat")
     p.add_argument("--images", type=int, default=256)
     p.add_argument("--val-images", type=int, default=64)
     p.add_argument("--imgsz", type=int, default=128)
@@ -432,7 +433,7 @@ def main() -> None:
         "parallel_sides": args.parallel, "tag": args.tag, "repeats": [],
     }
     for index in range(args.repeat):
-        rep = one_repeat(args, root / f"repeat{index}", data_yaml, budget, seed=index)
+        rep = one_repeat(args, root / f"repeat{index}", data_yaml, budget, seed=args.first_seed + index)
         rep["index"] = index
         result["repeats"].append(rep)
         u, s = rep["ultralytics"], rep["sweep"]
