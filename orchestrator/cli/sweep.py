@@ -1,10 +1,11 @@
 """`yolo-orch sweep SWEEP.yaml [--n-trials N] [--timeout S] [--epoch-budget E] [--storage URL]
-[--study NAME] [--workers K] [--json]`
+[--study NAME] [--workers K] [--dry-run] [--json]`
 
 Validates the sweep (exit 2 on bad input, nothing written), creates or resumes the study,
 starts K local worker processes (orchestrator/sweep/worker.py), shows progress, then writes
 the report (summary table, best.yaml, plots, dashboard command). Imports optuna, never torch
-or ultralytics: training runs two processes down (worker -> training process)."""
+or ultralytics: training runs two processes down (worker -> training process). `--dry-run`
+stops after validation and shows the plan (orchestrator/sweep/preview.py): no optuna either."""
 
 from __future__ import annotations
 
@@ -38,6 +39,8 @@ def sweep_cmd(
     study_name: Optional[str] = typer.Option(None, "--study", help="Study name (default: the spec's, else the "
                                              "sweep file's name)."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Local worker processes on this study."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Validate and show the search space as the trials' "
+                                 "devices get it; opens no storage, writes nothing."),
     json_out: bool = typer.Option(False, "--json", help="Print a machine-readable summary on stdout."),
 ) -> None:
     """Hyperparameter sweep with Optuna: sampler, per-epoch pruning, crash-safe distributed workers."""
@@ -79,6 +82,23 @@ def sweep_cmd(
         if n_trials > size:
             console.print(f"[yellow]grid has {size} points: n_trials {n_trials} -> {size}[/]")
             n_trials = size
+    if dry_run:
+        from orchestrator.sweep import preview
+
+        summary = preview.preview(sweep, url, n_trials, timeout, epoch_budget, workers)
+        if json_out:
+            print_json(summary)
+            return
+        for part in preview.render(summary):
+            console.print(part)
+        for warning in summary["warnings"]:
+            console.print(f"[yellow]warning:[/] {warning}")
+        console.print("[dim]dry run: no storage opened, nothing written[/]")
+        return
+    from orchestrator.sweep.preview import space_as_planned
+
+    for note in space_as_planned(sweep)[1]:  # a dimension the target devices make inert
+        console.print(f"[yellow]warning:[/] {note}")
 
     started = time.time()
     try:

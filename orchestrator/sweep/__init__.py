@@ -6,4 +6,5 @@
     worker.py          a worker process: asks trials until the study has its n_trials     [no torch]
     trial_callback.py  inside the TRAINING process: trial.report / should_prune, trainer.stop
     report.py          summary table, best.yaml, plots, dashboard command, JSON
+    preview.py         --dry-run: the space as the trials' devices get it; no storage, no writes [no optuna]
 """
