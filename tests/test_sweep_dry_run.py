@@ -106,3 +106,17 @@ def test_a_real_sweep_warns_of_an_inert_dimension_before_it_starts(tmp_path):
     assert result.returncode == 1, (result.stdout, result.stderr)
     assert "warning: hyp.warmup_epochs: the scaler passes 5.0 at both ends of 0.0..5.0" in result.stdout
     assert result.stdout.count("warning:") == 1  # lr0 is scaled (x2), not inert: only warmup is named
+
+
+def test_median_pruner_waits_half_the_epochs_unless_told(tmp_path):
+    """Models trained from scratch all score ~0 in their first epochs: the median pruner's
+    default warmup is half the base job's epochs, an explicit value wins."""
+    from orchestrator.sweep.spec import load_sweep
+
+    write_sweep(tmp_path, dict(TINY_JOB, epochs=35, hyp={"optimizer": "SGD", "lr0": 0.01}))
+    assert load_sweep(tmp_path / "sweep.yaml").spec.pruner.n_warmup_steps == 17
+    data = yaml.safe_load((tmp_path / "sweep.yaml").read_text())
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump({**data, "pruner": {"name": "median", "n_warmup_steps": 3}}))
+    assert load_sweep(tmp_path / "sweep.yaml").spec.pruner.n_warmup_steps == 3
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump({**data, "pruner": {"name": "threshold", "upper": 5.0}}))
+    assert load_sweep(tmp_path / "sweep.yaml").spec.pruner.n_warmup_steps is None  # thresholds are absolute

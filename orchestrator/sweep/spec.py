@@ -465,6 +465,12 @@ def load_sweep(path: Path, study: str | None = None) -> LoadedSweep:
     problems += enqueue_problems
     if problems:
         raise SpecError(problems)
+    if spec.pruner.name == "median" and spec.pruner.n_warmup_steps is None:
+        # Optuna's default (0) ranks trials from epoch 1, where models trained from scratch all
+        # score ~0 and the ranking is noise. Measured take-offs: epochs 4-7 of 10 (the sweep
+        # benchmark), 11-16 of 35 (the quickstart). Half the trial is a safe default; set it
+        # lower once the curves show where they take off (docs/sweeps.md, "Where to prune").
+        spec.pruner.n_warmup_steps = base.spec.epochs // 2
 
     name = study or spec.study or _default_study(path)
     if study is not None:
