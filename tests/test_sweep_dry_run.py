@@ -36,6 +36,7 @@ def test_dry_run_shows_the_space_as_the_target_gets_it_and_writes_nothing(tmp_pa
     assert out["dry_run"] is True and out["study"] == "preview"
     assert out["storage_state"] == "new file" and out["storage"].endswith("runs/sweeps/preview.db")
     assert (out["n_trials"], out["epoch_budget"], out["workers"]) == (7, 30, 1)
+    assert out["sampler"] == {"name": "tpe"} and out["pruner"] == {"name": "median", "n_warmup_steps": 0}
     assert out["base"]["devices"] == "8" and out["base"]["launcher"] == "torchrun"
     space = {p["name"]: p for p in out["space"]}
     # sampled at reference scale; on 8 devices the scaler passes lr0 x 4 (SGD, linear in images per step)

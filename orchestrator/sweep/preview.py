@@ -23,9 +23,10 @@ if TYPE_CHECKING:
     from orchestrator.sweep.spec import LoadedSweep, Param
 
 
-def _options(model) -> str:
-    opts = {k: v for k, v in model.model_dump(exclude={"name"}).items() if v is not None}
-    return model.name + (f" ({', '.join(f'{k} {v}' for k, v in opts.items())})" if opts else "")
+def _options(component: dict[str, Any]) -> str:
+    """{'name': 'median', 'n_warmup_steps': 5} -> 'median (n_warmup_steps 5)'."""
+    opts = {k: v for k, v in component.items() if k != "name"}
+    return component["name"] + (f" ({', '.join(f'{k} {v}' for k, v in opts.items())})" if opts else "")
 
 
 def _storage_state(url: str) -> str:
@@ -82,8 +83,8 @@ def preview(sweep: "LoadedSweep", url: str, n_trials: int, timeout: float | None
         "storage_state": _storage_state(url),
         "study_dir": str(sweep.study_dir),
         "objectives": [o.model_dump() for o in spec.objectives],
-        "sampler": _options(spec.sampler),
-        "pruner": _options(spec.pruner),
+        "sampler": spec.sampler.model_dump(exclude_none=True),
+        "pruner": spec.pruner.model_dump(exclude_none=True),
         "n_trials": n_trials,
         "timeout": timeout,
         "epoch_budget": epoch_budget,
@@ -120,7 +121,7 @@ def render(summary: dict[str, Any]) -> list["RenderableType"]:
         budget.append(f"{summary['timeout']:g} s")
     rows = [
         ("objective", ", ".join(f"{o['metric']} ({o['direction']})" for o in summary["objectives"])),
-        ("sampler / pruner", f"{summary['sampler']} / {summary['pruner']}"),
+        ("sampler / pruner", f"{_options(summary['sampler'])} / {_options(summary['pruner'])}"),
         ("budget", ", ".join(budget) + f"; {summary['workers']} local worker(s)"),
         ("storage", f"{summary['storage']} ({summary['storage_state']})"),
         ("base job", f"{base['job']}: {base['epochs']} epochs a trial on devices {base['devices']} "
