@@ -141,11 +141,15 @@ def scaler_inputs(spec, hyp: dict[str, Any], nc: int | None, train_images: int |
     return reference, target
 
 
-def make_plan(job: LoadedJob, devices: str | None = None, policy: str | None = None) -> Plan:
+def make_plan(job: LoadedJob, devices: str | None = None, policy: str | None = None,
+              data: DataInfo | None = None) -> Plan:
+    """`data`: this job's data already described (`describe_data` counts the training images, a
+    walk of the dataset folder): planning one job's data for several targets or sweep trials reads
+    it once."""
     spec = job.spec
     target_spec = parse_devices(devices or spec.target.devices)
     hyp = resolve_hyp(job)
-    data = describe_data(job)
+    data = data or describe_data(job)
     reference, target = scaler_inputs(spec, hyp, data.nc, data.train_images, target_spec)
     try:
         scaled = scale(reference, target, policy or spec.scaling.policy)

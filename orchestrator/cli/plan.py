@@ -28,7 +28,7 @@ def plan_cmd(
     """Show how the job's hyperparameters map to each target: passed, effective, why."""
     # Imported here so `yolo-orch --help` does not pay for pydantic models and rich tables.
     from orchestrator.cli.render import scaling_table
-    from orchestrator.plan import make_plan
+    from orchestrator.plan import describe_data, make_plan
     from orchestrator.spec.loader import load_job
 
     problems = []
@@ -45,9 +45,10 @@ def plan_cmd(
     targets = devices or [job.spec.target.devices]
     plans = []
     errors = []
+    data = describe_data(job)  # the same for every target: the dataset folder is walked once
     for d in targets:
         try:
-            plans.append(make_plan(job, devices=d, policy=policy))
+            plans.append(make_plan(job, devices=d, policy=policy, data=data))
         except SpecError as exc:
             errors += [f"{line} [--devices {d}]" if len(targets) > 1 else line for line in exc.problems]
     if errors:

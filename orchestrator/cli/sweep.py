@@ -67,7 +67,8 @@ def sweep_cmd(
     sweep = load_sweep(sweep_file, study=study_name)
     spec = sweep.spec
     check_sampler_available(spec.sampler)
-    check_launchable(make_plan(sweep.base))  # the base job must be runnable here
+    base_plan = make_plan(sweep.base)
+    check_launchable(base_plan)  # the base job must be runnable here
     n_trials = n_trials or spec.budget.n_trials
     timeout = timeout if timeout is not None else spec.budget.timeout
     epoch_budget = epoch_budget or spec.budget.epochs
@@ -85,7 +86,7 @@ def sweep_cmd(
     if dry_run:
         from orchestrator.sweep import preview
 
-        summary = preview.preview(sweep, url, n_trials, timeout, epoch_budget, workers)
+        summary = preview.preview(sweep, base_plan, url, n_trials, timeout, epoch_budget, workers)
         if json_out:
             print_json(summary)
             return
@@ -97,7 +98,7 @@ def sweep_cmd(
         return
     from orchestrator.sweep.preview import space_as_planned
 
-    for note in space_as_planned(sweep)[1]:  # a dimension the target devices make inert
+    for note in space_as_planned(sweep, base_plan)[1]:  # a dimension the target devices make inert
         console.print(f"[yellow]warning:[/] {note}")
 
     started = time.time()

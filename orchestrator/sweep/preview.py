@@ -20,6 +20,7 @@ from orchestrator.sweep.study import is_sqlite, redact
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
+    from orchestrator.plan import DataInfo, Plan
     from orchestrator.sweep.spec import LoadedSweep, Param
 
 
@@ -46,12 +47,13 @@ def _ends(p: "Param") -> list:
     return [p.low, p.high]
 
 
-def _as_planned(sweep: "LoadedSweep", p: "Param") -> tuple[dict[str, Any], list[str]]:
+def _as_planned(sweep: "LoadedSweep", p: "Param", data: "DataInfo") -> tuple[dict[str, Any], list[str]]:
     """The value Ultralytics receives (and, where the scaler tracks it, applies) at each end of `p`,
-    every other value at the base job's."""
+    every other value at the base job's. `data`: the base job's, described once (a trial only
+    changes hyperparameters and overrides)."""
     passed, applied, notes = [], [], []
     for value in _ends(p):
-        plan = make_plan(trial_job(sweep, {p.name: value}, 0))
+        plan = make_plan(trial_job(sweep, {p.name: value}, 0), data=data)
         passed.append(plan.train_args.get(p.key))
         applied.append(plan.scaled.effective.get(p.key, plan.train_args.get(p.key)))
     if p.kind != "categorical" and passed[0] == passed[1] and p.low != p.high:
@@ -60,22 +62,22 @@ def _as_planned(sweep: "LoadedSweep", p: "Param") -> tuple[dict[str, Any], list[
     return {"sampled": _ends(p), "passed": passed, "applied": applied}, notes
 
 
-def space_as_planned(sweep: "LoadedSweep") -> tuple[list[dict[str, Any]], list[str]]:
+def space_as_planned(sweep: "LoadedSweep", base: "Plan") -> tuple[list[dict[str, Any]], list[str]]:
     """Every dimension with its ends as sampled, passed and applied; and a note for each one the
-    target devices make inert (the real sweep prints those too)."""
+    target devices make inert (the real sweep prints those too). `base`: the base job's plan."""
     space, notes = [], []
     for p in sweep.params:
-        ends, inert = _as_planned(sweep, p)
+        ends, inert = _as_planned(sweep, p, base.data)
         notes += inert
         space.append({"name": p.name, "kind": p.kind, "describe": p.describe(), **ends})
     return space, notes
 
 
-def preview(sweep: "LoadedSweep", url: str, n_trials: int, timeout: float | None, epoch_budget: int | None,
-            workers: int) -> dict[str, Any]:
+def preview(sweep: "LoadedSweep", base: "Plan", url: str, n_trials: int, timeout: float | None,
+            epoch_budget: int | None, workers: int) -> dict[str, Any]:
+    """`base`: the base job's plan (the caller has made it to check the job can run here)."""
     spec = sweep.spec
-    base = make_plan(sweep.base)
-    space, notes = space_as_planned(sweep)
+    space, notes = space_as_planned(sweep, base)
     return {
         "dry_run": True,
         "study": sweep.study,
