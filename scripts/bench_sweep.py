@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -277,28 +278,6 @@ def score(result: dict) -> dict:
     return result
 
 
-def _ranks(values: list[float]) -> list[float]:
-    order = sorted(range(len(values)), key=lambda i: values[i])
-    ranks = [0.0] * len(values)
-    i = 0
-    while i < len(order):  # ties share their mean rank
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            ranks[order[k]] = (i + j) / 2
-        i = j + 1
-    return ranks
-
-
-def spearman(x: list[float], y: list[float]) -> float | None:
-    rx, ry = _ranks(x), _ranks(y)
-    mx, my = statistics.fmean(rx), statistics.fmean(ry)
-    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
-    sxx, syy = sum((a - mx) ** 2 for a in rx), sum((b - my) ** 2 for b in ry)
-    return sxy / (sxx * syy) ** 0.5 if sxx and syy else None
-
-
 def predictiveness(result: dict) -> dict[int, float | None]:
     """How well a trial's fitness at epoch k ranks trials like their final scores: Spearman's rank
     correlation over every trial trained to the end (mostly the tuner's: it never prunes, so its
@@ -309,8 +288,14 @@ def predictiveness(result: dict) -> dict[int, float | None]:
               if t["state"] == "COMPLETE" and t.get("per_epoch") and len(t["per_epoch"]) == result["epochs_per_trial"]]
     if len(curves) < 4:
         return {}
+    from scipy.stats import spearmanr  # an Ultralytics dependency
+
     final = [max(c) for c in curves]
-    return {k + 1: spearman([c[k] for c in curves], final) for k in range(result["epochs_per_trial"] - 1)}
+    out = {}
+    for k in range(result["epochs_per_trial"] - 1):
+        rho = float(spearmanr([c[k] for c in curves], final).statistic)
+        out[k + 1] = None if math.isnan(rho) else rho  # NaN: every curve equal at that epoch
+    return out
 
 
 def summarize(result: dict) -> dict:
