@@ -116,6 +116,7 @@ class TrialRunner:
         self.url = url
         self.say = say
         self.last: dict[str, Any] = {}
+        self._data = None  # the base job's data, described at the first trial (a trial never changes it)
 
     def __call__(self, trial: "optuna.Trial"):
         import optuna
@@ -127,7 +128,8 @@ class TrialRunner:
         self.last = {"number": trial.number, "state": "FAIL"}
         try:
             job = trial_job(sweep, params, trial.number)
-            plan = make_plan(job)
+            plan = make_plan(job, data=self._data)  # counting the images walks the dataset: once per worker
+            self._data = plan.data
         except SpecError as exc:
             raise TrialFailed(f"sampled values make an invalid job: {'; '.join(exc.problems)}") from None
         run_id, run_dir = _create_run(plan, {"study": sweep.study, "trial": trial.number})
