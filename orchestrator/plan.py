@@ -19,7 +19,9 @@ from orchestrator.spec.errors import SpecError
 from orchestrator.spec.loader import LoadedJob, dataset_root, read_yaml_file, resolve_hyp
 from orchestrator.spec.job import SynthData
 
-IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp"}
+# Ultralytics' IMG_FORMATS (ultralytics/data/utils.py): the files its dataset counts as images.
+IMAGE_SUFFIXES = {f".{s}" for s in ("avif", "bmp", "dng", "heic", "heif", "jp2", "jpeg", "jpg", "mpo", "png", "tif",
+                                    "tiff", "webp")}
 
 # Which launcher runs each device kind, and whether it is built.
 LAUNCHERS = {"cpu": "local", "cuda": "local", "xla_cpu": "xla", "tpu": "xla"}
@@ -109,6 +111,21 @@ def count_images(cfg: dict, yaml_path: Path, limit: int = 2_000_000) -> int | No
     return total
 
 
+def images_trained(train_images: int | None, fraction: Any) -> int | None:
+    """The training images Ultralytics really uses under its `fraction` argument
+    (ultralytics/data/base.py): a float is a share (at least 1 image), an int a count, a list
+    [train, val, test] per split; 0 and 1 mean all. Steps per epoch, and so warmup and
+    `optimizer=auto`, follow from this count, not from the folder's."""
+    if train_images is None or fraction is None:
+        return train_images
+    if isinstance(fraction, list):
+        fraction = fraction[0] if fraction else 1.0
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or fraction in (0, 1) or fraction < 0:
+        return train_images  # 0/1: all; anything else Ultralytics rejects itself
+    count = fraction if isinstance(fraction, int) else max(1, round(train_images * fraction))
+    return min(count, train_images)
+
+
 def scaler_inputs(spec, hyp: dict[str, Any], nc: int | None, train_images: int | None, target_spec: DeviceSpec,
                   max_batch_per_device: int | None = None) -> tuple[ReferenceHyp, TargetHardware]:
     """The scaler's inputs for a job (also used to re-plan a resume or an OOM restart,
@@ -127,7 +144,7 @@ def scaler_inputs(spec, hyp: dict[str, Any], nc: int | None, train_images: int |
         warmup_bias_lr=hyp["warmup_bias_lr"],
         epochs=spec.epochs,
         nc=nc,
-        dataset_size=train_images,
+        dataset_size=images_trained(train_images, spec.overrides.get("fraction")),
     )
     cap = spec.target.max_batch_per_device
     if max_batch_per_device is not None:

@@ -175,3 +175,23 @@ def test_optimizer_auto_resolution_matches_ultralytics(trainer_factory, epochs, 
     for gs, gp in zip(stock.optimizer.param_groups, pinned.optimizer.param_groups):
         assert gs["initial_lr"] == pytest.approx(gp["initial_lr"])
         assert gs["weight_decay"] == pytest.approx(gp["weight_decay"])
+
+
+@pytest.mark.parametrize("fraction,images", [(0.5, 4), (3, 3), ([0.25, 1.0], 2), (1.0, N_IMAGES)])
+def test_plan_counts_the_images_fraction_keeps(trainer_factory, data_yaml, fraction, images):
+    """`overrides.fraction` trains on part of the dataset: steps per epoch (hence warmup and
+    optimizer=auto's choice) follow the part, as the real trainer's loader does."""
+    from orchestrator.plan import make_plan
+    from orchestrator.spec.loader import load_job_dict
+
+    job = load_job_dict({
+        "name": "fraction", "model": "yolo11n.yaml", "data": str(data_yaml), "epochs": 1, "imgsz": 64,
+        "hyp": {"optimizer": "SGD"}, "reference": {"devices": 1, "batch": 2}, "target": {"devices": "cpu", "batch": 2},
+        "overrides": {"fraction": fraction},
+    }, base_dir=data_yaml.parent, label="job")
+    plan = make_plan(job)
+    eff = plan.scaled.effective
+    assert plan.data.train_images == N_IMAGES and eff["dataset_size"] == images
+    trainer = trainer_factory({**plan.scaled.passed, "fraction": fraction}, 1)
+    assert len(trainer.train_loader.dataset) == images
+    _check(trainer, eff)
