@@ -466,14 +466,17 @@ def main() -> None:
               f"({u['wall_s']:.0f} s); sweep best {s['best']:.4f}, tuner's best reached at "
               f"{s['epochs_to_ultralytics_best']} epochs, {len(s['trials'])} trials, {s['pruned']} pruned "
               f"({s['wall_s']:.0f} s)", flush=True)
-    write(result, args.out)
+        # after every repeat, so an interrupted run keeps the repeats it finished
+        write(result, args.out, quiet=index + 1 < args.repeat)
 
 
-def write(result: dict, out: Path, stem: str | None = None) -> None:
+def write(result: dict, out: Path, stem: str | None = None, quiet: bool = False) -> None:
     result["summary"] = summarize(result)
     out.mkdir(parents=True, exist_ok=True)
     stem = stem or "bench_sweep" + (f"_{result['tag']}" if result.get("tag") else "")
     (out / f"{stem}.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+    if quiet:
+        return
     plot(result, out / f"{stem}.png")
     sm = result["summary"]
     print()
