@@ -156,14 +156,19 @@ def run_ultralytics(args, work: Path, data_yaml: Path) -> dict:
         "amp": False, "project": str(folder), "name": "tune", "exist_ok": False, **base_hyp(args), **FIXED,
     }
     code, wall = run([sys.executable, "-c", TUNE_SNIPPET, json.dumps(cfg)], folder / "tune.log", folder)
+    return {**read_ultralytics(folder, args.epochs), "wall_s": round(wall, 1), "exit_code": code}
+
+
+def read_ultralytics(folder: Path, epochs: int) -> dict:
+    """The tuner's trials from its folder (also usable on the folder of an interrupted run)."""
     results_file = folder / "tune" / "tune_results.ndjson"
     if not results_file.exists():
-        raise SystemExit(f"model.tune wrote no results (exit {code}); see {folder / 'tune.log'}")
+        raise SystemExit(f"model.tune wrote no results; see {folder / 'tune.log'}")
     rows = [json.loads(line) for line in results_file.read_text().splitlines() if line.strip()]
-    trials = [{"number": r["iteration"] - 1, "fitness": float(r["fitness"]), "epochs": args.epochs,
+    trials = [{"number": r["iteration"] - 1, "fitness": float(r["fitness"]), "epochs": epochs,
                "state": "COMPLETE", "params": r["hyperparameters"],
                "per_epoch": per_epoch_fitness(next(iter(r.get("save_dirs", {}).values()), None))} for r in rows]
-    return {"trials": trials, "wall_s": round(wall, 1), "exit_code": code}
+    return {"trials": trials}
 
 
 def run_sweep(args, work: Path, data_yaml: Path, budget: int, seed: int) -> dict:
@@ -192,6 +197,11 @@ def run_sweep(args, work: Path, data_yaml: Path, budget: int, seed: int) -> dict
                      folder, env={"COLUMNS": "160"})
     if code != 0:
         raise SystemExit(f"yolo-orch sweep failed (exit {code}); see {folder / 'sweep.log'}")
+    return {**read_sweep(folder), "wall_s": round(wall, 1)}
+
+
+def read_sweep(folder: Path) -> dict:
+    """The sweep's trials from its study summary (also usable on the folder of an interrupted run)."""
     summary = json.loads((folder / "runs" / "sweeps" / "bench" / "summary.json").read_text())
     trials = []
     for t in summary["trials"]:
@@ -200,8 +210,7 @@ def run_sweep(args, work: Path, data_yaml: Path, budget: int, seed: int) -> dict
         trials.append({"number": t["number"], "fitness": t["values"][0] if t["values"] else 0.0,
                        "epochs": t["epochs"], "state": t["state"], "params": t["params"],
                        "per_epoch": per_epoch_fitness(t.get("run_dir"))})
-    return {"trials": trials, "wall_s": round(wall, 1), "states": summary["states"],
-            "best_yaml": summary.get("best_yaml")}
+    return {"trials": trials, "states": summary["states"], "best_yaml": summary.get("best_yaml")}
 
 
 def curve(side: dict) -> list[tuple[int, float]]:
@@ -402,7 +411,7 @@ def table(result: dict) -> str:
         else f"{side['best_searched']:.3f}")
     row("epochs until a searched trial matched the tuner's best", lambda side, r, k: "-" if k == "u" else str(
         side["searched_epochs_to_ultralytics_best"] or "never"))
-    row("wall time", lambda side, r, k: f"{side['wall_s']:.0f} s")
+    row("wall time", lambda side, r, k: "-" if side.get("wall_s") is None else f"{side['wall_s']:.0f} s")
     return "\n".join(lines)
 
 
