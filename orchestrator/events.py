@@ -40,8 +40,8 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 def write_text_atomic(path: Path, text: str) -> None:
     """Readers see the old file or the new one, never a part. The temporary file's name is unique
-    per writer: several sweep workers may write the same summary at once, and with one shared
-    name one writer's rename would publish another's half-written file."""
+    per writer: two sweep commands on one study may write its summary.json at once, and with one
+    shared name one writer's rename would publish another's half-written file."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
     try:
         tmp.write_text(text)

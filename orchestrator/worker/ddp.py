@@ -392,10 +392,10 @@ class RankProbe:
         self._write()
 
     def _write(self) -> None:
+        from orchestrator.events import write_text_atomic
+
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
-        tmp.write_text(json.dumps(self.data, indent=1, default=str))
-        tmp.replace(self.path)
+        write_text_atomic(self.path, json.dumps(self.data, indent=1, default=str))
 
 
 def trainer_factory(resolved: dict):
