@@ -76,6 +76,15 @@ def start_point(args) -> dict:
     return {**START, "lr0": args.start_lr0}
 
 
+def sampler_options(args) -> dict:
+    opts = {"n_startup_trials": args.startup}
+    if args.startup_mode == "local":  # the startup draws near the start (trial 0), like the tuner's mutations
+        opts["startup"] = "local"
+        if args.startup_scale is not None:
+            opts["startup_scale"] = args.startup_scale
+    return opts
+
+
 def pruner_spec(args) -> dict:
     # Median of the COMPLETE trials at the same epoch, from the first one on: trial 0 (the known
     # starting point) is the first yardstick, and since pruned trials never enter the median it
@@ -186,7 +195,7 @@ def run_sweep(args, work: Path, data_yaml: Path, budget: int, seed: int) -> dict
         space[key] = {"low": bounds[0], "high": bounds[1], **({"log": True} if key in LOG_SCALE else {})}
     sweep = {
         "study": "bench", "base": "job.yaml", "space": {"hyp": space}, "objective": "fitness",
-        "sampler": {"name": "tpe", "seed": seed, "n_startup_trials": args.startup},
+        "sampler": {"name": "tpe", "seed": seed, **sampler_options(args)},
         "pruner": pruner_spec(args),
         # the epoch budget ends the study; n_trials only has to be out of reach
         "budget": {"n_trials": 10 * args.trials, "epochs": budget}, "heartbeat": {"interval": 10},
@@ -427,6 +436,9 @@ def main() -> None:
     p.add_argument("--classes", type=int, default=3)
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--startup", type=int, default=5, help="TPE random startup trials")
+    p.add_argument("--startup-mode", choices=("random", "local"), default="random",
+                   help="where TPE's startup trials are drawn: anywhere (runs before 2026-11-22) or near the start")
+    p.add_argument("--startup-scale", type=float, help="--startup-mode local: the draws' spread (share of each range)")
     p.add_argument("--warmup-steps", type=int, default=7,
                    help="median pruner: the earliest epoch a trial can be pruned at (runs before 2026-11-21: 5)")
     p.add_argument("--device", default="cpu")
@@ -462,7 +474,7 @@ def main() -> None:
         "budget_epochs": budget, "trials": args.trials, "epochs_per_trial": args.epochs, "space": SPACE,
         "log_scale_in_sweep": sorted(LOG_SCALE), "base_hyp": base_hyp(args),
         "start": start_point(args), "fixed": FIXED,
-        "sweep_sampler": {"name": "tpe", "n_startup_trials": args.startup},
+        "sweep_sampler": {"name": "tpe", **sampler_options(args)},
         "sweep_pruner": pruner_spec(args),
         "parallel_sides": args.parallel, "tag": args.tag, "repeats": [],
     }

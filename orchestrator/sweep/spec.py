@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from orchestrator import ultralytics_cfg
 from orchestrator.spec.errors import SpecError, format_pydantic_errors
 from orchestrator.spec.job import NAME_PATTERN, Hyperparameters
-from orchestrator.spec.loader import LoadedJob, check_overrides, load_job_dict, resolve_relative
+from orchestrator.spec.loader import LoadedJob, check_overrides, load_job_dict, resolve_hyp, resolve_relative
 from orchestrator.spec.yamlio import read_yaml_file
 
 
@@ -174,6 +174,8 @@ _SAMPLER_OPTIONS = {
     "n_startup_trials": ("tpe", "cmaes", "gp"),
     "multivariate": ("tpe",),
     "population_size": ("nsga2",),
+    "startup": ("tpe",),
+    "startup_scale": ("tpe",),
 }
 _PRUNER_OPTIONS = {
     "n_startup_trials": ("median",),
@@ -197,12 +199,19 @@ class SamplerSpec(Strict):
     n_startup_trials: Optional[int] = Field(default=None, ge=0, le=100000)
     multivariate: Optional[bool] = None
     population_size: Optional[int] = Field(default=None, ge=2, le=100000)
+    # tpe: where the n_startup_trials draws come from: `random` over the space (Optuna's way)
+    # or `local`, Gaussian steps of `startup_scale` x each range from the start (the first
+    # enqueue point, the rest from the base job); orchestrator/sweep/local_startup.py
+    startup: Optional[Literal["random", "local"]] = None
+    startup_scale: Optional[float] = Field(default=None, gt=0.0, le=1.0)
 
     @model_validator(mode="after")
     def _options_fit(self):
         for key, names in _SAMPLER_OPTIONS.items():
             if getattr(self, key) is not None and self.name not in names:
                 raise ValueError(f"{key}: not an option of the {self.name} sampler (only {', '.join(names)})")
+        if self.startup_scale is not None and self.startup != "local":
+            raise ValueError("startup_scale: only with `startup: local` (the spread of the draws near the start)")
         return self
 
 
@@ -396,6 +405,12 @@ class LoadedSweep:
     params: list[Param] = field(default_factory=list)
     enqueue: list[dict[str, Any]] = field(default_factory=list)  # flat {'hyp.lr0': 0.002}
 
+    def start_point(self) -> dict[str, Any]:
+        """Where `startup: local` searches: the first enqueue point, the other dimensions at the
+        base job's own values (hyp: defaults <- preset <- inline; overrides: set or Ultralytics'
+        default). A dimension whose base value lies outside the space has no start (drawn at random)."""
+        return start_point(self.params, self.enqueue, self.base)
+
     @property
     def runs_root(self) -> Path:
         return Path(self.base.spec.runs_dir).expanduser().resolve()
@@ -460,9 +475,9 @@ def load_sweep(path: Path, study: str | None = None) -> LoadedSweep:
     problems += _cross_checks(spec, raw)
     problems += _check_auto_optimizer(params, base)
     problems += _check_against_job(params, base_raw, base_dir)
-    problems += _check_sampler(spec, params)
     enqueue, enqueue_problems = _flatten_enqueue(spec.enqueue, params)
     problems += enqueue_problems
+    problems += _check_sampler(spec, params, enqueue, base)
     if problems:
         raise SpecError(problems)
     if spec.pruner.name == "median" and spec.pruner.n_warmup_steps is None:
@@ -559,8 +574,6 @@ AUTO_IGNORES = ("lr0", "momentum", "warmup_bias_lr")  # optimizer=auto picks its
 
 def _check_auto_optimizer(params: list[Param], base: LoadedJob) -> list[str]:
     """Ultralytics' optimizer=auto discards lr0 and momentum: sampling them would be a silent no-op."""
-    from orchestrator.spec.loader import resolve_hyp
-
     names = {p.name for p in params}
     if "hyp.optimizer" in names or resolve_hyp(base).get("optimizer") != "auto":
         return []
@@ -569,11 +582,31 @@ def _check_auto_optimizer(params: list[Param], base: LoadedJob) -> list[str]:
             for key in AUTO_IGNORES if f"hyp.{key}" in names]
 
 
-def _check_sampler(spec: SweepSpec, params: list[Param]) -> list[str]:
-    if spec.sampler.name != "grid":
-        return []
-    return [f"space.{p.name}: the grid sampler needs finite values: give `step` or `choices`"
-            for p in params if p.grid() is None]
+def _check_sampler(spec: SweepSpec, params: list[Param], enqueue: list[dict], base: LoadedJob) -> list[str]:
+    if spec.sampler.name == "grid":
+        return [f"space.{p.name}: the grid sampler needs finite values: give `step` or `choices`"
+                for p in params if p.grid() is None]
+    if spec.sampler.startup == "local" and not start_point(params, enqueue, base):
+        return ["sampler.startup: `local` searches near a start, but no dimension of the space has one: "
+                "add an `enqueue:` point, or set the base job's values inside the space"]
+    return []
+
+
+def start_point(params: list[Param], enqueue: list[dict], base: LoadedJob) -> dict[str, Any]:
+    first = enqueue[0] if enqueue else {}
+    hyp = resolve_hyp(base)
+    defaults = ultralytics_cfg.default_cfg()
+    out = {}
+    for p in params:
+        if p.name in first:
+            value = first[p.name]
+        elif p.section == "hyp":
+            value = hyp.get(p.key)
+        else:
+            value = base.spec.overrides.get(p.key, defaults.get(p.key))
+        if value is not None and p.contains(value):
+            out[p.name] = value
+    return out
 
 
 def _flatten_enqueue(entries: list[dict], params: list[Param]) -> tuple[list[dict], list[str]]:

@@ -153,9 +153,11 @@ def _has_param(name: str) -> bool:
 
 # ----------------------------------------------------------------------------- samplers and pruners
 
-def make_sampler(spec: "SamplerSpec", params: list["Param"], seed_offset: int = 0) -> "optuna.samplers.BaseSampler":
+def make_sampler(spec: "SamplerSpec", params: list["Param"], seed_offset: int = 0,
+                 start: dict[str, Any] | None = None) -> "optuna.samplers.BaseSampler":
     """`seed_offset` keeps resumed or parallel workers from replaying the same random draws:
-    a seeded sweep draws with seed + (trials already in the study) + (local worker index)."""
+    a seeded sweep draws with seed + (trials already in the study) + (local worker index).
+    `start`: the point `startup: local` draws near (LoadedSweep.start_point())."""
     import optuna
 
     seed = None if spec.seed is None else spec.seed + seed_offset
@@ -166,7 +168,13 @@ def make_sampler(spec: "SamplerSpec", params: list["Param"], seed_offset: int = 
     if name == "tpe":
         if spec.multivariate is not None:
             opts["multivariate"] = spec.multivariate
-        return optuna.samplers.TPESampler(seed=seed, constant_liar=True, **opts)
+        tpe = optuna.samplers.TPESampler(seed=seed, constant_liar=True, **opts)
+        if spec.startup != "local":
+            return tpe
+        from orchestrator.sweep.local_startup import DEFAULT_SCALE, LocalStartupSampler
+
+        return LocalStartupSampler(tpe, start or {}, spec.startup_scale or DEFAULT_SCALE,
+                                   n_startup_trials=tpe_startup(opts), seed=seed)
     if name == "cmaes":
         return optuna.samplers.CmaEsSampler(seed=seed, **opts)
     if name == "gp":
@@ -180,6 +188,16 @@ def make_sampler(spec: "SamplerSpec", params: list["Param"], seed_offset: int = 
     if name == "grid":
         return optuna.samplers.GridSampler({p.name: p.grid() for p in params}, seed=seed)
     raise ValueError(f"unknown sampler {name}")
+
+
+def tpe_startup(opts: dict) -> int:
+    """TPE's n_startup_trials: the sweep's, else Optuna's own default (10 in Optuna 5)."""
+    import inspect
+
+    import optuna
+
+    default = inspect.signature(optuna.samplers.TPESampler).parameters["n_startup_trials"].default
+    return int(opts.get("n_startup_trials", default))
 
 
 def make_pruner(spec: "PrunerSpec | dict") -> "optuna.pruners.BasePruner":
@@ -217,7 +235,8 @@ def open_study(sweep: "LoadedSweep", url: str, heartbeat: bool = False, seed_off
     import optuna
 
     storage = make_storage(url, sweep.spec.heartbeat if heartbeat else None)
-    sampler = make_sampler(sweep.spec.sampler, sweep.params, seed_offset)
+    start = sweep.start_point() if sweep.spec.sampler.startup == "local" else None
+    sampler = make_sampler(sweep.spec.sampler, sweep.params, seed_offset, start)
     pruner = make_pruner(sweep.spec.pruner)
     directions = sweep.spec.directions
     if create:
