@@ -24,7 +24,7 @@ import yaml
 from orchestrator.events import write_json_atomic, write_text_atomic
 from orchestrator.spec.loader import resolve_hyp
 from orchestrator.sweep.objective import trial_job
-from orchestrator.sweep.study import done_count, epochs_spent, redact, state_counts
+from orchestrator.sweep.study import done_count, epochs_spent, redact, state_counts, trial_epochs
 
 if TYPE_CHECKING:
     import optuna
@@ -51,7 +51,7 @@ def trial_record(t: "optuna.trial.FrozenTrial") -> dict[str, Any]:
         "state": t.state.name,
         "values": [_value(v) for v in t.values] if t.values else None,
         "params": t.params,
-        "epochs": t.user_attrs.get("epochs", max(t.intermediate_values) if t.intermediate_values else None),
+        "epochs": trial_epochs(t),
         "duration_s": round(duration, 1) if duration is not None else None,
         "run_id": t.user_attrs.get("run_id"),
         "run_dir": t.user_attrs.get("run_dir"),

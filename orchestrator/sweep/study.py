@@ -266,7 +266,12 @@ def epochs_spent(study: "optuna.Study", trials: list | None = None) -> int:
     """Training epochs the study's trials have run: a finished trial's recorded count, else
     one per reported epoch (pruned, failed and running trials). `trials`: already fetched."""
     trials = study.get_trials(deepcopy=False) if trials is None else trials
-    return sum(t.user_attrs.get("epochs", len(t.intermediate_values)) for t in trials)
+    return sum(trial_epochs(t) for t in trials)
+
+
+def trial_epochs(t: "optuna.trial.FrozenTrial") -> int:
+    """Epochs one trial ran: its recorded count once finished, else one per reported epoch."""
+    return t.user_attrs.get("epochs", len(t.intermediate_values))
 
 
 def fail_stale(study: "optuna.Study") -> None:
