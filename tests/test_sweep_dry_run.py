@@ -20,11 +20,11 @@ SPACE = {"hyp": {"lr0": {"low": 1.0e-3, "high": 2.0e-2, "log": True}, "warmup_ep
          "overrides": {"multi_scale": {"choices": [False, True]}}}
 
 
-def write_sweep(folder, job: dict) -> None:
+def write_sweep(folder, job: dict, **changes) -> None:
     write_job(folder, job)
     (folder / "sweep.yaml").write_text(yaml.safe_dump(
         {"study": "preview", "base": "job.yaml", "space": SPACE, "budget": {"n_trials": 7, "epochs": 30},
-         "enqueue": [{"hyp": {"lr0": 0.01}}]}, sort_keys=False))
+         "enqueue": [{"hyp": {"lr0": 0.01}}], **changes}, sort_keys=False))
 
 
 def test_dry_run_shows_the_space_as_the_target_gets_it_and_writes_nothing(tmp_path):
@@ -84,7 +84,7 @@ def test_dry_run_still_refuses_bad_input(tmp_path):
 def test_dry_run_imports_no_torch_ultralytics_or_optuna(tmp_path):
     import subprocess
 
-    write_sweep(tmp_path, JOB_8)
+    write_sweep(tmp_path, JOB_8, sampler={"name": "tpe", "startup": "local"})
     probe = ("import sys\nfrom typer.testing import CliRunner\nfrom orchestrator.cli.app import app\n"
              "r = CliRunner().invoke(app, ['sweep', 'sweep.yaml', '--dry-run', '--json'])\n"
              "assert r.exit_code == 0, r.output\n"
@@ -94,6 +94,18 @@ def test_dry_run_imports_no_torch_ultralytics_or_optuna(tmp_path):
                             cwd=tmp_path, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "HEAVY []" in result.stdout, result.stdout
+
+
+def test_dry_run_shows_where_local_startup_draws(tmp_path):
+    write_sweep(tmp_path, JOB_8, sampler={"name": "tpe", "startup": "local", "startup_scale": 0.03},
+                enqueue=[{"hyp": {"lr0": 0.005}}])
+    summary = json.loads(run_cli("sweep", "sweep.yaml", "--dry-run", "--json", cwd=tmp_path).stdout)
+    # lr0 from the enqueued point; the rest from the base job, which leaves them at Ultralytics'
+    # defaults (warmup_epochs 3.0, mosaic 1.0, multi_scale False)
+    assert summary["startup_start"] == {"hyp.lr0": 0.005, "hyp.warmup_epochs": 3.0, "hyp.mosaic": 1.0,
+                                        "overrides.multi_scale": False}
+    table = run_cli("sweep", "sweep.yaml", "--dry-run", cwd=tmp_path, env={"COLUMNS": "200"}).stdout
+    assert "startup draws near" in table and "(steps of 0.03 x each range)" in table
 
 
 def test_a_real_sweep_warns_of_an_inert_dimension_before_it_starts(tmp_path):

@@ -22,11 +22,6 @@ from optuna.trial import FrozenTrial, TrialState
 # The trials TPE counts towards its startup (optuna/samplers/_tpe/sampler.py): the same
 # count here, so the local draws end exactly where TPE's model begins.
 _COUNTED = (TrialState.COMPLETE, TrialState.PRUNED)
-# The draws' spread as a share of each range. Ultralytics' tuner mutates a value by ~12 % of
-# itself (sigma 0.2 x uniform(0, 1)); over its default space from its default start that is
-# 0.1-12 % of the range, about 5 % in the middle. The first benchmark repeat with 0.1 drew
-# e.g. cls 0.5 +- 0.39 on 0.1..4: far, all four draws pruned (docs/sweeps.md, "Local startup").
-DEFAULT_SCALE = 0.05
 
 
 class LocalStartupSampler(optuna.samplers.BaseSampler):

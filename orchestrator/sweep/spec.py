@@ -193,6 +193,13 @@ def _named(v):
     return {"name": v} if isinstance(v, str) else v
 
 
+# The draws' spread as a share of each range. Ultralytics' tuner mutates a value by ~12 % of
+# itself (sigma 0.2 x uniform(0, 1)); over its default space from its default start that is
+# 0.1-12 % of the range, about 5 % in the middle. The first benchmark repeat with 0.1 drew
+# e.g. cls 0.5 +- 0.39 on 0.1..4: far, all four draws pruned (docs/sweeps.md, "Local startup").
+DEFAULT_STARTUP_SCALE = 0.05
+
+
 class SamplerSpec(Strict):
     name: Literal[SAMPLERS] = "tpe"  # type: ignore[valid-type]
     seed: Optional[int] = Field(default=None, ge=0, le=2**31 - 1)
