@@ -435,7 +435,7 @@ def main() -> None:
     p.add_argument("--imgsz", type=int, default=128)
     p.add_argument("--classes", type=int, default=3)
     p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--startup", type=int, default=5, help="TPE random startup trials")
+    p.add_argument("--startup", type=int, default=5, help="TPE startup trials (the enqueued start included)")
     p.add_argument("--startup-mode", choices=("random", "local"), default="random",
                    help="where TPE's startup trials are drawn: anywhere (runs before 2026-11-22) or near the start")
     p.add_argument("--startup-scale", type=float, help="--startup-mode local: the draws' spread (share of each range)")

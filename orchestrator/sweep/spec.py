@@ -195,8 +195,8 @@ def _named(v):
 
 # The draws' spread as a share of each range. Ultralytics' tuner mutates a value by ~12 % of
 # itself (sigma 0.2 x uniform(0, 1)); over its default space from its default start that is
-# 0.1-12 % of the range, about 5 % in the middle. The first benchmark repeat with 0.1 drew
-# e.g. cls 0.5 +- 0.39 on 0.1..4: far, all four draws pruned (docs/sweeps.md, "Local startup").
+# 0.1-12 % of the range, about 5 % in the middle. The first default, 0.1, drew e.g. cls
+# 0.5 +- 0.39 on 0.1..4: much wider than the tuner's steps (docs/sweeps.md, "Local startup").
 DEFAULT_STARTUP_SCALE = 0.05
 
 
