@@ -104,6 +104,7 @@ def test_dry_run_shows_where_local_startup_draws(tmp_path):
     # defaults (warmup_epochs 3.0, mosaic 1.0, multi_scale False)
     assert summary["startup_start"] == {"hyp.lr0": 0.005, "hyp.warmup_epochs": 3.0, "hyp.mosaic": 1.0,
                                         "overrides.multi_scale": False}
+    assert summary["startup_scale"] == 0.03
     table = run_cli("sweep", "sweep.yaml", "--dry-run", cwd=tmp_path, env={"COLUMNS": "200"}).stdout
     assert "startup draws near" in table and "(steps of 0.03 x each range)" in table
 

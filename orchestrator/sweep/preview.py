@@ -95,8 +95,9 @@ def preview(sweep: "LoadedSweep", base: "Plan", url: str, n_trials: int, timeout
                  "launcher": base.launcher, "policy": base.scaled.policy, "epochs": sweep.base.spec.epochs},
         "space": space,
         "enqueue": sweep.enqueue,
-        # where `startup: local` draws its startup trials (None: anywhere in the space)
+        # where `startup: local` draws its startup trials, and how far (None: anywhere in the space)
         "startup_start": sweep.start_point() if spec.sampler.startup == "local" else None,
+        "startup_scale": spec.sampler.local_scale if spec.sampler.startup == "local" else None,
         "warnings": base.warnings + notes,
     }
 
@@ -133,11 +134,8 @@ def render(summary: dict[str, Any]) -> list["RenderableType"]:
         ("enqueued first", str(len(summary["enqueue"])) + " trial(s)"),
     ]
     if summary.get("startup_start") is not None:
-        from orchestrator.sweep.spec import DEFAULT_STARTUP_SCALE
-
-        scale = summary["sampler"].get("startup_scale", DEFAULT_STARTUP_SCALE)
         rows.append(("startup draws near", ", ".join(f"{k} {_fmt(v)}" for k, v in summary["startup_start"].items())
-                     + f" (steps of {scale:g} x each range)"))
+                     + f" (steps of {summary['startup_scale']:g} x each range)"))
     for k, v in rows:
         head.add_row(k, v)
     space = Table(title=f"Search space: sampled at reference scale, as trials on devices {base['devices']} get it",

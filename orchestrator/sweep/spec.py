@@ -221,6 +221,11 @@ class SamplerSpec(Strict):
             raise ValueError("startup_scale: only with `startup: local` (the spread of the draws near the start)")
         return self
 
+    @property
+    def local_scale(self) -> float:
+        """The spread of `startup: local` draws: `startup_scale`, else the default."""
+        return self.startup_scale or DEFAULT_STARTUP_SCALE
+
 
 class PrunerSpec(Strict):
     name: Literal[PRUNERS] = "median"  # type: ignore[valid-type]

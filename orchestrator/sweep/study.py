@@ -172,10 +172,8 @@ def make_sampler(spec: "SamplerSpec", params: list["Param"], seed_offset: int = 
         if spec.startup != "local":
             return tpe
         from orchestrator.sweep.local_startup import LocalStartupSampler
-        from orchestrator.sweep.spec import DEFAULT_STARTUP_SCALE
 
-        return LocalStartupSampler(tpe, start or {}, spec.startup_scale or DEFAULT_STARTUP_SCALE,
-                                   n_startup_trials=tpe_startup(opts), seed=seed)
+        return LocalStartupSampler(tpe, start or {}, spec.local_scale, n_startup_trials=tpe_startup(opts), seed=seed)
     if name == "cmaes":
         return optuna.samplers.CmaEsSampler(seed=seed, **opts)
     if name == "gp":
