@@ -11,7 +11,11 @@ The task is one a model learns within a trial: 256 synthetic training images at 
 optimizer steps per epoch (batch 16, nbs 16), HSV jitter off (colours are random per
 object). Both sides start from Ultralytics' defaults for the searched keys with AdamW
 pinned at lr0 0.002 (`optimizer=auto` would discard lr0); at 128 px those defaults hurt
-(mosaic 1.0 shrinks objects to a few pixels), so there is something to find. The tuner's
+(mosaic 1.0 shrinks objects to a few pixels), so there is something to find.
+`--tuner-optimizer auto` runs the tuner as shipped instead: optimizer=auto, which trains
+AdamW at a fitted lr with beta1 0.9 whatever lr0 and momentum the tuner mutates to; the
+sweep's base job pins what auto resolves to (yolo-orch refuses to search lr0 under auto),
+so the start is again the same training on both sides. The tuner's
 first iteration is its base arguments; the sweep enqueues the same point as trial 0. Every
 trial of both sides starts from the same initial weights: yolo11n built from its yaml under
 seed 0 and saved in half precision (init.pt), which is what the tuner does with its base
@@ -68,12 +72,36 @@ FIXED = {"hsv_h": 0.0, "hsv_s": 0.0, "hsv_v": 0.0}  # not searched, the same on 
 NBS = 16  # one optimizer step per batch of 16: 16 steps per epoch on 256 images
 
 
+def auto_start(args) -> dict:
+    """What Ultralytics' optimizer=auto (model.tune's default) really trains with on this task, from
+    the scaler's model of build_optimizer: AdamW at a fitted lr, betas (0.9, 0.999), warmup_bias_lr
+    0.0, whatever lr0 and momentum say. yolo-orch refuses to sweep lr0 over an auto base job, so the
+    sweep's base job pins exactly these values: both sides' first trial trains the same model."""
+    from orchestrator.scaling.ultralytics_math import resolve_auto_optimizer
+
+    name, lr, momentum = resolve_auto_optimizer(args.classes, args.images, args.batch, NBS, args.epochs)
+    return {"optimizer": name, "lr0": lr, "momentum": momentum, "warmup_bias_lr": 0.0}
+
+
 def base_hyp(args) -> dict:
+    if args.tuner_optimizer == "auto":
+        return auto_start(args)
     return {**BASE_HYP, "lr0": args.start_lr0}
 
 
 def start_point(args) -> dict:
+    if args.tuner_optimizer == "auto":
+        auto = auto_start(args)
+        return {**START, "lr0": auto["lr0"], "momentum": auto["momentum"]}
     return {**START, "lr0": args.start_lr0}
+
+
+def tuner_hyp(args) -> dict:
+    """The tuner's base arguments for the searched keys' start: as the sweep's, or (auto) Ultralytics'
+    own defaults, optimizer=auto included, exactly as `model.tune(...)` runs when not told otherwise."""
+    if args.tuner_optimizer == "auto":
+        return {"optimizer": "auto"}
+    return base_hyp(args)
 
 
 def sampler_options(args) -> dict:
@@ -162,7 +190,7 @@ def run_ultralytics(args, work: Path, data_yaml: Path) -> dict:
         "model": str(args.init), "data": str(data_yaml), "epochs": args.epochs, "iterations": args.trials,
         "space": {k: list(v) for k, v in SPACE.items()}, "imgsz": args.imgsz, "batch": args.batch, "nbs": NBS,
         "workers": 0, "plots": False, "val": True, "device": args.device, "seed": 0, "deterministic": True,
-        "amp": False, "project": str(folder), "name": "tune", "exist_ok": False, **base_hyp(args), **FIXED,
+        "amp": False, "project": str(folder), "name": "tune", "exist_ok": False, **tuner_hyp(args), **FIXED,
     }
     code, wall = run([sys.executable, "-c", TUNE_SNIPPET, json.dumps(cfg)], folder / "tune.log", folder)
     return {**read_ultralytics(folder, args.epochs), "wall_s": round(wall, 1), "exit_code": code}
@@ -443,12 +471,18 @@ def main() -> None:
                    help="median pruner: the earliest epoch a trial can be pruned at (runs before 2026-11-21: 5)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--start-lr0", type=float, default=0.002, help="lr0 of the shared starting point")
+    p.add_argument("--tuner-optimizer", choices=("AdamW", "auto"), default="AdamW",
+                   help="AdamW: both sides start from AdamW pinned at --start-lr0 (every run before 2026-11-22); "
+                        "auto: the tuner as shipped (optimizer=auto, which ignores lr0 and momentum), the sweep "
+                        "from the same training pinned (what auto resolves to)")
     p.add_argument("--tag", default="", help="suffix of the output files (bench_sweep_TAG.json/png)")
     p.add_argument("--serial", dest="parallel", action="store_false", help="run the two sides one after the other")
     p.add_argument("--work", type=Path, default=Path("/tmp/yolo-orch-bench-sweep"))
     p.add_argument("--out", type=Path, default=REPO / "docs" / "img")
     p.add_argument("--rescore", type=Path, help="only recompute the numbers, table and plot from a result JSON")
     args = p.parse_args()
+    if args.tuner_optimizer == "auto" and args.start_lr0 != p.get_default("start_lr0"):
+        p.error("--start-lr0 has no effect with --tuner-optimizer auto (auto picks its own lr)")
     if args.rescore:
         result = json.loads(args.rescore.read_text())
         result["repeats"] = [dict(score(r), index=r["index"]) for r in result["repeats"]]
@@ -472,7 +506,7 @@ def main() -> None:
                  "model": "yolo11n.yaml, seed-0 init saved as init.pt (both sides)",
                  "device": args.device},
         "budget_epochs": budget, "trials": args.trials, "epochs_per_trial": args.epochs, "space": SPACE,
-        "log_scale_in_sweep": sorted(LOG_SCALE), "base_hyp": base_hyp(args),
+        "log_scale_in_sweep": sorted(LOG_SCALE), "base_hyp": base_hyp(args), "tuner_hyp": tuner_hyp(args),
         "start": start_point(args), "fixed": FIXED,
         "sweep_sampler": {"name": "tpe", **sampler_options(args)},
         "sweep_pruner": pruner_spec(args),
