@@ -64,6 +64,9 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("work", nargs="+", type=Path, help="bench_sweep.py work folders (the timestamped ones)")
     args = p.parse_args()
+    for work in args.work:
+        if not work.is_dir():
+            p.error(f"{work}: no such folder (expected a bench_sweep.py work folder)")
     from scipy.stats import spearmanr  # an Ultralytics dependency
 
     warnings.filterwarnings("ignore", message="An input array is constant")  # early epochs: every mAP is 0
@@ -72,7 +75,7 @@ def main() -> None:
     epochs = min((len(rows) for rows, _, _ in curves), default=0)
     curves = [c for c in curves if len(c[0]) == epochs]
     if len(curves) < 4:
-        raise SystemExit(f"need at least 4 complete trials of equal length, found {len(curves)}")
+        p.error(f"need at least 4 complete trials of equal length in {', '.join(map(str, args.work))}, found {len(curves)}")
     final = [max(r["metrics/mAP50-95(B)"] for r in rows) for rows, _, _ in curves]
     names = list(signals(curves[0][0][0], curves[0][1], curves[0][2]))
     print(f"{len(curves)} complete trials of {epochs} epochs; Spearman rank correlation with the final score")
