@@ -90,10 +90,8 @@ def base_hyp(args) -> dict:
 
 
 def start_point(args) -> dict:
-    if args.tuner_optimizer == "auto":
-        auto = auto_start(args)
-        return {**START, "lr0": auto["lr0"], "momentum": auto["momentum"]}
-    return {**START, "lr0": args.start_lr0}
+    """The searched keys at the sweep's base job: Ultralytics' defaults, except what base_hyp pins."""
+    return {**START, **{k: v for k, v in base_hyp(args).items() if k in START}}
 
 
 def tuner_hyp(args) -> dict:
@@ -196,15 +194,19 @@ def run_ultralytics(args, work: Path, data_yaml: Path) -> dict:
     return {**read_ultralytics(folder, args.epochs), "wall_s": round(wall, 1), "exit_code": code}
 
 
-def read_ultralytics(folder: Path, epochs: int) -> dict:
-    """The tuner's trials from its folder (also usable on the folder of an interrupted run)."""
+def read_ultralytics(folder: Path, epochs: int | None) -> dict:
+    """The tuner's trials from its folder (also usable on the folder of an interrupted run).
+    `epochs`: every iteration's count (None where unknown: scripts/pruning_signal.py)."""
     results_file = folder / "tune" / "tune_results.ndjson"
     if not results_file.exists():
         raise SystemExit(f"model.tune wrote no results; see {folder / 'tune.log'}")
     rows = [json.loads(line) for line in results_file.read_text().splitlines() if line.strip()]
-    trials = [{"number": r["iteration"] - 1, "fitness": float(r["fitness"]), "epochs": epochs,
-               "state": "COMPLETE", "params": r["hyperparameters"],
-               "per_epoch": per_epoch_fitness(next(iter(r.get("save_dirs", {}).values()), None))} for r in rows]
+    trials = []
+    for r in rows:
+        run_dir = next(iter(r.get("save_dirs", {}).values()), None)
+        trials.append({"number": r["iteration"] - 1, "fitness": float(r["fitness"]), "epochs": epochs,
+                       "state": "COMPLETE", "params": r["hyperparameters"], "run_dir": run_dir,
+                       "per_epoch": per_epoch_fitness(run_dir)})
     return {"trials": trials}
 
 
@@ -246,7 +248,7 @@ def read_sweep(folder: Path) -> dict:
             continue
         trials.append({"number": t["number"], "fitness": t["values"][0] if t["values"] else 0.0,
                        "epochs": t["epochs"], "state": t["state"], "params": t["params"],
-                       "per_epoch": per_epoch_fitness(t.get("run_dir"))})
+                       "run_dir": t.get("run_dir"), "per_epoch": per_epoch_fitness(t.get("run_dir"))})
     return {"trials": trials, "states": summary["states"], "best_yaml": summary.get("best_yaml")}
 
 
@@ -334,14 +336,20 @@ def predictiveness(result: dict) -> dict[int, float | None]:
               if t["state"] == "COMPLETE" and t.get("per_epoch") and len(t["per_epoch"]) == result["epochs_per_trial"]]
     if len(curves) < 4:
         return {}
+    final = [max(c) for c in curves]
+    return {k + 1: rank_correlation([c[k] for c in curves], final) for k in range(result["epochs_per_trial"] - 1)}
+
+
+def rank_correlation(xs: list[float], ys: list[float]) -> float | None:
+    """Spearman's rho; None where it is undefined (every x equal: early epochs, all mAP 0)."""
+    import warnings
+
     from scipy.stats import spearmanr  # an Ultralytics dependency
 
-    final = [max(c) for c in curves]
-    out = {}
-    for k in range(result["epochs_per_trial"] - 1):
-        rho = float(spearmanr([c[k] for c in curves], final).statistic)
-        out[k + 1] = None if math.isnan(rho) else rho  # NaN: every curve equal at that epoch
-    return out
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="An input array is constant")
+        rho = float(spearmanr(xs, ys).statistic)
+    return None if math.isnan(rho) else rho
 
 
 def summarize(result: dict) -> dict:

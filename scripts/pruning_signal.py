@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
-import math
-import warnings
 from pathlib import Path
+
+from bench_sweep import read_sweep, read_ultralytics, rank_correlation  # the benchmark's own readers
 
 DFL_GAIN = 1.5  # Ultralytics' default; not searched by the benchmark
 
@@ -31,20 +30,18 @@ def read_curve(results_csv: Path) -> list[dict[str, float]]:
 
 def complete_curves(work: Path) -> list[tuple[list[dict[str, float]], float, float]]:
     """(per-epoch rows, box gain, cls gain) of every trial of both sides that ran all its epochs."""
+    trials = []
+    for repeat in sorted(work.glob("repeat*")):  # a repeat may have been stopped before either side wrote
+        if (repeat / "ultralytics" / "tune" / "tune_results.ndjson").exists():
+            trials += read_ultralytics(repeat / "ultralytics", epochs=None)["trials"]
+        if (repeat / "sweep" / "runs" / "sweeps" / "bench" / "summary.json").exists():
+            trials += read_sweep(repeat / "sweep")["trials"]
     found = []
-    for results in work.glob("repeat*/ultralytics/tune/tune_results.ndjson"):
-        for line in results.read_text().splitlines():
-            row = json.loads(line)
-            run_dir = next(iter(row.get("save_dirs", {}).values()), None)
-            if run_dir and (Path(run_dir) / "results.csv").exists():
-                hyp = row["hyperparameters"]
-                found.append((read_curve(Path(run_dir) / "results.csv"), hyp["box"], hyp["cls"]))
-    for summary in work.glob("repeat*/sweep/runs/sweeps/*/summary.json"):
-        for trial in json.loads(summary.read_text())["trials"]:
-            if trial["state"] == "COMPLETE" and trial.get("run_dir"):
-                params = trial["params"]
-                found.append((read_curve(Path(trial["run_dir"]) / "results.csv"),
-                              params.get("hyp.box", 7.5), params.get("hyp.cls", 0.5)))
+    for t in trials:
+        results = Path(t["run_dir"]) / "results.csv" if t.get("run_dir") else None
+        if t["state"] == "COMPLETE" and results is not None and results.exists():
+            params = {k.removeprefix("hyp."): v for k, v in t["params"].items()}  # the sweep's are "hyp.box"
+            found.append((read_curve(results), params.get("box", 7.5), params.get("cls", 0.5)))
     return found
 
 
@@ -67,9 +64,6 @@ def main() -> None:
     for work in args.work:
         if not work.is_dir():
             p.error(f"{work}: no such folder (expected a bench_sweep.py work folder)")
-    from scipy.stats import spearmanr  # an Ultralytics dependency
-
-    warnings.filterwarnings("ignore", message="An input array is constant")  # early epochs: every mAP is 0
 
     curves = [c for work in args.work for c in complete_curves(work)]
     epochs = min((len(rows) for rows, _, _ in curves), default=0)
@@ -85,8 +79,8 @@ def main() -> None:
         values = [signals(rows[k], box, cls) for rows, box, cls in curves]
         cells = []
         for name in names:
-            rho = float(spearmanr([v[name] for v in values], final).statistic)
-            cells.append("-" if math.isnan(rho) else f"{rho:.2f}")  # NaN: every trial equal (all zero)
+            rho = rank_correlation([v[name] for v in values], final)
+            cells.append("-" if rho is None else f"{rho:.2f}")
         print(f"| {k + 1} | " + " | ".join(cells) + " |")
 
 
