@@ -132,6 +132,21 @@ torch.manual_seed(0)
 YOLO("yolo11n.yaml").save(sys.argv[1])  # half precision, as the tuner's MultiTrainer saves its base model
 """
 
+# --pretrain: the seed-0 init trained on a different generated task (other seed, 4x the images, its
+# own classes), Ultralytics' defaults with AdamW at 0.002; its best.pt (half precision) becomes the
+# initial weights of every trial of both sides: fine-tuning, where a model learns from epoch 1 on.
+PRETRAIN_SNIPPET = r"""
+import json, shutil, sys
+from orchestrator.worker.offline import prepare_env, disable_integrations
+prepare_env()
+from ultralytics import YOLO
+disable_integrations()
+cfg = json.loads(sys.argv[1])
+model, out = YOLO(cfg.pop("model")), cfg.pop("out")
+model.train(**cfg)
+shutil.copyfile(model.trainer.best, out)
+"""
+
 TUNE_SNIPPET = r"""
 import json, sys
 from orchestrator.worker.offline import prepare_env, disable_integrations
@@ -179,6 +194,24 @@ def per_epoch_fitness(run_dir: str | None) -> list[float] | None:
     lines = csv.read_text().splitlines()
     column = [h.strip() for h in lines[0].split(",")].index("metrics/mAP50-95(B)")
     return [float(line.split(",")[column]) for line in lines[1:] if line.strip()]
+
+
+def pretrain(args, root: Path) -> tuple[Path, float]:
+    """Train the seed-0 init on the pretraining task (PRETRAIN_SNIPPET); returns its best weights."""
+    from orchestrator.data.synth import generate_dataset
+
+    data_yaml = generate_dataset(root / "pretrain-data", images=4 * args.images, val_images=args.val_images,
+                                 classes=args.pretrain_classes, imgsz=args.imgsz, seed=1)
+    out = root / "pretrained.pt"
+    cfg = {"model": str(args.init), "out": str(out), "data": str(data_yaml), "epochs": args.pretrain,
+           "imgsz": args.imgsz, "batch": args.batch, "nbs": NBS, "workers": 0, "plots": False,
+           "device": args.device, "seed": 0, "deterministic": True, "amp": False, "optimizer": "AdamW",
+           "lr0": 0.002, "project": str(root / "pretrain"), "name": "train", **FIXED}
+    print(f"pretraining {args.pretrain} epochs on {4 * args.images} images of {args.pretrain_classes} classes", flush=True)
+    code, wall = run([sys.executable, "-c", PRETRAIN_SNIPPET, json.dumps(cfg)], root / "pretrain.log", root)
+    if code != 0:
+        raise SystemExit(f"pretraining failed; see {root / 'pretrain.log'}")
+    return out, wall
 
 
 def run_ultralytics(args, work: Path, data_yaml: Path) -> dict:
@@ -477,6 +510,11 @@ def main() -> None:
     p.add_argument("--startup-scale", type=float, help="--startup-mode local: the draws' spread (share of each range)")
     p.add_argument("--warmup-steps", type=int, default=7,
                    help="median pruner: the earliest epoch a trial can be pruned at (runs before 2026-11-21: 5)")
+    p.add_argument("--pretrain", type=int, default=0, metavar="EPOCHS",
+                   help="fine-tune instead of training from scratch: both sides start from the init trained "
+                        "this many epochs on another generated task (seed 1, 4x --images, --pretrain-classes)")
+    p.add_argument("--pretrain-classes", type=int, default=3,
+                   help="classes of the pretraining task (the first N shapes; --classes above it adds new ones)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--start-lr0", type=float, default=0.002, help="lr0 of the shared starting point")
     p.add_argument("--tuner-optimizer", choices=("AdamW", "auto"), default="AdamW",
@@ -506,12 +544,18 @@ def main() -> None:
     code, _ = run([sys.executable, "-c", INIT_SNIPPET, str(args.init)], root / "init.log", root)
     if code != 0:
         raise SystemExit(f"could not build the initial weights; see {root / 'init.log'}")
+    pretrain_wall = None
+    if args.pretrain:
+        args.init, pretrain_wall = pretrain(args, root)
     budget = args.trials * args.epochs
     print(f"work dir {root}; budget {budget} epochs a side, {args.repeat} repeat(s)", flush=True)
     result = {
         "task": {"images": args.images, "val_images": args.val_images, "imgsz": args.imgsz,
                  "classes": args.classes, "batch": args.batch, "nbs": NBS,
-                 "model": "yolo11n.yaml, seed-0 init saved as init.pt (both sides)",
+                 "model": "yolo11n.yaml, seed-0 init saved as init.pt (both sides)" + (
+                     f", pretrained {args.pretrain} epochs on {4 * args.images} images of "
+                     f"{args.pretrain_classes} classes (seed 1)" if args.pretrain else ""),
+                 "pretrain_wall_s": pretrain_wall,
                  "device": args.device},
         "budget_epochs": budget, "trials": args.trials, "epochs_per_trial": args.epochs, "space": SPACE,
         "log_scale_in_sweep": sorted(LOG_SCALE), "base_hyp": base_hyp(args), "tuner_hyp": tuner_hyp(args),
