@@ -15,7 +15,8 @@ pinned at lr0 0.002 (`optimizer=auto` would discard lr0); at 128 px those defaul
 `--tuner-optimizer auto` runs the tuner as shipped instead: optimizer=auto, which trains
 AdamW at a fitted lr with beta1 0.9 whatever lr0 and momentum the tuner mutates to; the
 sweep's base job pins what auto resolves to (yolo-orch refuses to search lr0 under auto),
-so the start is again the same training on both sides. The tuner's
+so the start is again the same training on both sides. `--pretrain EPOCHS` fine-tunes
+instead: both sides start from the init trained on another generated task. The tuner's
 first iteration is its base arguments; the sweep enqueues the same point as trial 0. Every
 trial of both sides starts from the same initial weights: yolo11n built from its yaml under
 seed 0 and saved in half precision (init.pt), which is what the tuner does with its base
@@ -448,10 +449,11 @@ def plot(result: dict, path: Path) -> None:
     ax.scatter([], [], color="grey", marker="x", s=22, label="a pruned trial (its last epoch's value)")
     handles, labels = ax.get_legend_handles_labels()
     task = result["task"]
-    fig.suptitle(f"{task['images']} synthetic images, imgsz {task['imgsz']}, yolo11n from scratch, "
+    start = "yolo11n fine-tuned" if "pretrained" in task["model"] else "yolo11n from scratch"
+    fig.suptitle(f"{task['images']} synthetic images, imgsz {task['imgsz']}, {start}, "
                  f"{result['budget_epochs']} epochs a side ({result['trials']} x {result['epochs_per_trial']})",
                  fontsize=10)
-    fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=3, frameon=False)
+    fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=3 if len(repeats) > 1 else 2, frameon=False)
     for ax in list(axes.flat)[len(repeats):]:
         ax.axis("off")
     fig.tight_layout(rect=(0, 0.8 / (4.2 * rows + 0.8) + 0.02, 1, 1))
