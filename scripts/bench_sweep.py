@@ -135,7 +135,7 @@ YOLO("yolo11n.yaml").save(sys.argv[1])  # half precision, as the tuner's MultiTr
 
 # --pretrain: the seed-0 init trained on a different generated task (other seed, 4x the images, its
 # own classes), Ultralytics' defaults with AdamW at 0.002; its best.pt (half precision) becomes the
-# initial weights of every trial of both sides: fine-tuning, where a model learns from epoch 1 on.
+# initial weights of every trial of both sides: fine-tuning, the usual real case.
 PRETRAIN_SNIPPET = r"""
 import json, shutil, sys
 from orchestrator.worker.offline import prepare_env, disable_integrations
