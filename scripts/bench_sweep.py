@@ -197,22 +197,29 @@ def per_epoch_fitness(run_dir: str | None) -> list[float] | None:
     return [float(line.split(",")[column]) for line in lines[1:] if line.strip()]
 
 
-def pretrain(args, root: Path) -> tuple[Path, float]:
-    """Train the seed-0 init on the pretraining task (PRETRAIN_SNIPPET); returns its best weights."""
+def train_args(args) -> dict:
+    """The Ultralytics training arguments every training of the benchmark shares (the sweep's job
+    sets the same through the orchestrator's spec)."""
+    return {"imgsz": args.imgsz, "batch": args.batch, "nbs": NBS, "workers": 0, "plots": False,
+            "device": args.device, "seed": 0, "deterministic": True, "amp": False, **FIXED}
+
+
+def pretrain(args, root: Path) -> tuple[Path, dict]:
+    """Train the seed-0 init on the pretraining task (PRETRAIN_SNIPPET); returns its best weights
+    and what was done (recorded as the result's task["pretrain"])."""
     from orchestrator.data.synth import generate_dataset
 
-    data_yaml = generate_dataset(root / "pretrain-data", images=4 * args.images, val_images=args.val_images,
-                                 classes=args.pretrain_classes, imgsz=args.imgsz, seed=1)
+    done = {"epochs": args.pretrain, "images": 4 * args.images, "classes": args.pretrain_classes, "seed": 1}
+    data_yaml = generate_dataset(root / "pretrain-data", images=done["images"], val_images=args.val_images,
+                                 classes=done["classes"], imgsz=args.imgsz, seed=done["seed"])
     out = root / "pretrained.pt"
-    cfg = {"model": str(args.init), "out": str(out), "data": str(data_yaml), "epochs": args.pretrain,
-           "imgsz": args.imgsz, "batch": args.batch, "nbs": NBS, "workers": 0, "plots": False,
-           "device": args.device, "seed": 0, "deterministic": True, "amp": False, "optimizer": "AdamW",
-           "lr0": 0.002, "project": str(root / "pretrain"), "name": "train", **FIXED}
-    print(f"pretraining {args.pretrain} epochs on {4 * args.images} images of {args.pretrain_classes} classes", flush=True)
+    cfg = {"model": str(args.init), "out": str(out), "data": str(data_yaml), "epochs": done["epochs"],
+           **train_args(args), "optimizer": "AdamW", "lr0": 0.002, "project": str(root / "pretrain"), "name": "train"}
+    print(f"pretraining {done['epochs']} epochs on {done['images']} images of {done['classes']} classes", flush=True)
     code, wall = run([sys.executable, "-c", PRETRAIN_SNIPPET, json.dumps(cfg)], root / "pretrain.log", root)
     if code != 0:
         raise SystemExit(f"pretraining failed; see {root / 'pretrain.log'}")
-    return out, wall
+    return out, {**done, "wall_s": wall}
 
 
 def run_ultralytics(args, work: Path, data_yaml: Path) -> dict:
@@ -220,9 +227,8 @@ def run_ultralytics(args, work: Path, data_yaml: Path) -> dict:
     folder.mkdir(parents=True, exist_ok=True)
     cfg = {
         "model": str(args.init), "data": str(data_yaml), "epochs": args.epochs, "iterations": args.trials,
-        "space": {k: list(v) for k, v in SPACE.items()}, "imgsz": args.imgsz, "batch": args.batch, "nbs": NBS,
-        "workers": 0, "plots": False, "val": True, "device": args.device, "seed": 0, "deterministic": True,
-        "amp": False, "project": str(folder), "name": "tune", "exist_ok": False, **tuner_hyp(args), **FIXED,
+        "space": {k: list(v) for k, v in SPACE.items()}, **train_args(args), "val": True,
+        "project": str(folder), "name": "tune", "exist_ok": False, **tuner_hyp(args),
     }
     code, wall = run([sys.executable, "-c", TUNE_SNIPPET, json.dumps(cfg)], folder / "tune.log", folder)
     return {**read_ultralytics(folder, args.epochs), "wall_s": round(wall, 1), "exit_code": code}
@@ -449,7 +455,7 @@ def plot(result: dict, path: Path) -> None:
     ax.scatter([], [], color="grey", marker="x", s=22, label="a pruned trial (its last epoch's value)")
     handles, labels = ax.get_legend_handles_labels()
     task = result["task"]
-    start = "yolo11n fine-tuned" if "pretrained" in task["model"] else "yolo11n from scratch"
+    start = "yolo11n fine-tuned" if task.get("pretrain") else "yolo11n from scratch"
     fig.suptitle(f"{task['images']} synthetic images, imgsz {task['imgsz']}, {start}, "
                  f"{result['budget_epochs']} epochs a side ({result['trials']} x {result['epochs_per_trial']})",
                  fontsize=10)
@@ -546,18 +552,16 @@ def main() -> None:
     code, _ = run([sys.executable, "-c", INIT_SNIPPET, str(args.init)], root / "init.log", root)
     if code != 0:
         raise SystemExit(f"could not build the initial weights; see {root / 'init.log'}")
-    pretrain_wall = None
+    pretrained = None
     if args.pretrain:
-        args.init, pretrain_wall = pretrain(args, root)
+        args.init, pretrained = pretrain(args, root)
     budget = args.trials * args.epochs
     print(f"work dir {root}; budget {budget} epochs a side, {args.repeat} repeat(s)", flush=True)
     result = {
         "task": {"images": args.images, "val_images": args.val_images, "imgsz": args.imgsz,
                  "classes": args.classes, "batch": args.batch, "nbs": NBS,
-                 "model": "yolo11n.yaml, seed-0 init saved as init.pt (both sides)" + (
-                     f", pretrained {args.pretrain} epochs on {4 * args.images} images of "
-                     f"{args.pretrain_classes} classes (seed 1)" if args.pretrain else ""),
-                 "pretrain_wall_s": pretrain_wall,
+                 "model": "yolo11n.yaml, seed-0 init saved as init.pt (both sides)",
+                 "pretrain": pretrained,
                  "device": args.device},
         "budget_epochs": budget, "trials": args.trials, "epochs_per_trial": args.epochs, "space": SPACE,
         "log_scale_in_sweep": sorted(LOG_SCALE), "base_hyp": base_hyp(args), "tuner_hyp": tuner_hyp(args),
