@@ -392,6 +392,31 @@ def rank_correlation(xs: list[float], ys: list[float]) -> float | None:
     return None if math.isnan(rho) else rho
 
 
+def hit_rate(result: dict) -> dict:
+    """Why the target holds or not, as arithmetic. p: the share of the sweep's searched trials (not
+    trial 0) that finished at or above their repeat's tuner best. k: how many searched trials each
+    repeat started within half the tuner's budget (set by where the pruner decides). If each draw hit
+    independently with p, a repeat would meet the target with chance 1 - (1 - p)^k; summed over the
+    repeats that predicts how many meet it. TPE learns from earlier trials, so the prediction runs a
+    little low; it shows what reliability would take: with k = 6, p >= 0.32 for 9 repeats in 10."""
+    hits = searched = 0
+    ks = []
+    for r in result["repeats"]:
+        bar, half = r["ultralytics"]["best"] - 1e-9, r["ultralytics"]["epochs_spent"] / 2
+        spent = k = 0
+        for t in sorted(r["sweep"]["trials"], key=lambda t: t["number"]):
+            spent += int(t["epochs"] or 0)
+            if t["number"] == 0:
+                continue
+            searched += 1
+            hits += t["state"] == "COMPLETE" and t["fitness"] >= bar
+            k += spent <= half
+        ks.append(k)
+    p = hits / searched if searched else 0.0
+    return {"searched_trials": searched, "hits": hits, "p": p, "k_within_half_budget": ks,
+            "predicted_within_half_budget": sum(1 - (1 - p) ** k for k in ks)}
+
+
 def summarize(result: dict) -> dict:
     reps = result["repeats"]
     ratios = [r["sweep"]["epochs_to_ultralytics_best"] / r["ultralytics"]["epochs_to_own_best"]
@@ -414,6 +439,7 @@ def summarize(result: dict) -> dict:
         "tuner_best_is_start": sum(r["ultralytics"]["epochs_to_own_best"] == r["ultralytics"]["curve"][0][0]
                                    for r in reps),
         "rank_correlation_with_final_by_epoch": predictiveness(result),
+        "hit_rate": hit_rate(result),
     }
 
 
@@ -602,6 +628,11 @@ def write(result: dict, out: Path, stem: str | None = None, quiet: bool = False)
     if sm["epoch_granular_repeats"]:
         print(f"counted in epochs: within half in {sm['reached_in_half_by_epoch']} of {sm['epoch_granular_repeats']} "
               f"(median ratio {sm['median_epoch_ratio_by_epoch']})")
+    hr = sm["hit_rate"]
+    print(f"searched sweep trials that finished at or above the tuner's best: {hr['hits']} of "
+          f"{hr['searched_trials']} (p = {hr['p']:.3f}); searched trials within half the budget: "
+          f"{hr['k_within_half_budget']}; independent draws would meet the target in "
+          f"{hr['predicted_within_half_budget']:.1f} of {sm['repeats']} (observed {sm['searched_within_half_budget']})")
     corr = sm.get("rank_correlation_with_final_by_epoch") or {}
     if corr:
         print("rank correlation of each epoch's fitness with the final one (complete trials): "
