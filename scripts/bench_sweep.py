@@ -395,10 +395,10 @@ def rank_correlation(xs: list[float], ys: list[float]) -> float | None:
 def hit_rate(result: dict) -> dict:
     """Why the target holds or not, as arithmetic. p: the share of the sweep's searched trials (not
     trial 0) that finished at or above their repeat's tuner best. k: how many searched trials each
-    repeat started within half the tuner's budget (set by where the pruner decides). If each draw hit
-    independently with p, a repeat would meet the target with chance 1 - (1 - p)^k; summed over the
-    repeats that predicts how many meet it. TPE learns from earlier trials, so the prediction runs a
-    little low; it shows what reliability would take: with k = 6, p >= 0.32 for 9 repeats in 10."""
+    repeat ran to their end (complete or pruned) within half the tuner's budget, which is set by
+    where the pruner decides. If each draw hit independently with p, a repeat would meet the target
+    with chance 1 - (1 - p)^k; summed over the repeats that predicts how many meet it. It shows what
+    reliability would take: with k = 6, p >= 0.32 for 9 repeats in 10."""
     hits = searched = 0
     ks = []
     for r in result["repeats"]:
