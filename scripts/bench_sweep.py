@@ -292,13 +292,23 @@ def read_sweep(folder: Path) -> dict:
     return {"trials": trials, "states": summary["states"], "best_yaml": summary.get("best_yaml")}
 
 
-def curve(side: dict) -> list[tuple[int, float]]:
-    points, spent = [], 0
+def in_order(side: dict):
+    """(trial, epochs spent once it ended) for a side's trials in the order they ran."""
+    spent = 0
     for t in sorted(side["trials"], key=lambda t: t["number"]):
         spent += int(t["epochs"] or 0)
-        # a pruned trial never produced a finished model: it cannot be the sweep's answer
-        points.append((spent, t["fitness"] if t["state"] == "COMPLETE" else float("-inf")))
-    return best_so_far(points)
+        yield t, spent
+
+
+def searched_match(t: dict, bar: float) -> bool:
+    """A searched trial (not trial 0, the shared start) that finished at or above `bar`."""
+    return t["number"] > 0 and t["state"] == "COMPLETE" and t["fitness"] >= bar - 1e-9
+
+
+def curve(side: dict) -> list[tuple[int, float]]:
+    # a pruned trial never produced a finished model: it cannot be the sweep's answer
+    return best_so_far([(spent, t["fitness"] if t["state"] == "COMPLETE" else float("-inf"))
+                        for t, spent in in_order(side)])
 
 
 def epoch_curve(side: dict) -> list[tuple[int, float]] | None:
@@ -345,12 +355,7 @@ def score(result: dict) -> dict:
     # both "reach" it with the first trial and the measure above cannot tell the searches apart.
     # So also: when did a SEARCHED configuration (not trial 0) first match or beat the tuner's
     # best, against the epochs the tuner spent in all, and did a searched one of the tuner's?
-    spent, beat_at = 0, None
-    for t in sorted(s["trials"], key=lambda t: t["number"]):
-        spent += int(t["epochs"] or 0)
-        if t["number"] > 0 and t["state"] == "COMPLETE" and t["fitness"] >= u["best"] - 1e-9:
-            beat_at = spent
-            break
+    beat_at = next((spent for t, spent in in_order(s) if searched_match(t, u["best"])), None)
     # The same measure at the granularity of epochs: the first epoch after which each side held a
     # model as good as the tuner's best (a trial can get there before its last epoch).
     u_epochs, s_epochs = epoch_curve(u), epoch_curve(s)
@@ -402,16 +407,11 @@ def hit_rate(result: dict) -> dict:
     hits = searched = 0
     ks = []
     for r in result["repeats"]:
-        bar, half = r["ultralytics"]["best"] - 1e-9, r["ultralytics"]["epochs_spent"] / 2
-        spent = k = 0
-        for t in sorted(r["sweep"]["trials"], key=lambda t: t["number"]):
-            spent += int(t["epochs"] or 0)
-            if t["number"] == 0:
-                continue
-            searched += 1
-            hits += t["state"] == "COMPLETE" and t["fitness"] >= bar
-            k += spent <= half
-        ks.append(k)
+        bar, half = r["ultralytics"]["best"], r["ultralytics"]["epochs_spent"] / 2
+        searched_trials = [(t, spent) for t, spent in in_order(r["sweep"]) if t["number"] > 0]
+        searched += len(searched_trials)
+        hits += sum(searched_match(t, bar) for t, _ in searched_trials)
+        ks.append(sum(spent <= half for _, spent in searched_trials))
     p = hits / searched if searched else 0.0
     return {"searched_trials": searched, "hits": hits, "p": p, "k_within_half_budget": ks,
             "predicted_within_half_budget": sum(1 - (1 - p) ** k for k in ks)}
@@ -464,9 +464,7 @@ def plot(result: dict, path: Path) -> None:
                 pts = [(e, b) for e, b in per_epoch if b != float("-inf")]
                 ax.step([p[0] for p in pts], [p[1] for p in pts], where="post", color=color, linewidth=1,
                         linestyle="--", alpha=0.8)
-            spent = 0
-            for t in sorted(rep[key]["trials"], key=lambda t: t["number"]):  # every trial at its own score
-                spent += int(t["epochs"] or 0)
+            for t, spent in in_order(rep[key]):  # every trial at its own score
                 pruned = t["state"] == "PRUNED"
                 ax.scatter([spent], [t["fitness"]], color=color, s=22 if pruned else 16, alpha=0.6,
                            marker="x" if pruned else "o", zorder=3)
