@@ -320,6 +320,17 @@ def check_wandb() -> Check:
                      "wandb login (or set WANDB_API_KEY), or unset WANDB_MODE to log offline", data)
     if not installed:
         return Check("wandb", PASS, detail + " (runs are not logged to W&B)", "pip install wandb to log runs", data)
+    if mode == "online":  # the only check that touches the network, and only because online was configured
+        from orchestrator.tracking.wandb_reach import server_address, unreachable_reason
+
+        unreachable = unreachable_reason()
+        data["reachable"] = unreachable is None
+        if unreachable:
+            return Check("wandb", WARN, f"{detail}; {unreachable}: runs will log offline",
+                         "upload later with `wandb sync RUN_DIR/wandb/offline-run-*`, or set WANDB_MODE=offline "
+                         "to skip the check", data)
+        host, port = server_address()
+        detail += f"; {host}:{port} reachable"
     fix = "" if key else "optional: wandb login (runs are logged offline; `wandb sync` uploads them later)"
     return Check("wandb", PASS, detail, fix, data)
 
@@ -370,13 +381,11 @@ def check_ultralytics_offline() -> Check:
     return Check("ultralytics-offline", PASS, f"fonts present, integrations off ({base})", "", data)
 
 
-def _redact(url: str) -> str:
-    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
-
-
 _STORAGE_PROBE = r"""
 import os, sys
 url = os.environ["YOLO_ORCH_DOCTOR_URL"]
+from orchestrator.sweep.study import check_url
+url = check_url(url)  # the driver `sweep` would pick for a plain postgresql:// URL
 from sqlalchemy import create_engine, text
 kw = {"connect_args": {"timeout": 10}} if url.startswith("sqlite") else {"connect_args": {"connect_timeout": 10}}
 try:
@@ -397,7 +406,9 @@ def check_storage(url: str | None) -> Check:
                 break
     if not url:
         return Check("optuna-storage", PASS, "not configured (sweeps use a SQLite file under the runs folder)", "")
-    shown = _redact(url)
+    from orchestrator.urls import redact_text, redact_url
+
+    shown = redact_url(url)
     if url.startswith("sqlite:///"):
         path = Path(url.split("sqlite:///", 1)[1]).expanduser()
         parent = path.parent
@@ -413,7 +424,7 @@ def check_storage(url: str | None) -> Check:
     code, stdout, stderr = _py(_STORAGE_PROBE, timeout=30, env={"YOLO_ORCH_DOCTOR_URL": url})
     if code == 0 and "ok" in stdout:
         return Check("optuna-storage", PASS, f"{shown}: reachable", "", {})
-    reason = _redact(_last_error(stderr)).replace(url, shown)
+    reason = redact_text(_last_error(stderr), url)
     return Check("optuna-storage", FAIL, f"{shown}: not reachable ({reason})",
                  "check host, port, database and credentials (PostgreSQL needs psycopg2: pip install "
                  "'yolo-orch[postgres]')", {})

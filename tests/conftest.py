@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import subprocess
 import sys
 import textwrap
@@ -81,3 +82,42 @@ def write_text(folder: Path, name: str, text: str) -> Path:
 @pytest.fixture
 def tiny_job(tmp_path) -> Path:
     return write_job(tmp_path)
+
+
+# ------------------------------------------------------------------ PostgreSQL (sweeps across machines)
+# A database of its own per test on 127.0.0.1:5432 (user postgres, trust auth; YOLO_ORCH_PG_URL overrides the
+# server URL). Where no server is reachable the test skips with the reason, except in CI (CI=true): a failure.
+SERVER = os.environ.get("YOLO_ORCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def _unavailable(reason: str):
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"PostgreSQL test cannot run in CI: {reason}")
+    pytest.skip(f"no PostgreSQL server: {reason}")
+
+
+@pytest.fixture
+def pg_url():
+    try:
+        import psycopg2
+        from sqlalchemy.engine import make_url
+    except ImportError as exc:
+        _unavailable(f"{exc.name} is not installed (pip install psycopg2-binary)")
+    server = make_url(SERVER)
+    try:
+        admin = psycopg2.connect(host=server.host, port=server.port or 5432, user=server.username,
+                                 password=server.password, dbname=server.database or "postgres", connect_timeout=5)
+    except psycopg2.OperationalError as exc:
+        _unavailable(f"{server.render_as_string(hide_password=True)}: {str(exc).strip().splitlines()[0]}")
+    admin.autocommit = True
+    name = f"yolo_orch_test_{secrets.token_hex(4)}"
+    with admin.cursor() as cur:
+        cur.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield server.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.cursor() as cur:
+            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+
+

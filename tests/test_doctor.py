@@ -120,10 +120,28 @@ def test_storage_checks_hide_the_password(tmp_path, monkeypatch):
 
 
 def test_wandb_and_disk(tmp_path, monkeypatch):
+    """With a key configured (online), doctor probes the W&B server: a listening one passes, a
+    closed port warns that runs will log offline. Both servers are on loopback."""
+    import socket
+
     monkeypatch.setenv("WANDB_API_KEY", SECRET)
-    check = doctor.check_wandb()
-    assert check.status == "pass" and "API key configured" in check.detail
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{server.getsockname()[1]}")
+        check = doctor.check_wandb()
+    assert check.status == "pass" and "API key configured" in check.detail and "reachable" in check.detail
     assert SECRET not in json.dumps(doctor.as_json([check]))
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{closed.getsockname()[1]}")
+    closed.close()
+    check = doctor.check_wandb()
+    assert check.status == "warn" and "unreachable" in check.detail and "runs will log offline" in check.detail
+    assert "wandb sync" in check.fix and check.data["reachable"] is False
+    monkeypatch.setenv("WANDB_MODE", "offline")  # offline configured: no probe, nothing touches the network
+    check = doctor.check_wandb()
+    assert check.status == "pass" and "reachable" not in check.data
     assert doctor.check_disk(tmp_path / "runs").status == "pass"
     assert doctor.check_disk(tmp_path / "runs", warn_gib=1e9, fail_gib=0).status == "warn"
     assert doctor.check_disk(tmp_path / "runs", warn_gib=1e9, fail_gib=1e9).status == "fail"
@@ -139,3 +157,12 @@ def test_registry_check(tmp_path, monkeypatch):
     check = doctor.check_registry(tmp_path / "runs")
     assert check.status == "pass" and "1 runs" in check.detail and "journal wal" in check.detail
     assert process_identity(os.getpid())
+
+
+@pytest.mark.postgres
+def test_storage_check_takes_the_url_sweep_takes(pg_url):
+    """`postgresql://` (no driver named) is what `sweep` accepts and the docs show: doctor picks the
+    installed driver as sweep does instead of failing on a missing psycopg."""
+    assert pg_url.startswith("postgresql://")
+    check = doctor.check_storage(pg_url)
+    assert check.status == "pass" and "reachable" in check.detail, check.detail

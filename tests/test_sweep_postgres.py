@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import signal
 import subprocess
 import sys
@@ -24,40 +23,6 @@ import yaml
 from conftest import cli_env, write_job
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
-SERVER = os.environ.get("YOLO_ORCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-
-
-def _unavailable(reason: str):
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"PostgreSQL test cannot run in CI: {reason}")
-    pytest.skip(f"no PostgreSQL server for the distributed sweep test: {reason}")
-
-
-@pytest.fixture
-def pg_url():
-    try:
-        import psycopg2
-        from sqlalchemy.engine import make_url
-    except ImportError as exc:
-        _unavailable(f"{exc.name} is not installed (pip install psycopg2-binary)")
-    server = make_url(SERVER)
-    try:
-        admin = psycopg2.connect(host=server.host, port=server.port or 5432, user=server.username,
-                                 password=server.password, dbname=server.database or "postgres", connect_timeout=5)
-    except psycopg2.OperationalError as exc:
-        _unavailable(f"{server.render_as_string(hide_password=True)}: {str(exc).strip().splitlines()[0]}")
-    admin.autocommit = True
-    name = f"yolo_orch_test_{secrets.token_hex(4)}"
-    with admin.cursor() as cur:
-        cur.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield server.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.cursor() as cur:
-            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.close()
-
-
 def start_sweep(sweep: Path, url: str, cwd: Path, log: Path) -> subprocess.Popen:
     """One `yolo-orch sweep` command in its own session (its own process group, as on its own machine)."""
     return subprocess.Popen([sys.executable, "-m", "orchestrator", "sweep", str(sweep), "--storage", url,

@@ -3,7 +3,11 @@ job, every scaled value with its original, per-epoch and final metrics; no key l
 
 from __future__ import annotations
 
+import http.server
 import json
+import socket
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -52,3 +56,61 @@ def test_key_never_written(tmp_path):
     leaks = [p for p in run_dir.rglob("*") if p.is_file() and FAKE_KEY.encode() in p.read_bytes()]
     assert not leaks, f"API key found in {leaks}"
     assert FAKE_KEY not in result.stdout + result.stderr
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class _RejectingWandb(http.server.BaseHTTPRequestHandler):
+    """A W&B server on loopback that rejects every key (the real one cannot be reached from here)."""
+
+    def do_POST(self):
+        self.send_response(401)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(b'{"errors": [{"message": "invalid api key"}]}')
+
+    do_GET = do_POST
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def rejecting_server():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _RejectingWandb)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+@pytest.mark.parametrize("server", ["unreachable", "rejects-key"])
+def test_online_that_cannot_start_logs_offline(tmp_path, server, request):
+    """A key in the environment on a node without W&B (or with a key W&B rejects) must not cost the
+    run: it trains to the end, logs offline, and says once how to upload later."""
+    url = f"http://127.0.0.1:{_closed_port()}" if server == "unreachable" else request.getfixturevalue(
+        "rejecting_server")
+    job = write_job(tmp_path, epochs=2, wandb={"project": "orch-test"})
+    env = {"WANDB_API_KEY": FAKE_KEY, "WANDB_BASE_URL": url, "WANDB_MODE": ""}
+    plan = run_cli("plan", job, cwd=tmp_path, env=env)
+    assert plan.returncode == 0 and "W&B: online (an API key is configured)" in plan.stdout, plan.stdout
+    started = time.monotonic()
+    result = run_cli("submit", job, "--json", cwd=tmp_path, env=env)
+    wall = time.monotonic() - started
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads(result.stdout)
+    assert summary["state"] == "finished" and summary["summary"]["epochs_completed"] == 2
+    assert result.stderr.count("W&B online could not start") == 1, result.stderr
+    assert "wandb sync" in result.stderr and FAKE_KEY not in result.stdout + result.stderr
+    run_dir = Path(summary["run_dir"])
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert [e["event"] for e in events].count("warning") == 1
+    files = list(run_dir.glob("wandb/offline-run-*/run-*.wandb"))
+    assert len(files) == 1
+    history = [row for row in read_run(files[0])["history"] if "metrics/mAP50(B)" in row]
+    assert [row["epoch"] for row in history] == [1, 2]
+    assert wall < 90, f"{wall:.0f} s: the fallback must not wait for wandb's 90 s init timeout"

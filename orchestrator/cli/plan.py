@@ -56,7 +56,10 @@ def plan_cmd(
     if json_out:
         print_json([{key: p.scaled.as_json()[key] for key in PLAN_JSON_KEYS} for p in plans])
         return
+    from orchestrator.tracking.wandb_mode import describe_mode
+
     out.print(scaling_table([p.scaled for p in plans], title=f"Plan for {job.spec.name}"))
+    out.print(describe_mode(job.spec.wandb), markup=False, highlight=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -47,8 +47,8 @@ def resume_cmd(
                 progress.update(task, completed=event["epoch"],
                                 metrics=f"mAP50-95 {m.get('metrics/mAP50-95(B)', 0):.3f}  "
                                         f"box {m.get('train/box_loss', 0):.3f}")
-            elif kind == "oom_restart":
-                progress.console.print(f"[yellow]{event.get('message')}[/]")
+            elif kind in ("oom_restart", "warning"):
+                progress.console.print(event.get("message"), style="yellow", markup=False, highlight=False)
 
         outcome = resume_run(row, devices, on_event=on_event, prepared=info)
     if json_out:

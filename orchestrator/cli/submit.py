@@ -37,11 +37,15 @@ def submit_cmd(
         plan.launch = launch_options(plan.devices, node_rank, rdzv_endpoint, rdzv_backend, rdzv_id, require=not dry_run)
     console = human(json_out)
     if dry_run:
+        from orchestrator.tracking.wandb_mode import describe_mode, resolve_mode
+
         if json_out:
-            print_json(plan.as_json())
+            mode, why = resolve_mode(job.spec.wandb)
+            print_json({**plan.as_json(), "wandb": {"mode": mode, "why": why}})
         else:
             console.print(scaling_table([plan.scaled], title=f"Plan for {job.spec.name}"))
             console.print(train_args_table(plan))
+            console.print(describe_mode(job.spec.wandb), markup=False, highlight=False)
             console.print("[dim]dry run: nothing was written[/]")
         return
 
@@ -72,8 +76,8 @@ def submit_cmd(
                 text = (f"mAP50 {m.get('metrics/mAP50(B)', 0):.3f}  mAP50-95 {m.get('metrics/mAP50-95(B)', 0):.3f}"
                         f"  box {m.get('train/box_loss', 0):.3f}")
                 progress.update(task, completed=event["epoch"], metrics=text)
-            elif event["event"] == "oom_restart":  # the runner's OOM recovery (docs/operations.md)
-                progress.console.print(f"[yellow]{event.get('message')}[/]")
+            elif event["event"] in ("oom_restart", "warning"):  # OOM recovery (docs/operations.md), W&B fallback
+                progress.console.print(event.get("message"), style="yellow", markup=False, highlight=False)
 
         outcome = execute(plan, run_id, run_dir, on_event=on_event)
 

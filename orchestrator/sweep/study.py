@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.spec.errors import SpecError
+from orchestrator.urls import redact_url as redact
 from orchestrator.sqlite_wal import enable_wal
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ def check_url(url: str, flag: str = "--storage") -> str:
     try:
         parsed = make_url(url)
     except (ArgumentError, ValueError) as exc:
-        raise SpecError(f"{flag}: '{redact(url)}' is not a SQLAlchemy URL ({exc}); e.g. sqlite:///runs/s.db or "
+        raise SpecError(f"{flag}: '{redact(url)}' is not a SQLAlchemy URL ({_reason(exc, url)}); e.g. sqlite:///runs/s.db or "
                         "postgresql://user@host:5432/db") from None
     if parsed.get_backend_name() == "sqlite":
         db = parsed.database or ""
@@ -74,15 +75,6 @@ def _pick_pg_driver(parsed) -> str:
         if importlib.util.find_spec(module) is not None:
             return parsed.set(drivername=driver).render_as_string(hide_password=False)
     return parsed.render_as_string(hide_password=False)
-
-
-def redact(url: str) -> str:
-    try:
-        from sqlalchemy.engine import make_url
-
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - best effort for messages only
-        return url.split("@")[-1] if "@" in url else url
 
 
 def is_sqlite(url: str) -> bool:
@@ -128,15 +120,17 @@ def make_storage(url: str, heartbeat: "Heartbeat | None" = None) -> "optuna.stor
         except (IntegrityError, ProgrammingError) as exc:
             # several workers creating the tables of an empty database at once: one wins, retry
             if attempt == 5 or "already exists" not in str(exc):
-                raise StorageError(f"storage {redact(url)}: cannot create its tables ({_reason(exc)})") from None
+                raise StorageError(f"storage {redact(url)}: cannot create its tables ({_reason(exc, url)})") from None
             time.sleep(0.5 * (attempt + 1))
         except (SQLAlchemyError, ImportError) as exc:
-            raise StorageError(f"storage {redact(url)}: cannot open it ({_reason(exc)})") from None
+            raise StorageError(f"storage {redact(url)}: cannot open it ({_reason(exc, url)})") from None
     raise AssertionError("unreachable")
 
 
-def _reason(exc: BaseException) -> str:
-    return (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
+def _reason(exc: BaseException, url: str) -> str:
+    from orchestrator.urls import redact_text
+
+    return redact_text((str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__])[0], url)
 
 
 class StorageError(Exception):

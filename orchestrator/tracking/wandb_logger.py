@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
+
+# wandb's own default is 90 s, spent before the first epoch on a node whose W&B server is slow
+# or half-reachable; past this the run logs offline instead.
+INIT_TIMEOUT_S = 20
 
 
 class WandbLogger:
@@ -15,16 +20,44 @@ class WandbLogger:
         self.group = group
         self.run = None
 
-    def start(self) -> None:
+    def start(self) -> str | None:
+        """Start the W&B run. Online W&B never costs a run: when the server cannot be reached or
+        `wandb.init` fails (no network, a bad key, a timeout), log offline instead and return the
+        warning that says so and how to upload later; None when nothing went wrong."""
         if self.mode == "disabled":
-            return
+            return None
         os.environ["WANDB_DIR"] = str(self.run_dir)
         os.environ.setdefault("WANDB_SILENT", "true")
-        os.environ["WANDB_MODE"] = self.mode
+        warning = None
+        if self.mode == "online":
+            from orchestrator.tracking.wandb_reach import unreachable_reason
+
+            why = unreachable_reason()
+            if why is None:
+                try:
+                    self.run = self._init("online")
+                except Exception as exc:  # noqa: BLE001 - wandb raises CommError, AuthenticationError, UsageError...
+                    why = f"wandb.init failed ({type(exc).__name__}: {_first_line(exc)})"
+                    _teardown()  # else the offline init below finds the half-started run's id "in use"
+            if why is not None:
+                self.mode = "offline"
+                warning = (f"W&B online could not start: {why}; logging offline to {self.run_dir / 'wandb'} "
+                           f"(upload later: wandb sync {self.run_dir / 'wandb'}/offline-run-*)")
+        if self.run is None:
+            try:
+                self.run = self._init(self.mode)
+            except Exception as exc:  # noqa: BLE001 - even offline W&B must not end the training
+                self.mode = "disabled"
+                warning = ((warning + "; then " if warning else "") + f"W&B could not start offline either "
+                           f"({type(exc).__name__}: {_first_line(exc)}): this run is not logged to W&B")
+        return warning
+
+    def _init(self, mode: str):
+        os.environ["WANDB_MODE"] = mode
         import wandb
 
         cfg = self.resolved["job"]["wandb"]
-        self.run = wandb.init(
+        return wandb.init(
             project=cfg.get("project") or "yolo-orch",
             entity=cfg.get("entity"),
             group=self.group or cfg.get("group"),
@@ -32,9 +65,10 @@ class WandbLogger:
             name=self.resolved["run_id"],
             id=self.resolved["run_id"].replace(".", "-"),
             dir=str(self.run_dir),
-            mode=self.mode,
+            mode=mode,
             config=self.config(),
             resume="allow",
+            settings=wandb.Settings(init_timeout=INIT_TIMEOUT_S),
         )
 
     def config(self) -> dict[str, Any]:
@@ -69,11 +103,29 @@ class WandbLogger:
         self.run = None
 
 
-def start_for_run(run_dir: Path, resolved: dict[str, Any]) -> WandbLogger | None:
-    """The run's W&B logger, started; None when the resolved job has W&B disabled."""
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [""])[0][:200]
+
+
+def _teardown() -> None:
+    try:
+        import wandb
+
+        wandb.teardown()
+    except Exception:  # noqa: BLE001 - best effort: the offline retry reports its own failure
+        pass
+
+
+def start_for_run(run_dir: Path, resolved: dict[str, Any], warn=None) -> WandbLogger | None:
+    """The run's W&B logger, started; None when W&B is disabled (by the job or because it could not
+    start). `warn(message)` receives the one warning when online W&B fell back to offline."""
     mode = resolved.get("wandb_mode", "disabled")
     if mode == "disabled":
         return None
     logger = WandbLogger(run_dir, resolved, mode)
-    logger.start()
-    return logger
+    warning = logger.start()
+    if warning:
+        print(f"yolo-orch: warning: {warning}", file=sys.stderr, flush=True)
+        if warn is not None:
+            warn(warning)
+    return logger if logger.run is not None else None

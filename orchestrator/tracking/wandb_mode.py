@@ -32,3 +32,14 @@ def resolve_mode(cfg: Wandb) -> tuple[str, str]:
     if api_key_configured():
         return "online", "an API key is configured"
     return "offline", "no API key configured"
+
+
+def describe_mode(cfg: Wandb) -> str:
+    """One line for `plan` and `--dry-run`: the mode a run will start with, and the fallback."""
+    mode, why = resolve_mode(cfg)
+    line = f"W&B: {mode} ({why})"
+    if mode == "online":
+        line += "; if the W&B server cannot be reached when the run starts, it logs offline instead"
+    elif mode == "offline":
+        line += "; `wandb sync` uploads a run later"
+    return line

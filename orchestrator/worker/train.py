@@ -78,7 +78,7 @@ def train(run_dir: Path, trainer_factory=None) -> int:
 
     from orchestrator.tracking.wandb_logger import start_for_run
 
-    wandb_logger = start_for_run(run_dir, resolved) if primary else None
+    wandb_logger = start_for_run(run_dir, resolved, warn=lambda m: events.emit("warning", message=m)) if primary else None
     sinks = [wandb_logger.log_epoch] if wandb_logger else []
 
     from orchestrator.worker.callbacks import EpochReporter

@@ -36,7 +36,7 @@ def train(run_dir: Path) -> int:
     write_json_atomic(run_dir / ENV, environment_info())
     from orchestrator.tracking.wandb_logger import start_for_run
 
-    wandb_logger = start_for_run(run_dir, resolved)
+    wandb_logger = start_for_run(run_dir, resolved, warn=lambda m: events.emit("warning", message=m))
     reporter = EpochReporter(events, [wandb_logger.log_epoch] if wandb_logger else [])
     callbacks = {
         "on_train_start": [reporter.on_train_start],

@@ -1,0 +1,71 @@
+"""Storage URLs shown or stored without their secrets, for every credential form SQLAlchemy accepts.
+
+Light (no sqlalchemy import): `doctor`, `sweep --dry-run`, error lines and the sweep summary all
+print storage URLs, so the redaction must not depend on the URL parsing the way SQLAlchemy does.
+The forms: `user:password@host` (a password may hold an unescaped '@' or '/': everything up to the
+last '@' of the authority is credentials), `%`-escaped passwords, and secrets in the query string
+(`?password=`, `sslpassword=`, libpq/pymysql variants such as `passwd=`, tokens and keys)."""
+
+from __future__ import annotations
+
+import re
+
+MASK = "***"
+# query keys whose values are secrets (case-insensitive substrings)
+_SECRET_KEY = re.compile(r"pass|pwd|secret|token|key|credential|auth", re.IGNORECASE)
+_QUERY_PAIR = re.compile(r"([?&;])([^=&;#]+)=([^&;#]*)")
+# `password=...` / `password: ...` inside a driver's error text (libpq echoes connection options)
+_INLINE_SECRET = re.compile(r"\b(\w*(?:password|passwd|pwd|secret|token)\w*)(\s*[=:]\s*)('[^']*'|\"[^\"]*\"|\S+)",
+                            re.IGNORECASE)
+
+
+def redact_url(url: str) -> str:
+    """The URL with its password and secret query values replaced by ***; user, host, port and
+    database kept so the user recognises it."""
+    if not isinstance(url, str):
+        return url
+    head, sep, query = url.partition("?")
+    scheme, has_scheme, rest = head.partition("://")
+    if has_scheme and "@" in rest and not scheme.lower().startswith("sqlite"):
+        creds, _, host_part = rest.rpartition("@")
+        user = creds.split(":", 1)[0]
+        rest = f"{user}:{MASK}@{host_part}" if ":" in creds else f"{user}@{host_part}"
+        head = f"{scheme}://{rest}"
+    if not sep:
+        return head
+    return head + _QUERY_PAIR.sub(_mask_pair, "?" + query)
+
+
+def _mask_pair(m: re.Match) -> str:
+    sep, key, value = m.groups()
+    return f"{sep}{key}={MASK}" if _SECRET_KEY.search(key) else m.group(0)
+
+
+def secrets_in(url: str) -> list[str]:
+    """The secret fragments of a URL as a driver may echo them: the password (raw, %-decoded, and each
+    piece between '@' or '/' that a parser may have taken for a host) and secret query values."""
+    from urllib.parse import unquote
+
+    found: list[str] = []
+    head, _, query = url.partition("?")
+    _, has_scheme, rest = head.partition("://")
+    if has_scheme and "@" in rest:
+        creds = rest.rpartition("@")[0]
+        if ":" in creds:
+            password = creds.split(":", 1)[1]
+            found += [password, unquote(password)] + re.split(r"[@/]", password)
+    for m in _QUERY_PAIR.finditer("?" + query):
+        if _SECRET_KEY.search(m.group(2)):
+            found += [m.group(3), unquote(m.group(3))]
+    return sorted({f for f in found if len(f) >= 3}, key=len, reverse=True)
+
+
+def redact_text(text: str, *urls: str) -> str:
+    """Free text (an error message) with each URL redacted, the URLs' secret fragments masked wherever
+    they appear (a driver may echo a mis-parsed password as a host name), and `password=...` masked."""
+    for url in urls:
+        if url:
+            text = text.replace(url, redact_url(url))
+            for fragment in secrets_in(url):
+                text = text.replace(fragment, MASK)
+    return _INLINE_SECRET.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
