@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
+import signal
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -116,3 +118,29 @@ def finish_run(run_dir: Path, events: EventWriter, *, epochs: int, epochs_comple
 
 def read_events(run_dir: Path) -> list[dict]:
     return list(EventTail(run_dir / EVENTS).read_new())
+
+
+_EXCEPTION_LINE = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt|Exit)\b.*")
+
+
+def failure_cause(run_dir: Path, exit_code: int | None = None, tail_bytes: int = 64 * 1024) -> str:
+    """One line saying why a worker ended badly, from its exit status and the end of train.log:
+    the signal that killed it, else the last exception line Python printed, else the last line."""
+    if exit_code is not None and exit_code < 0:
+        try:
+            name = signal.Signals(-exit_code).name
+        except ValueError:
+            name = f"signal {-exit_code}"
+        hint = " (the kernel's OOM killer sends SIGKILL: see `dmesg`)" if name == "SIGKILL" else ""
+        return f"the training process was killed by {name}{hint}"
+    log = Path(run_dir) / LOG
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, log.stat().st_size - tail_bytes))
+            lines = [ln.strip() for ln in f.read().decode(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return f"exit code {exit_code}" if exit_code is not None else "no log"
+    for line in reversed(lines):
+        if _EXCEPTION_LINE.match(line):
+            return line[:400]
+    return (lines[-1][:400] if lines else f"exit code {exit_code}, nothing in {LOG}")

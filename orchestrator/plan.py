@@ -16,12 +16,9 @@ from orchestrator.scaling.scaler import scale
 from orchestrator.scaling.types import ReferenceHyp, ScaleResult, ScalingError, TargetHardware
 from orchestrator.spec.devices import DeviceSpec, parse_devices
 from orchestrator.spec.errors import SpecError
-from orchestrator.spec.loader import LoadedJob, dataset_root, read_yaml_file, resolve_hyp
+from orchestrator.spec import dataset
+from orchestrator.spec.loader import LoadedJob, read_yaml_file, resolve_hyp
 from orchestrator.spec.job import SynthData
-
-# Ultralytics' IMG_FORMATS (ultralytics/data/utils.py): the files its dataset counts as images.
-IMAGE_SUFFIXES = {f".{s}" for s in ("avif", "bmp", "dng", "heic", "heif", "jp2", "jpeg", "jpg", "mpo", "png", "tif",
-                                    "tiff", "webp")}
 
 # Which launcher runs each device kind, and whether it is built.
 LAUNCHERS = {"cpu": "local", "cuda": "local", "xla_cpu": "xla", "tpu": "xla"}
@@ -50,6 +47,8 @@ class DataInfo:
     nc: int | None
     train_images: int | None
     synth: SynthData | None = None
+    root: Path | None = None  # set when the yaml's `path:` is relative: the run's data.yaml makes it absolute
+    warnings: list[str] = field(default_factory=list)  # e.g. images without labels (background)
 
 
 @dataclass
@@ -71,7 +70,8 @@ class Plan:
             "world_size": self.devices.world_size,
             "launcher": self.launcher,
             "policy": self.scaled.policy,
-            "data": {"yaml": str(self.data.yaml_path), "nc": self.data.nc, "train_images": self.data.train_images},
+            "data": {"yaml": str(self.data.yaml_path), "nc": self.data.nc, "train_images": self.data.train_images,
+                     **({"root": str(self.data.root)} if self.data.root else {})},
             "train_args": self.train_args,
             "scaling": self.scaled.as_json(),
             "warnings": self.warnings,
@@ -82,6 +82,8 @@ class Plan:
 
 
 def describe_data(job: LoadedJob) -> DataInfo:
+    """The job's dataset: classes, training images and a label check (spec/dataset.py). Label problems
+    are SpecErrors here, before anything is written, not a failure mid-run."""
     data = job.spec.data
     if not isinstance(data, str):
         cfg = data.synth
@@ -90,25 +92,11 @@ def describe_data(job: LoadedJob) -> DataInfo:
     cfg = read_yaml_file(path, "dataset yaml")
     names = cfg.get("names")
     nc = len(names) if isinstance(names, (list, dict)) else cfg.get("nc")
-    return DataInfo(path, nc, count_images(cfg, path))
-
-
-def count_images(cfg: dict, yaml_path: Path, limit: int = 2_000_000) -> int | None:
-    root = dataset_root(cfg, yaml_path)
-    entries = cfg["train"] if isinstance(cfg["train"], list) else [cfg["train"]]
-    total = 0
-    for entry in entries:
-        folder = Path(str(entry))
-        folder = folder if folder.is_absolute() else root / folder
-        if folder.is_file():  # a txt list of image paths
-            total += sum(1 for line in folder.read_text().splitlines() if line.strip())
-            continue
-        for p in folder.rglob("*"):
-            if p.suffix.lower() in IMAGE_SUFFIXES:
-                total += 1
-                if total >= limit:
-                    return None
-    return total
+    found = dataset.scan(cfg, path, nc)
+    if found.problems:
+        raise SpecError(found.problems)
+    root = dataset.dataset_root(cfg, path) if dataset.relative_root(cfg) else None
+    return DataInfo(path, nc, found.train_images, root=root, warnings=found.warnings)
 
 
 def images_trained(train_images: int | None, fraction: Any) -> int | None:
@@ -195,5 +183,5 @@ def make_plan(job: LoadedJob, devices: str | None = None, policy: str | None = N
         data=data,
         scaled=scaled,
         train_args=args,
-        warnings=list(scaled.warnings),
+        warnings=list(scaled.warnings) + data.warnings,
     )

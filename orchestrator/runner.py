@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from orchestrator.events import (EVENTS, LOG, RESOLVED, SUMMARY, EventTail, EventWriter, completed_epochs,
-                                 load_resolved, write_json_atomic, write_text_atomic)
+                                 failure_cause, load_resolved, write_json_atomic, write_text_atomic)
 from orchestrator.launch import local, process, torchrun, xla
 from orchestrator import recovery
 from orchestrator.plan import Plan
@@ -34,6 +34,7 @@ class RunOutcome:
     summary: dict | None = None
     events: list[dict] = field(default_factory=list)
     oom_recoveries: list[dict] = field(default_factory=list)  # one record per OOM restart (recovery.py)
+    note: str | None = None  # why it failed, and how to continue (also the registry row's note)
 
     @property
     def last_checkpoint(self) -> Path | None:
@@ -60,6 +61,22 @@ def ensure_data(plan: Plan) -> None:
         cfg = plan.data.synth
         generate_dataset(plan.data.yaml_path.parent, images=cfg.images, val_images=cfg.val_images,
                          classes=cfg.classes, imgsz=cfg.imgsz, seed=cfg.seed)
+
+
+DATA_YAML = "data.yaml"
+
+
+def write_data_yaml(plan: Plan, run_dir: Path) -> None:
+    """A data.yaml whose `path:` is relative is handed to Ultralytics as a copy in the run dir with the
+    root the plan resolved (spec/dataset.py): Ultralytics would resolve it against the worker's current
+    folder or its own datasets_dir, and a resumed or Slurm-started worker may sit elsewhere."""
+    if plan.data.root is None:
+        return
+    from orchestrator.spec.loader import read_yaml_file
+
+    cfg = dict(read_yaml_file(plan.data.yaml_path, "dataset yaml"), path=str(plan.data.root))
+    write_text_atomic(run_dir / DATA_YAML, dump_yaml(cfg))
+    plan.train_args["data"] = str(run_dir / DATA_YAML)
 
 
 def resolved_document(plan: Plan, run_id: str, run_dir: Path, wandb_mode: str) -> dict:
@@ -94,6 +111,7 @@ def create_run(plan: Plan, runs_dir: Path | None = None, tags: dict | None = Non
         raise SpecError(f"name: '{spec.name}' would write outside {root}")
     registry = Registry.open(root)
     run_dir.mkdir(parents=True, exist_ok=False)
+    write_data_yaml(plan, run_dir)
     mode, _ = resolve_mode(spec.wandb)
     write_text_atomic(run_dir / RESOLVED, dump_yaml(resolved_document(plan, run_id, run_dir, mode)))
     with registry:
@@ -170,10 +188,21 @@ def supervise(run_id: str, run_dir: Path, launcher: str, oom_retries: int = 0,
             write_json_atomic(run_dir / SUMMARY, summary)
     exit_code = code if state != "killed" else 130
     epochs_done = (summary or {}).get("epochs_completed") or completed_epochs(run_dir)
+    if state == "failed" and not notes:
+        notes.append(failure_note(run_id, run_dir, code, epochs_done))
     with registry:
         registry.update(run_id, state=state, ended_at=time.time(), exit_code=exit_code, epochs_done=epochs_done,
                         metrics=(summary or {}).get("metrics"), note="; ".join(notes) or None)
-    return RunOutcome(run_id, run_dir, state, exit_code, summary, events, recoveries)
+    return RunOutcome(run_id, run_dir, state, exit_code, summary, events, recoveries, "; ".join(notes) or None)
+
+
+def failure_note(run_id: str, run_dir: Path, code: int, epochs_done: int) -> str:
+    """Why the worker failed, in one line, and how to continue when a checkpoint is there."""
+    note = failure_cause(run_dir, code)
+    epochs = (load_resolved(run_dir).get("job") or {}).get("epochs")
+    if (run_dir / "weights" / "last.pt").exists():
+        note += f"; {epochs_done} of {epochs} epochs done; `yolo-orch resume {run_id}` continues it"
+    return note
 
 
 def _attempt(cmd: list[str], run_id: str, run_dir: Path, registry: Registry, tail: EventTail,

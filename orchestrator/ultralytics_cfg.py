@@ -54,3 +54,85 @@ def version() -> str:
     text = (package_dir() / "__init__.py").read_text()
     m = re.search(r"__version__\s*=\s*['\"]([^'\"]+)", text)
     return m.group(1) if m else "unknown"
+
+
+# The key classes of Ultralytics' own argument check (`ultralytics.cfg.check_cfg`), read from its source
+# with `ast` so they follow the installed version without importing it (that pulls torch).
+_KEY_SETS = ("CFG_FLOAT_KEYS", "CFG_FRACTION_KEYS", "CFG_INT_KEYS", "CFG_BOOL_KEYS", "CFG_STR_KEYS")
+
+
+@lru_cache(maxsize=1)
+def cfg_key_types() -> dict[str, object]:
+    """{'CFG_FLOAT_KEYS': frozenset, ..., 'CFG_INT_MIN': {key: minimum}} from ultralytics/cfg/__init__.py."""
+    import ast
+
+    tree = ast.parse((package_dir() / "cfg" / "__init__.py").read_text())
+    found: dict[str, object] = {name: frozenset() for name in _KEY_SETS}
+    found["CFG_INT_MIN"] = {}
+    for node in tree.body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            continue
+        name = node.targets[0].id
+        if name not in found:
+            continue
+        value = node.value
+        if isinstance(value, ast.Call) and value.args:  # frozenset({...})
+            value = value.args[0]
+        try:
+            literal = ast.literal_eval(value)
+        except ValueError:
+            continue
+        found[name] = literal if isinstance(literal, dict) else frozenset(literal)
+    return found
+
+
+def check_train_arg(key: str, value) -> str | None:
+    """Why Ultralytics would reject `key=value` as a train argument, or None. The rules of
+    `ultralytics.cfg.check_cfg` (hard mode), plus the ones its trainer enforces later: `workers` and
+    `fraction` ranges, `cache` values."""
+    types = cfg_key_types()
+    number = isinstance(value, (int, float))  # Ultralytics' FLOAT_OR_INT: a bool passes as 0/1 there too
+    if value is None:
+        return None if default_cfg().get(key) is None else "must not be null"
+    if key == "cache":
+        ok = isinstance(value, bool) or (isinstance(value, str) and value.lower() in ("ram", "disk"))
+        return None if ok else f"expected true, false, 'ram' or 'disk' (got {value!r})"
+    if key == "workers" and isinstance(value, int) and value < 0:
+        return f"must be >= 0 (got {value})"
+    if key == "amp":
+        ok = isinstance(value, bool) or str(value).lower() in ("fp16", "bf16", "fp32")
+        return None if ok else f"expected true, false, 'fp16', 'bf16' or 'fp32' (got {value!r})"
+    if key in types["CFG_FLOAT_KEYS"]:
+        return None if number else f"expected a number (got {value!r})"
+    if key in types["CFG_FRACTION_KEYS"]:
+        if key == "fraction":
+            return _check_fraction(value)
+        if not number:
+            return f"expected a number between 0.0 and 1.0 (got {value!r})"
+        return None if 0.0 <= value <= 1.0 else f"must be between 0.0 and 1.0 (got {value})"
+    if key in types["CFG_INT_KEYS"]:
+        if not isinstance(value, int) and not (isinstance(value, float) and value.is_integer()):
+            return f"expected an integer (got {value!r})"
+        minimum = types["CFG_INT_MIN"].get(key)
+        return None if minimum is None or value >= minimum else f"must be >= {minimum} (got {value})"
+    if key in types["CFG_BOOL_KEYS"]:
+        return None if isinstance(value, bool) else f"expected true or false (got {value!r})"
+    if key in types["CFG_STR_KEYS"]:
+        return None if isinstance(value, str) else f"expected a string (got {value!r})"
+    if key == "compile":
+        return None if isinstance(value, (bool, str)) else f"expected true, false or a mode name (got {value!r})"
+    return None
+
+
+def _check_fraction(value) -> str | None:
+    """Ultralytics' dataset fraction: a share in (0, 1], a count > 1, or [train, val(, test)] of those;
+    the train share must not be 0 (the trainer would have no images)."""
+    if isinstance(value, list):
+        ok = (len(value) in (2, 3) and all(value[:2]) and all(
+            (type(x) is int and x >= 0) or (type(x) is float and 0.0 <= x <= 1.0) for x in value))
+        return None if ok else f"expected [train, val] or [train, val, test] counts/shares, train and val not 0 (got {value})"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"expected a share in (0, 1], an image count > 1, or a per-split list (got {value!r})"
+    if 0.0 < value <= 1.0 or (isinstance(value, int) and value > 1):
+        return None
+    return f"expected a share in (0, 1] or an image count > 1 (got {value})"

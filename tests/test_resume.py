@@ -200,3 +200,33 @@ def test_resume_on_two_cpu_processes(tmp_path):
     with Registry.open(tmp_path / "runs") as reg:
         row = reg.get(run_dir.name)
     assert row["state"] == "finished" and row["devices"] == "cpu:2"
+
+
+@pytest.mark.slow
+def test_worker_killed_by_a_signal_says_which_and_how_to_continue(tmp_path):
+    """The kernel's OOM killer sends the worker SIGKILL: submit ends `failed` with one line naming the
+    signal, the epochs done and the resume command (no traceback tail), and resume finishes it."""
+    job = write_job(tmp_path, epochs=3)
+    runs = tmp_path / "runs"
+    env = cli_env({**NO_ENV_REGISTRY, "YOLO_ORCH_FAULT_SLEEP": "epoch=2,seconds=300"})
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "submit", str(job), "--json"], cwd=tmp_path,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    run_dir = _wait_first_epoch(runs, proc)
+    with Registry.open(runs) as reg:
+        worker = reg.get(run_dir.name)["worker_pid"]
+    os.kill(worker, signal.SIGKILL)  # the worker only, as the OOM killer would
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, err
+    result = json.loads(out)
+    assert result["state"] == "failed"
+    assert "killed by SIGKILL" in result["note"] and "1 of 3 epochs done" in result["note"]
+    assert f"yolo-orch resume {run_dir.name}" in result["note"]
+    failure = [line for line in err.splitlines() if line.startswith("training failed:")]
+    assert len(failure) == 1 and "full log:" in failure[0] and "Traceback" not in err
+    r = run_cli("runs", "--json", cwd=tmp_path, env=NO_ENV_REGISTRY)
+    row = next(x for x in json.loads(r.stdout) if x["id"] == run_dir.name)
+    assert row["state"] == "failed" and row["epochs_done"] == 1
+    assert any("killed by SIGKILL" in n["text"] for n in row["notes"])
+    r = run_cli("resume", run_dir.name, "--json", cwd=tmp_path, env=NO_ENV_REGISTRY)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout)["state"] == "finished"

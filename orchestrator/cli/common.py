@@ -15,9 +15,16 @@ err = Console(stderr=True)
 EXIT_BAD_INPUT = 2
 
 
+MAX_PROBLEM_LINES = 50  # a file with 30,000 unknown keys gets a screen, not 30,000 lines
+
+
 def fail(problems: list[str], code: int = EXIT_BAD_INPUT) -> NoReturn:
-    for line in problems:
+    shown = problems if len(problems) <= MAX_PROBLEM_LINES else problems[:MAX_PROBLEM_LINES - 1]
+    for line in shown:
         err.print(line, markup=False, highlight=False, soft_wrap=True)
+    if len(shown) < len(problems):
+        err.print(f"... and {len(problems) - len(shown)} more problems of the same kinds", markup=False,
+                  highlight=False, soft_wrap=True)
     raise SystemExit(code)
 
 

@@ -73,3 +73,9 @@ def summary_table(job: str, run_id: str, run_dir, devices: str, summary: dict | 
     for k, v in rows:
         table.add_row(k, v)
     return table
+
+
+def show_failure(console, outcome) -> None:
+    """One line: the cause, how to continue, and where the whole log is (not a traceback tail)."""
+    console.print(f"training failed: {outcome.note or 'see the log'} (full log: {outcome.run_dir / 'train.log'})",
+                  style="red", markup=False, highlight=False, soft_wrap=True)

@@ -27,7 +27,7 @@ def resume_cmd(
         row = find_run(reg, run)
 
     from orchestrator.runner import prepare_resume_row, resume_run
-    from orchestrator.cli.render import summary_table
+    from orchestrator.cli.render import show_failure, summary_table
 
     info = prepare_resume_row(row, devices)
     console = human(json_out)
@@ -55,15 +55,12 @@ def resume_cmd(
         print_json({"run_id": row["id"], "run_dir": row["run_dir"], "state": outcome.state,
                     "exit_code": outcome.exit_code, "resumed_from_epoch": info["from_epoch"],
                     "devices": plan["devices"], "replanned": info["replanned"], "summary": outcome.summary,
-                    "oom_recoveries": outcome.oom_recoveries})
+                    "oom_recoveries": outcome.oom_recoveries, "note": outcome.note})
     else:
         console.print(summary_table(row["job"], row["id"], row["run_dir"], plan["devices"], outcome.summary,
                                     outcome.state))
-        if outcome.state == "failed":
-            log = Path(row["run_dir"]) / "train.log"
-            tail = log.read_text(errors="replace").splitlines()[-25:] if log.exists() else []
-            console.print(f"[red]training failed[/]; last lines of {log}:")
-            console.print("\n".join(tail), markup=False, highlight=False)
+    if outcome.state == "failed":
+        show_failure(console, outcome)
     raise typer.Exit(0 if outcome.state == "finished" else (130 if outcome.state == "killed" else 1))
 
 

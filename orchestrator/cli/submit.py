@@ -51,7 +51,7 @@ def submit_cmd(
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from orchestrator.cli.render import summary_table
+    from orchestrator.cli.render import show_failure, summary_table
     from orchestrator.runner import create_run, execute
 
     run_id, run_dir = create_run(plan)
@@ -83,22 +83,15 @@ def submit_cmd(
 
     if json_out:
         print_json({"run_id": run_id, "run_dir": str(run_dir), "state": outcome.state,
-                    "exit_code": outcome.exit_code, "summary": outcome.summary})
+                    "exit_code": outcome.exit_code, "note": outcome.note, "summary": outcome.summary})
     else:
         console.print(summary_table(job.spec.name, run_id, run_dir, plan.devices.text, outcome.summary, outcome.state))
     if outcome.state == "killed":
         last = outcome.last_checkpoint
         console.print(f"stopped. last checkpoint: {last}" if last else "stopped before the first checkpoint.")
     elif outcome.state == "failed":
-        _show_failure(console, run_dir)
+        show_failure(console, outcome)
     raise typer.Exit(0 if outcome.state == "finished" else (130 if outcome.state == "killed" else 1))
-
-
-def _show_failure(console, run_dir: Path, lines: int = 25) -> None:
-    log = run_dir / "train.log"
-    tail = log.read_text(errors="replace").splitlines()[-lines:] if log.exists() else []
-    console.print(f"[red]training failed[/]; last lines of {log}:")
-    console.print("\n".join(tail), markup=False, highlight=False)
 
 
 def register(app: typer.Typer) -> None:

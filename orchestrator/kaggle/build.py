@@ -24,7 +24,8 @@ from orchestrator.kaggle import metadata as md
 from orchestrator.spec.devices import DeviceSpecError, parse_devices
 from orchestrator.spec.errors import SpecError
 from orchestrator.spec.kaggle import KaggleOptions
-from orchestrator.spec.loader import LoadedJob, dataset_root, dump_yaml, read_yaml_file
+from orchestrator.spec.dataset import dataset_root
+from orchestrator.spec.loader import LoadedJob, dump_yaml, read_yaml_file
 
 RUNNER_TEMPLATE = Path(__file__).with_name("kernel_runner.py")
 BUNDLE_MARK = "# @@BUNDLE@@"

@@ -12,6 +12,7 @@ import yaml
 from pydantic import ValidationError
 
 from orchestrator import ultralytics_cfg
+from orchestrator.spec import dataset
 from orchestrator.spec.errors import SpecError, format_pydantic_errors
 from orchestrator.spec.job import HypBlock, Hyperparameters, JobSpec, hyp_block
 from orchestrator.spec.yamlio import parse_yaml_text, read_yaml_file
@@ -140,32 +141,12 @@ def check_data(job: LoadedJob) -> list[str]:
         return [f"data: {line}" for line in exc.problems]
     if not isinstance(cfg, dict):
         return [f"data: {data} must be a mapping with train, val and names"]
-    problems = []
-    for key in ("train", "val", "names"):
-        if key not in cfg:
-            problems.append(f"data: {data} has no '{key}' key")
-    if problems:
-        return problems
-    root = dataset_root(cfg, path)
-    for key in ("train", "val"):
-        entries = cfg[key] if isinstance(cfg[key], list) else [cfg[key]]
-        for entry in entries:
-            folder = Path(str(entry))
-            folder = folder if folder.is_absolute() else root / folder
-            if not folder.exists():
-                problems.append(f"data: {key} folder {folder} does not exist (from {data})")
-    return problems
+    return dataset.check_yaml(cfg, path.resolve(), data)
 
 
-def dataset_root(cfg: dict, yaml_path: Path) -> Path:
-    """Where Ultralytics resolves `train:`/`val:` from (ultralytics.data.utils.check_det_dataset)."""
-    root = Path(str(cfg.get("path") or yaml_path.parent)).expanduser()
-    if not root.is_absolute():
-        root = root if root.exists() else yaml_path.parent / root
-    return root
-
-
-def check_overrides(overrides: dict) -> list[str]:
+def check_overrides(overrides: dict, values: bool = True) -> list[str]:
+    """Each override key must be an Ultralytics train argument the spec does not own; with `values`,
+    its value must pass Ultralytics' own argument check (ultralytics_cfg.check_train_arg)."""
     known = ultralytics_cfg.default_cfg()
     hyp_keys = set(Hyperparameters.model_fields)
     problems = []
@@ -178,6 +159,8 @@ def check_overrides(overrides: dict) -> list[str]:
             problems.append(f"overrides.{key}: not allowed here{hint}")
         elif key not in known:
             problems.append(f"overrides.{key}: not an Ultralytics train argument{ultralytics_cfg.suggest(key, known)}")
+        elif values and (why := ultralytics_cfg.check_train_arg(key, overrides[key])) is not None:
+            problems.append(f"overrides.{key}: {why}")
     return problems
 
 

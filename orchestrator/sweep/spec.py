@@ -518,7 +518,7 @@ def _resolve_param(name: str, ps: ParamSpec) -> Param:
     where = f"space.{name}"
     section, key = name.split(".", 1)
     if section == "overrides":
-        bad = check_overrides({key: None})
+        bad = check_overrides({key: None}, values=False)
         if bad:
             raise SpecError([line.replace(f"overrides.{key}:", f"{where}:", 1) for line in bad])
     if section == "hyp":
@@ -564,6 +564,8 @@ def _check_against_job(params: list[Param], base_raw: dict, base_dir: Path) -> l
                     Hyperparameters.model_validate({p.key: value})
                 except ValidationError as exc:
                     problems += [line.replace(f"{p.key}:", f"{label}:", 1) for line in format_pydantic_errors(exc)]
+            elif (why := ultralytics_cfg.check_train_arg(p.key, value)) is not None:
+                problems.append(f"{label}: {why}")
     return problems
 
 

@@ -1,0 +1,229 @@
+"""A detection dataset yaml, read as Ultralytics will read it, and its labels checked before anything
+runs (no torch: these are text files and folder walks).
+
+Ultralytics (`ultralytics.data.utils.check_det_dataset`) resolves a relative `path:` against the
+training process's current folder, else its settings' `datasets_dir`; a hand-written data.yaml often
+means the yaml's own folder. The plan resolves it the same way, falls back to the yaml's folder,
+and the run hands Ultralytics a copy with the absolute root (`resolved_data_yaml`), so the plan and
+the trainer read the same images wherever the worker starts."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Ultralytics' IMG_FORMATS (ultralytics/data/utils.py): the files its dataset counts as images.
+IMAGE_SUFFIXES = {f".{s}" for s in ("avif", "bmp", "dng", "heic", "heif", "jp2", "jpeg", "jpg", "mpo", "png", "tif",
+                                    "tiff", "webp")}
+MAX_IMAGES_COUNTED = 2_000_000  # beyond this the count is "unknown" (None), as before
+MAX_OTHER_ENTRIES = 100_000  # non-image files/folders met in an image folder before it is called wrong
+MAX_LABEL_FILES_CHECKED = 200_000  # the label check reads at most this many files per split
+MAX_LABEL_PROBLEMS = 20
+
+
+def ultralytics_datasets_dir() -> Path:
+    """The user's Ultralytics `datasets_dir`: their settings.json, else Ultralytics' default (the
+    folder above the git checkout the command runs in, else the current folder, plus /datasets)."""
+    config = os.environ.get("YOLO_CONFIG_DIR")
+    settings = (Path(config) if config else Path.home() / ".config") / "Ultralytics" / "settings.json"
+    try:
+        value = json.loads(settings.read_text()).get("datasets_dir")
+        if value:
+            return Path(value)
+    except (OSError, ValueError, AttributeError):
+        pass
+    cwd = Path.cwd()
+    git_root = next((p for p in (cwd, *cwd.parents) if (p / ".git").exists()), None)
+    return (git_root.parent if git_root else cwd).resolve() / "datasets"
+
+
+def root_candidates(cfg: dict, yaml_path: Path) -> list[Path]:
+    """Where the dataset root may be, in Ultralytics' order, then the yaml's folder."""
+    raw = cfg.get("path")
+    if not raw:
+        return [yaml_path.parent.resolve()]
+    path = Path(str(raw)).expanduser()
+    if path.is_absolute():
+        return [path]
+    return [path.resolve(), (ultralytics_datasets_dir() / path).resolve(), (yaml_path.parent / path).resolve()]
+
+
+def dataset_root(cfg: dict, yaml_path: Path) -> Path:
+    """The first candidate that exists; else the one Ultralytics would use (its error then names it)."""
+    candidates = root_candidates(cfg, yaml_path)
+    return next((c for c in candidates if c.is_dir()), candidates[min(1, len(candidates) - 1)])
+
+
+def relative_root(cfg: dict) -> bool:
+    """True when `path:` is relative: the run then gets a data.yaml with the absolute root."""
+    raw = cfg.get("path")
+    return bool(raw) and not Path(str(raw)).expanduser().is_absolute()
+
+
+def split_entries(cfg: dict, key: str, root: Path) -> list[Path]:
+    entries = cfg.get(key) or []
+    entries = entries if isinstance(entries, list) else [entries]
+    out = []
+    for entry in entries:
+        folder = Path(str(entry)).expanduser()
+        out.append(folder if folder.is_absolute() else (root / folder).resolve())
+    return out
+
+
+def check_yaml(cfg: dict, yaml_path: Path, label: str) -> list[str]:
+    """The checks Ultralytics' check_det_dataset makes, one line each: keys, nc against names, folders."""
+    problems = [f"data: {label} has no '{key}' key" for key in ("train", "val") if key not in cfg]
+    names, nc = cfg.get("names"), cfg.get("nc")
+    if names is None and nc is None:
+        problems.append(f"data: {label} has no 'names' key (nor 'nc')")
+    elif names is not None and not isinstance(names, (list, dict)):
+        problems.append(f"data: {label} 'names' must be a list or a mapping of class ids to names")
+    if nc is not None and (isinstance(nc, bool) or not isinstance(nc, (int, float)) or nc != int(nc) or nc < 1):
+        problems.append(f"data: {label} 'nc: {nc}' must be a positive integer")
+    elif nc is not None and isinstance(names, (list, dict)) and len(names) != nc:
+        problems.append(f"data: {label} has 'nc: {nc}' but {len(names)} names; they must match (drop nc or fix it)")
+    if problems:
+        return problems
+    root = dataset_root(cfg, yaml_path)
+    if relative_root(cfg) and not root.is_dir():
+        tried = ", ".join(str(c) for c in root_candidates(cfg, yaml_path))
+        return [f"data: {label} path '{cfg['path']}' is not a folder in any place Ultralytics or the yaml's folder "
+                f"would put it (tried {tried}); give an absolute path"]
+    if root == Path(root.anchor):
+        return [f"data: {label} has the filesystem root as its dataset folder (path: {cfg.get('path')}); "
+                "point `path:` at the dataset"]
+    for key in ("train", "val"):
+        for folder in split_entries(cfg, key, root):
+            if not folder.exists():
+                problems.append(f"data: {key} folder {folder} does not exist (from {label})")
+    return problems
+
+
+@dataclass
+class Scan:
+    train_images: int | None
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def scan(cfg: dict, yaml_path: Path, nc: int | None) -> Scan:
+    """Count the training images and check both splits' labels (Ultralytics' verify_image_label rules:
+    5 values or a polygon per line, integer class in [0, nc), coordinates normalised). A split whose
+    images have no label at all is an error (it would train to mAP 0); some images without labels are
+    background images, which Ultralytics trains on, and get a warning. Paths stay strings: pathlib
+    objects cost 3x the time of the walk itself on 50k images."""
+    root = dataset_root(cfg, yaml_path)
+    result = Scan(train_images=0)
+    for split in ("train", "val"):
+        images: list[str] = []
+        for entry in split_entries(cfg, split, root):
+            listed = _list_images(entry, split, result.problems)
+            if listed is None:
+                result.train_images = None if split == "train" else result.train_images
+                break
+            images += listed
+        else:
+            if split == "train":
+                result.train_images = len(images)
+            _check_labels(split, sorted(images), nc, result)
+    return result
+
+
+def _list_images(entry: Path, split: str, problems: list[str]) -> list[str] | None:
+    """The images of one `train:`/`val:` entry (a folder walked recursively, or a txt list of paths);
+    None past MAX_IMAGES_COUNTED. A folder full of other files (a wrong `path:`) stops the walk."""
+    if entry.is_file():
+        base = entry.parent
+        lines = [ln.strip() for ln in entry.read_text(errors="replace").splitlines() if ln.strip()]
+        return [ln if os.path.isabs(ln) else os.path.normpath(os.path.join(base, ln)) for ln in lines]
+    images: list[str] = []
+    others = 0
+    stack = [str(entry)]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as it:
+                for e in it:
+                    if e.is_dir(follow_symlinks=False):
+                        stack.append(e.path)
+                        others += 1
+                    elif os.path.splitext(e.name)[1].lower() in IMAGE_SUFFIXES:
+                        images.append(e.path)
+                        if len(images) >= MAX_IMAGES_COUNTED:
+                            return None
+                    else:
+                        others += 1
+                    if others > MAX_OTHER_ENTRIES and others > 2 * len(images):
+                        problems.append(f"data: {split} folder {entry} holds more than {MAX_OTHER_ENTRIES:,} files "
+                                        "and folders that are not images; point it at the images")
+                        return []
+        except OSError:
+            continue
+    return images
+
+
+_IMAGES, _LABELS = f"{os.sep}images{os.sep}", f"{os.sep}labels{os.sep}"
+
+
+def label_path(image: str) -> str:
+    """Ultralytics' img2label_paths: the last /images/ becomes /labels/, the suffix .txt."""
+    if _IMAGES in image:
+        image = _LABELS.join(image.rsplit(_IMAGES, 1))
+    return os.path.splitext(image)[0] + ".txt"
+
+
+def _check_labels(split: str, images: list[str], nc: int | None, result: Scan) -> None:
+    if not images:
+        result.problems.append(f"data: no {split} images found")
+        return
+    checked = images[:MAX_LABEL_FILES_CHECKED]
+    problems: list[str] = []
+    unlabelled = 0
+    for image in checked:
+        label = label_path(image)
+        lines = _label_lines(label)
+        if not lines:
+            unlabelled += 1
+            continue
+        for number, line in lines:
+            why = _bad_label(line, nc)
+            if why:
+                problems.append(f"data: {label}:{number}: {why}")
+                break
+    if unlabelled == len(checked):
+        result.problems.append(f"data: none of the {len(checked)} {split} images has a label "
+                               f"(expected e.g. {label_path(checked[0])}); it would train to mAP 0")
+    elif unlabelled:
+        result.warnings.append(f"data: {unlabelled} of {len(checked)} {split} images have no labels: Ultralytics "
+                               "trains them as background images")
+    result.problems += problems[:MAX_LABEL_PROBLEMS]
+    if len(problems) > MAX_LABEL_PROBLEMS:
+        result.problems.append(f"data: ... and {len(problems) - MAX_LABEL_PROBLEMS} more {split} label files "
+                               "with problems")
+
+
+def _label_lines(path: str) -> list[tuple[int, str]]:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return []
+    return [(i, line) for i, line in enumerate(text.splitlines(), 1) if line.strip()]
+
+
+def _bad_label(line: str, nc: int | None) -> str | None:
+    try:
+        values = [float(v) for v in line.split()]
+    except ValueError:
+        return f"not numbers: '{line.strip()[:60]}'"
+    if not (len(values) == 5 or (len(values) > 6 and len(values) % 2 == 1)):
+        return f"expected 5 values (class x y w h) or a polygon (class x1 y1 x2 y2 ...), got {len(values)}"
+    cls = values[0]
+    if cls != int(cls) or cls < 0 or (nc is not None and cls >= nc):
+        limit = f" 0..{nc - 1}" if nc else ""
+        return f"class {values[0]:g} is not a class id{limit}"
+    coords = values[1:]
+    if max(coords) > 1.0 or min(coords) < -0.01:  # Ultralytics' own tolerance
+        return f"coordinates must be normalised to 0..1 (got {', '.join(f'{v:g}' for v in coords)})"
+    return None
