@@ -138,18 +138,66 @@ def process_alive(pid: int | None, identity: str | None) -> bool:
 
 # ---------------------------------------------------------------- the registry
 
+class RegistryUnusable(Exception):
+    """The registry file is damaged, or cannot be written where a write is needed: one line naming
+    the file and what to do (CLI: exit 1)."""
+
+
+CORRUPT_MARKERS = ("file is not a database", "malformed", "file is encrypted", "not a database")
+READ_ONLY_MARKERS = ("readonly", "read-only", "unable to open", "permission denied", "disk i/o error")
+
+
 class Registry:
+    """Open read-write; a registry that exists but cannot be written (a colleague's runs folder, a
+    read-only mount) opens read-only, so `runs`, `show` and `logs` still work (`readonly` is True and
+    every write raises RegistryUnusable). A damaged file raises RegistryUnusable at once."""
+
     def __init__(self, path: Path, timeout_s: float = 30.0):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
-        self._conn = sqlite3.connect(str(self.path), timeout=timeout_s, isolation_level=None,
-                                     check_same_thread=False)
-        self._conn.row_factory = sqlite3.Row
-        self._conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
-        self.journal_mode = enable_wal(self._conn, timeout_s)
-        self._conn.execute("PRAGMA synchronous = NORMAL")
-        self._migrate()
+        self.readonly = False
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = self._connect(str(self.path), timeout_s)
+            self.journal_mode = enable_wal(self._conn, timeout_s)
+            self._conn.execute("PRAGMA synchronous = NORMAL")
+            self._migrate()
+        except (sqlite3.Error, OSError) as exc:
+            reason = str(exc).lower()
+            if any(m in reason for m in CORRUPT_MARKERS):
+                raise self.damaged(exc) from None
+            if not self.path.is_file() or not any(m in reason for m in READ_ONLY_MARKERS):
+                raise RegistryUnusable(f"registry {self.path}: {exc}; choose a writable runs_dir or set "
+                                       "YOLO_ORCH_REGISTRY") from None
+            self._open_readonly(timeout_s)
+
+    def _connect(self, target: str, timeout_s: float, uri: bool = False) -> sqlite3.Connection:
+        conn = sqlite3.connect(target, timeout=timeout_s, isolation_level=None, check_same_thread=False, uri=uri)
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
+        return conn
+
+    def _open_readonly(self, timeout_s: float) -> None:
+        """mode=ro reads a WAL database when its -shm can be made; immutable=1 when not (nothing writes
+        a folder nobody may write to)."""
+        from urllib.parse import quote
+
+        last: Exception | None = None
+        for flags in ("mode=ro", "immutable=1"):
+            try:
+                self._conn = self._connect(f"file:{quote(str(self.path))}?{flags}", timeout_s, uri=True)
+                self._conn.execute("SELECT count(*) FROM runs").fetchone()
+                self.readonly, self.journal_mode = True, "read-only"
+                return
+            except sqlite3.Error as exc:
+                last = exc
+                if any(m in str(exc).lower() for m in CORRUPT_MARKERS):
+                    raise self.damaged(exc) from None
+        raise RegistryUnusable(f"registry {self.path} cannot be opened, not even read-only ({last})")
+
+    def damaged(self, exc: BaseException) -> RegistryUnusable:
+        return RegistryUnusable(f"registry {self.path} is damaged ({exc}): move it aside (the runs stay on disk; "
+                                "a new registry starts empty) and run `yolo-orch doctor`")
 
     @classmethod
     def open(cls, path_or_runs_dir: str | os.PathLike | None = None) -> "Registry":
@@ -179,8 +227,14 @@ class Registry:
             c.execute("CREATE INDEX IF NOT EXISTS runs_study ON runs(study, trial)")
             c.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
+    def check_writable(self) -> None:
+        if self.readonly:
+            raise RegistryUnusable(f"registry {self.path} is read-only here: runs can be listed, not started or "
+                                   "changed; choose a writable runs_dir or set YOLO_ORCH_REGISTRY")
+
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
+        self.check_writable()
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
@@ -332,7 +386,9 @@ class Registry:
 
     # ---- reconcile
     def reconcile(self) -> list[str]:
-        """Mark active rows whose processes vanished; returns their ids."""
+        """Mark active rows whose processes vanished; returns their ids. Read-only: states as written."""
+        if self.readonly:
+            return []
         host = socket.gethostname()
         with self._lock:
             rows = [_decode(r) for r in self._conn.execute(

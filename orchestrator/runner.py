@@ -64,6 +64,7 @@ def ensure_data(plan: Plan) -> None:
 
 
 DATA_YAML = "data.yaml"
+DISK_FULL = ("No space left on device", "[Errno 28]", "Disk quota exceeded", "database or disk is full")
 
 
 def write_data_yaml(plan: Plan, run_dir: Path) -> None:
@@ -110,6 +111,7 @@ def create_run(plan: Plan, runs_dir: Path | None = None, tags: dict | None = Non
     if not run_dir.resolve().is_relative_to(root):  # names are sanitised by the spec; belt and braces
         raise SpecError(f"name: '{spec.name}' would write outside {root}")
     registry = Registry.open(root)
+    registry.check_writable()  # before the run dir exists: nothing half-written
     run_dir.mkdir(parents=True, exist_ok=False)
     write_data_yaml(plan, run_dir)
     mode, _ = resolve_mode(spec.wandb)
@@ -199,6 +201,8 @@ def supervise(run_id: str, run_dir: Path, launcher: str, oom_retries: int = 0,
 def failure_note(run_id: str, run_dir: Path, code: int, epochs_done: int) -> str:
     """Why the worker failed, in one line, and how to continue when a checkpoint is there."""
     note = failure_cause(run_dir, code)
+    if any(marker in note for marker in DISK_FULL):
+        note = f"the disk is full ({note}); free space on it, then resume"
     epochs = (load_resolved(run_dir).get("job") or {}).get("epochs")
     if (run_dir / "weights" / "last.pt").exists():
         note += f"; {epochs_done} of {epochs} epochs done; `yolo-orch resume {run_id}` continues it"

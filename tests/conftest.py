@@ -121,3 +121,47 @@ def pg_url():
         admin.close()
 
 
+
+
+# ------------------------------------------------------------------ real filesystems that fail
+def _mount(args: list[str], what: str) -> None:
+    r = subprocess.run(["mount", *args], capture_output=True, text=True)
+    if r.returncode != 0:
+        reason = f"cannot mount {what} here ({(r.stderr or r.stdout).strip()}); these tests need root"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real filesystem that fills up: `.path`, a tmpfs of 40 MiB; `.resize(mib)` remounts it."""
+    mnt = tmp_path / "small-disk"
+    mnt.mkdir()
+    _mount(["-t", "tmpfs", "-o", "size=40m", "tmpfs", str(mnt)], "a tmpfs")
+
+    def resize(mib: int) -> None:
+        subprocess.run(["mount", "-o", f"remount,size={mib}m", str(mnt)], check=True)
+
+    from types import SimpleNamespace
+
+    yield SimpleNamespace(path=mnt, resize=resize)
+    subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+@pytest.fixture
+def read_only_view(tmp_path):
+    """`view(folder)` -> the same folder through a read-only bind mount (a colleague's runs folder)."""
+    mounts = []
+
+    def view(folder: Path) -> Path:
+        mnt = tmp_path / f"ro-{len(mounts)}"
+        mnt.mkdir()
+        _mount(["--bind", str(folder), str(mnt)], "a bind mount")
+        mounts.append(mnt)
+        _mount(["-o", "remount,bind,ro", str(mnt)], "a read-only bind mount")
+        return mnt
+
+    yield view
+    for mnt in reversed(mounts):
+        subprocess.run(["umount", "-l", str(mnt)], check=False)

@@ -3,6 +3,8 @@ imports; training happens in child processes."""
 
 from __future__ import annotations
 
+import errno
+import sqlite3
 import sys
 
 import typer
@@ -13,7 +15,16 @@ from orchestrator.cli import sweep as sweep_cli
 from orchestrator.cli import kaggle as kaggle_cli
 from orchestrator.cli import doctor as doctor_cli, resume as resume_cli, runs as runs_cli
 from orchestrator.cli.common import fail
+from orchestrator.registry import RegistryUnusable
 from orchestrator.spec.errors import SpecError
+
+# Disk errors under the orchestrator itself (run dir, registry, events): one line and what to do.
+DISK_ERRNOS = {
+    errno.ENOSPC: "the disk is full: free space (or move runs_dir), then `yolo-orch resume` continues a run",
+    errno.EDQUOT: "the disk quota is exceeded: free space (or move runs_dir)",
+    errno.EROFS: "the filesystem is read-only: choose a writable runs_dir (or YOLO_ORCH_REGISTRY)",
+    errno.EACCES: "permission denied: choose a writable runs_dir (or YOLO_ORCH_REGISTRY)",
+}
 
 app = typer.Typer(
     name="yolo-orch",
@@ -52,8 +63,20 @@ def main() -> None:
         app(standalone_mode=True)
     except SpecError as exc:
         fail(exc.problems)
+    except RegistryUnusable as exc:
+        fail([str(exc)], code=1)
     except KeyboardInterrupt:
         sys.exit(130)
+    except OSError as exc:  # a full, read-only or forbidden disk under the orchestrator itself
+        if exc.errno not in DISK_ERRNOS:
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        fail([f"{where}{exc.strerror or exc} ({errno.errorcode.get(exc.errno, exc.errno)}); "
+              f"{DISK_ERRNOS[exc.errno]}"], code=1)
+    except sqlite3.Error as exc:  # a registry or study file the tool cannot use
+        if "disk is full" in str(exc):
+            fail([f"database error: {exc}; {DISK_ERRNOS[errno.ENOSPC]}"], code=1)
+        fail([f"database error: {exc}; run `yolo-orch doctor` to see which file and what to do"], code=1)
 
 
 if __name__ == "__main__":

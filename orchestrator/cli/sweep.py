@@ -20,7 +20,7 @@ from typing import Optional
 
 import typer
 
-from orchestrator.cli.common import human, print_json
+from orchestrator.cli.common import err, human, print_json
 from orchestrator.spec.errors import SpecError
 
 EXIT_INCOMPLETE = 1
@@ -104,8 +104,8 @@ def sweep_cmd(
     started = time.time()
     try:
         study = open_study(sweep, url, heartbeat=True)
-    except StorageError as exc:
-        console.print(f"[red]{exc}[/]")
+    except StorageError as exc:  # errors go to stderr, whether or not --json owns stdout
+        err.print(str(exc), style="red", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_INCOMPLETE) from None
     record_sweep(study, sweep)
     queued = enqueue_initial(study, sweep)

@@ -85,12 +85,20 @@ def _prepare_sqlite(url: str) -> None:
     """Create the folder and switch the file to WAL (persistent in the file): concurrent
     workers, trial processes and heartbeat threads then read while one writes."""
     path = Path(url.split("sqlite:///", 1)[1])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    con = sqlite3.connect(str(path), timeout=SQLITE_TIMEOUT_S)
     try:
-        enable_wal(con, SQLITE_TIMEOUT_S)
-    finally:
-        con.close()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        con = sqlite3.connect(str(path), timeout=SQLITE_TIMEOUT_S)
+        try:
+            enable_wal(con, SQLITE_TIMEOUT_S)
+        finally:
+            con.close()
+    except (sqlite3.Error, OSError) as exc:
+        reason = str(exc).lower()
+        if "not a database" in reason or "malformed" in reason:
+            fix = "it is damaged: move it aside (the runs stay on disk) and start the study again"
+        else:
+            fix = "it must be writable by every worker: choose another --storage or fix its permissions"
+        raise StorageError(f"study file {path}: {exc}; {fix}") from None
 
 
 def make_storage(url: str, heartbeat: "Heartbeat | None" = None) -> "optuna.storages.RDBStorage":

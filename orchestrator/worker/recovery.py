@@ -150,7 +150,31 @@ def _sync_resumed_optimizer(trainer) -> None:
             group["initial_lr"] = base_lrs[i]
 
 
+class AtomicPath(type(Path())):
+    """A checkpoint path whose `write_bytes` (what Ultralytics' save_model calls for last.pt and
+    best.pt) writes a temporary file and renames it: a full disk or a kill mid-write leaves the
+    previous good checkpoint, never a truncated one."""
+
+    def write_bytes(self, data) -> int:
+        tmp = self.with_name(f".{self.name}.{os.getpid()}.tmp")
+        try:
+            with open(tmp, "wb") as f:
+                written = f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return written
+
+
+def _atomic_checkpoints(trainer) -> None:
+    trainer.last, trainer.best = AtomicPath(trainer.last), AtomicPath(trainer.best)
+
+
 def attach(model, run_dir: Path) -> None:
+    model.add_callback("on_pretrain_routine_start", _atomic_checkpoints)
     model.add_callback("on_train_epoch_start", _disable_ultralytics_oom_halving)
     model.add_callback("on_pretrain_routine_end", _sync_resumed_optimizer)
     faults.attach(model, run_dir)
