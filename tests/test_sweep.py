@@ -360,3 +360,47 @@ def test_report_of_a_multi_objective_study(tmp_path, monkeypatch):
         console.print(part)
     shown = console.export_text()
     assert "pareto front" in shown and "#1, #0, #2" in shown and "optuna-dashboard" in shown
+
+
+@pytest.mark.slow
+def test_kill9_of_the_sweep_command_ends_its_workers_and_the_trial_is_retried(tmp_path):
+    """kill -9 of `yolo-orch sweep` alone (not its group): its worker and the running trial's training
+    process end within seconds (no study finished unsupervised), the interrupted trial is queued again,
+    and the next run trains it and writes the report."""
+    import os
+    import signal
+    import time
+
+    import optuna
+
+    from test_sweep_postgres import processes_mentioning
+
+    sweep = write_sweep(tmp_path, budget={"n_trials": 2}, enqueue=[{"hyp": {"box": 0.5, "lr0": 0.002}}],
+                        pruner={"name": "none"})
+    env = cli_env({"YOLO_ORCH_FAULT_SLEEP": "epoch=2,seconds=300"})  # holds trial 0 in its second epoch
+    cli = subprocess.Popen([sys.executable, "-m", "orchestrator", "sweep", str(sweep)], cwd=tmp_path, env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 300
+    while not any('"epoch"' in p.read_text() for p in tmp_path.glob("runs/tiny-sweep-trial0/*/events.jsonl")):
+        assert time.time() < deadline and cli.poll() is None, "trial 0 never finished its first epoch"
+        time.sleep(0.2)
+    run_dir = next(tmp_path.glob("runs/tiny-sweep-trial0/*"))
+    assert processes_mentioning("orchestrator.sweep.worker") and processes_mentioning(str(run_dir))
+    os.kill(cli.pid, signal.SIGKILL)
+    cli.wait(10)
+    deadline = time.time() + 30
+    while processes_mentioning("orchestrator.sweep.worker") or processes_mentioning(str(run_dir)):
+        assert time.time() < deadline, "the sweep worker or its trial outlived `yolo-orch sweep`"
+        time.sleep(0.2)
+    assert len(list(tmp_path.glob("runs/tiny-sweep-trial*/*"))) == 1  # no trial started after the kill
+
+    db = f"sqlite:///{tmp_path / 'runs' / 'sweeps' / 'tiny-sweep.db'}"
+    trials = optuna.load_study(study_name="tiny-sweep", storage=db).get_trials(deepcopy=False)
+    assert [t.state.name for t in trials] == ["FAIL", "WAITING"]
+    assert trials[1].system_attrs["failed_trial"] == 0 and trials[1].params == trials[0].params
+
+    summary = sweep_json(run_cli("sweep", sweep, "--json", cwd=tmp_path, timeout=900))
+    assert summary["done"] == 2 and summary["states"]["FAIL"] == 1
+    retried = next(t for t in summary["trials"] if t["number"] == 1)
+    assert retried["state"] == "COMPLETE" and retried["params"] == {"hyp.box": 0.5, "hyp.lr0": 0.002}
+    assert (tmp_path / "runs" / "sweeps" / "tiny-sweep" / "best.yaml").is_file()

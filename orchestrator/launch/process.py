@@ -84,3 +84,30 @@ def interrupts_raise():
     finally:
         for sig, h in old.items():
             signal.signal(sig, h)
+
+
+def stop_when_parent_dies(parent_pid: int, interval_s: float = 1.0) -> None:
+    """Send this process SIGTERM when `parent_pid` is gone (kill -9 of the command that started it):
+    the kernel's PR_SET_PDEATHSIG on Linux, and a polling thread everywhere (and for a parent that
+    died before this ran). SIGTERM takes the same path as a Ctrl-C of the parent, so a sweep worker
+    fails its running trial cleanly and stops that trial's training process group."""
+    import sys
+    import threading
+
+    from orchestrator.registry import process_identity
+
+    identity = process_identity(parent_pid)
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+
+    def watch() -> None:
+        while identity is not None and process_identity(parent_pid) == identity and os.getppid() == parent_pid:
+            time.sleep(interval_s)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="yolo-orch-parent-watch", daemon=True).start()

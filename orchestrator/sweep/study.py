@@ -116,10 +116,8 @@ def make_storage(url: str, heartbeat: "Heartbeat | None" = None) -> "optuna.stor
         engine_kwargs["pool_pre_ping"] = True
     hb: dict[str, Any] = {}
     if heartbeat is not None:
-        retry_cls = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None) or \
-            optuna.storages.RetryFailedTrialCallback  # Optuna < 4.9
         hb = dict(heartbeat_interval=heartbeat.interval, grace_period=heartbeat.grace)
-        callback = retry_cls(max_retry=heartbeat.max_retry)
+        callback = _retry_class()(max_retry=heartbeat.max_retry)
         hb["heartbeat_stale_trial_callback" if _has_param("heartbeat_stale_trial_callback")
            else "failed_trial_callback"] = callback
     for attempt in range(6):
@@ -133,6 +131,19 @@ def make_storage(url: str, heartbeat: "Heartbeat | None" = None) -> "optuna.stor
         except (SQLAlchemyError, ImportError) as exc:
             raise StorageError(f"storage {redact(url)}: cannot open it ({_reason(exc, url)})") from None
     raise AssertionError("unreachable")
+
+
+def _retry_class():
+    import optuna
+
+    return getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None) or \
+        optuna.storages.RetryFailedTrialCallback  # Optuna < 4.9
+
+
+def retry_callback(sweep: "LoadedSweep"):
+    """Optuna's retry of a failed trial (a WAITING copy with `failed_trial` set), as the heartbeat
+    uses for stale trials; also used for trials a Ctrl-C or a vanished sweep command ended."""
+    return _retry_class()(max_retry=sweep.spec.heartbeat.max_retry)
 
 
 def _reason(exc: BaseException, url: str) -> str:

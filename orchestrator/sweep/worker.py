@@ -73,7 +73,11 @@ def run_worker(sweep: LoadedSweep, url: str, n_trials: int, timeout: float | Non
             time.sleep(poll)
             continue
         waiting_said = False
-        study.optimize(runner, n_trials=1, catch=(TrialFailed,), gc_after_trial=False)
+        try:
+            study.optimize(runner, n_trials=1, catch=(TrialFailed,), gc_after_trial=False)
+        except KeyboardInterrupt:
+            retry_interrupted(study, sweep)
+            raise
         if runner.last.get("state") == "FAIL":
             failures += 1
             if failures >= sweep.spec.budget.max_consecutive_failures:
@@ -81,6 +85,23 @@ def run_worker(sweep: LoadedSweep, url: str, n_trials: int, timeout: float | Non
                 return EXIT_TOO_MANY_FAILURES
         else:
             failures = 0
+
+
+def retry_interrupted(study, sweep: LoadedSweep) -> None:
+    """This worker's trial that a Ctrl-C, SIGTERM or the death of `yolo-orch sweep` ended FAIL is
+    queued again (a WAITING copy with the same parameters, Optuna's own retry record), so the next
+    run of the sweep trains it instead of losing it: the same as a heartbeat-stale trial."""
+    import optuna
+
+    from orchestrator.sweep.study import retry_callback
+
+    trials = study.get_trials(deepcopy=False)
+    retried = {t.system_attrs.get("failed_trial") for t in trials}
+    for trial in trials:
+        if (trial.state == optuna.trial.TrialState.FAIL and trial.user_attrs.get("worker_pid") == os.getpid()
+                and trial.number not in retried):
+            retry_callback(sweep)(study, trial)
+            say(f"trial {trial.number} was interrupted: queued again for the next run")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,6 +122,11 @@ def main(argv: list[str] | None = None) -> int:
         raise KeyboardInterrupt(signal.Signals(signum).name)
 
     signal.signal(signal.SIGTERM, stop)
+    cli = int(os.environ.get("YOLO_ORCH_SWEEP_CLI") or 0)
+    if cli > 0:  # a kill -9 of `yolo-orch sweep` ends its workers and their trials too
+        from orchestrator.launch.process import stop_when_parent_dies
+
+        stop_when_parent_dies(cli)
     try:
         sweep = load_sweep(args.sweep_file, study=args.study)
         return run_worker(sweep, url, args.n_trials, args.timeout, args.index, args.epoch_budget)
