@@ -88,3 +88,16 @@ def test_no_input_writes_outside_the_runs_folder(tmp_path, monkeypatch):
     with pytest.raises(SpecError, match="would write outside"):
         runner.create_run(plan, runs_dir=tmp_path / "runs")
     assert not (tmp_path / "escape").exists() and not (tmp_path / "runs" / "registry.db").exists()
+
+
+def test_thousands_of_problems_print_one_screen(tmp_path):
+    """30,000 unknown override keys: exit 2 with at most 50 lines, the last saying how many more."""
+    keys = "\n".join(f"  unknown_key_{i}: 1" for i in range(30_000))
+    job = tmp_path / "job.yaml"
+    job.write_text(f"name: many\nmodel: yolo11n.yaml\ndata: {{synth: {{images: 16}}}}\noverrides:\n{keys}\n")
+    r = subprocess.run([sys.executable, "-m", "orchestrator", "submit", str(job), "--dry-run"], cwd=tmp_path,
+                       env=cli_env(), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    lines = r.stderr.splitlines()
+    assert len(lines) == 50 and lines[0].startswith("overrides.unknown_key_0: not an Ultralytics train argument")
+    assert lines[-1] == "... and 29951 more problems of the same kinds"

@@ -39,6 +39,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
+from orchestrator.spec.job import SYNTH_MAX_IMAGES, SYNTH_MAX_IMGSZ
+
 __all__ = [
     "GENERATOR_VERSION",
     "MANIFEST_NAME",
@@ -91,10 +93,10 @@ class SynthConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        _check_int("images", self.images, 1)
-        _check_int("val_images", self.val_images, 1)
+        _check_int("images", self.images, 1, SYNTH_MAX_IMAGES)
+        _check_int("val_images", self.val_images, 1, SYNTH_MAX_IMAGES)
         _check_int("classes", self.classes, 1, MAX_CLASSES)
-        _check_int("imgsz", self.imgsz, 32)
+        _check_int("imgsz", self.imgsz, 32, SYNTH_MAX_IMGSZ)
         _check_int("seed", self.seed, 0)
 
     @property

@@ -75,11 +75,17 @@ class HypBlock(Hyperparameters):
     preset: Optional[str] = None
 
 
+# Bounds of a generated dataset (also `yolo-orch data synth`): a 4096 px image is 48 MiB in memory,
+# 100,000 of them at 128 px about 2 GB on disk.
+SYNTH_MAX_IMAGES = 100_000
+SYNTH_MAX_IMGSZ = 4096
+
+
 class SynthData(Strict):
-    images: int = Field(default=128, ge=1, le=100000)
-    val_images: int = Field(default=32, ge=1, le=100000)
+    images: int = Field(default=128, ge=1, le=SYNTH_MAX_IMAGES)
+    val_images: int = Field(default=32, ge=1, le=SYNTH_MAX_IMAGES)
     classes: int = Field(default=3, ge=1, le=8)
-    imgsz: int = Field(default=128, ge=32, le=4096)
+    imgsz: int = Field(default=128, ge=32, le=SYNTH_MAX_IMGSZ)
     seed: int = Field(default=0, ge=0)
 
 

@@ -44,7 +44,14 @@ def read_yaml_file(path: Path, what: str = "file") -> Any:
     size = path.stat().st_size
     if size > MAX_BYTES:
         raise SpecError(f"{label}: {what} is {size / 2**20:.1f} MiB; at most {MAX_BYTES // 2**20} MiB is accepted")
-    raw = path.read_bytes()
+    try:  # read at most one byte past the limit: a pipe, /dev/zero or <(...) has no size to check first
+        with open(path, "rb") as f:
+            raw = f.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise SpecError(f"{label}: cannot read this {what} ({exc.strerror or exc})") from None
+    if len(raw) > MAX_BYTES:
+        raise SpecError(f"{label}: {what} is more than {MAX_BYTES // 2**20} MiB (a device or a stream?); "
+                        f"at most {MAX_BYTES // 2**20} MiB is accepted")
     if b"\x00" in raw:
         raise SpecError(f"{label}: binary data, expected a YAML {what}")
     try:
