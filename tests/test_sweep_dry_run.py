@@ -134,3 +134,17 @@ def test_median_pruner_waits_half_the_epochs_unless_told(tmp_path):
     assert load_sweep(tmp_path / "sweep.yaml").spec.pruner.n_warmup_steps == 3
     (tmp_path / "sweep.yaml").write_text(yaml.safe_dump({**data, "pruner": {"name": "threshold", "upper": 5.0}}))
     assert load_sweep(tmp_path / "sweep.yaml").spec.pruner.n_warmup_steps is None  # thresholds are absolute
+
+
+def test_lr0_searched_with_a_sampled_optimizer_is_not_called_inert(tmp_path):
+    """Base job on optimizer=auto, the space samples the optimizer: every trial pins one, so lr0 reaches
+    Ultralytics and the dry run must show its range, not warn that searching it changes nothing."""
+    job = dict(TINY_JOB, hyp={"preset": "scratch-default", "optimizer": "auto"})
+    space = {"hyp": {"optimizer": {"choices": ["SGD", "AdamW"]}, "lr0": {"low": 1.0e-4, "high": 1.0e-2, "log": True}}}
+    write_sweep(tmp_path, job, space=space, enqueue=[])
+    result = run_cli("sweep", "sweep.yaml", "--dry-run", "--json", cwd=tmp_path, timeout=120)
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    lr0 = next(p for p in out["space"] if p["name"] == "hyp.lr0")
+    assert lr0["passed"] == [1.0e-4, 1.0e-2]
+    assert not any("changes nothing" in w for w in out["warnings"]), out["warnings"]

@@ -47,13 +47,25 @@ def _ends(p: "Param") -> list:
     return [p.low, p.high]
 
 
+def _sampled_optimizer(sweep: "LoadedSweep", p: "Param") -> dict[str, Any]:
+    """Every trial of a sweep that samples `hyp.optimizer` sets one, so the other dimensions are
+    planned under a sampled optimizer (its first choice other than auto), not the base job's: under
+    the base's optimizer=auto, lr0 would look inert although every trial receives it."""
+    opt = next((q for q in sweep.params if q.name == "hyp.optimizer"), None)
+    if opt is None or opt is p:
+        return {}
+    pinned = next((c for c in opt.choices if str(c).lower() != "auto"), None)
+    return {opt.name: pinned} if pinned is not None else {}
+
+
 def _as_planned(sweep: "LoadedSweep", p: "Param", data: "DataInfo") -> tuple[dict[str, Any], list[str]]:
     """The value Ultralytics receives (and, where the scaler tracks it, applies) at each end of `p`,
     every other value at the base job's. `data`: the base job's, described once (a trial only
     changes hyperparameters and overrides)."""
     passed, applied, notes = [], [], []
+    context = _sampled_optimizer(sweep, p)
     for value in _ends(p):
-        plan = make_plan(trial_job(sweep, {p.name: value}, 0), data=data)
+        plan = make_plan(trial_job(sweep, {**context, p.name: value}, 0), data=data)
         passed.append(plan.train_args.get(p.key))
         applied.append(plan.scaled.effective.get(p.key, plan.train_args.get(p.key)))
     if p.kind != "categorical" and passed[0] == passed[1] and p.low != p.high:
