@@ -136,3 +136,20 @@ def _check_fraction(value) -> str | None:
     if 0.0 < value <= 1.0 or (isinstance(value, int) and value > 1):
         return None
     return f"expected a share in (0, 1] or an image count > 1 (got {value})"
+
+
+def model_yaml_task(path: Path) -> str | None:
+    """The task a model yaml builds, by Ultralytics' own rule (`nn.tasks.guess_model_task`: the name of
+    the head's last module); None when the file does not say."""
+    try:
+        cfg = load_own_yaml(Path(path).read_text())
+        m = str(cfg["head"][-1][-2]).lower()
+    except Exception:  # noqa: BLE001 - an unreadable yaml is Ultralytics' to report
+        return None
+    if m in {"classify", "classifier", "cls", "fc"}:
+        return "classify"
+    for marker, task in (("detect", "detect"), ("semanticsegment", "semantic"), ("segment", "segment"),
+                         ("pose", "pose"), ("obb", "obb"), ("depth", "depth")):
+        if marker in m:
+            return task
+    return None

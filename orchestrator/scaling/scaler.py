@@ -401,7 +401,9 @@ def scale(reference: ReferenceHyp, target: TargetHardware, policy: str = "auto")
         if not 0.0 <= passed[key] <= 1.0:
             problems.append(
                 f"{key}: {_fmt(passed[key])} after {rule} scaling ({k_text}) is outside [0, 1], which "
-                f"Ultralytics' check_cfg rejects; use a smaller target batch, policy sqrt, or a lower reference {key}"
+                f"Ultralytics' check_cfg rejects; use a smaller target batch, "
+                + ("policy sqrt, " if rule == "linear" else "policy none, " if rule == "sqrt" else "")
+                + f"or a lower reference {key}"
             )
     if problems:
         raise ScalingError(problems)

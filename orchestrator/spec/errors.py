@@ -22,8 +22,12 @@ class SpecError(Exception):
 def format_pydantic_errors(exc, prefix: str = "") -> list[str]:
     """Turn a pydantic ValidationError into `field.path: message (got X)` lines."""
     lines = []
-    for err in exc.errors():
+    errors = exc.errors()
+    nested = {tuple(str(p) for p in e["loc"] if not _is_union_tag(p))[:-1] for e in errors}
+    for err in errors:
         loc = [str(p) for p in err["loc"] if not _is_union_tag(p)]
+        if err["type"] == "string_type" and tuple(loc) in nested:
+            continue  # the string branch of a `preset name | mapping` union: the mapping's errors say more
         path = ".".join(loc) or "(top level)"
         if prefix:
             path = f"{prefix}.{path}" if loc else prefix
@@ -37,7 +41,7 @@ def format_pydantic_errors(exc, prefix: str = "") -> list[str]:
             continue
         msg = msg.removeprefix("Value error, ").replace("Input should be", "must be")
         got = err.get("input")
-        if kind.startswith(("greater", "less", "int_", "float_", "bool_", "string_", "literal")) or kind in (
+        if kind.startswith(("greater", "less", "int_", "float_", "bool_", "string_", "literal", "finite")) or kind in (
             "enum",
             "int_type",
             "float_type",

@@ -17,7 +17,8 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # allow_inf_nan=False: `lr0: nan` is "must be a finite number", not a failed range check
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 def _check_devices(value: Any) -> str:
@@ -110,6 +111,17 @@ class Target(Strict):
     devices: str = "cpu"
     batch: Optional[int] = Field(default=None, ge=1, le=65536)
     batch_per_device: Optional[int] = Field(default=None, ge=1, le=65536)
+
+    @field_validator("batch", "batch_per_device", mode="before")
+    @classmethod
+    def _no_autobatch(cls, value: Any) -> Any:
+        """Ultralytics' AutoBatch (batch=-1, or a memory fraction 0 < batch < 1) is refused by name."""
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and (value == -1 or 0 < value < 1):
+            raise ValueError(
+                "batch=-1 or a memory fraction (Ultralytics' AutoBatch) is not supported: Ultralytics runs it in one process "
+                "only and picks a batch after the plan, so the scaler could not keep images per step; give a "
+                "batch, and target.max_batch_per_device to cap it (CUDA OOM halves it and restarts, oom_retries)")
+        return value
     max_batch_per_device: Optional[int] = Field(default=None, ge=1, le=65536)
 
     _devices = field_validator("devices", mode="before")(classmethod(lambda cls, v: _check_devices(v)))

@@ -100,7 +100,7 @@ def load_job_dict(
     try:
         spec = JobSpec.model_validate(raw)
     except ValidationError as exc:
-        raise SpecError(format_pydantic_errors(exc)) from None
+        raise SpecError([_with_home(line) for line in format_pydantic_errors(exc)]) from None
     job = LoadedJob(spec=spec, path=path, base_dir=base_dir)
     problems = check_model(job) + check_data(job) + check_overrides(spec.overrides)
     try:
@@ -112,20 +112,52 @@ def load_job_dict(
     return job
 
 
+# Ultralytics argument names users write at the top level, and where a job spec keeps them.
+TOP_LEVEL_HOMES = {"batch": "target.batch", "device": "target.devices", "devices": "target.devices",
+                   "nbs": "reference.nbs", "policy": "scaling.policy", "project": "runs_dir"}
+
+
+def _with_home(line: str) -> str:
+    """`lr0: unknown key` -> `lr0: unknown key; in a job spec it is hyp.lr0` (and the like for the
+    Ultralytics arguments people bring from `yolo train`)."""
+    key, sep, rest = line.partition(": ")
+    if rest != "unknown key" or "." in key:
+        return line
+    if key in TOP_LEVEL_HOMES:
+        home = TOP_LEVEL_HOMES[key]
+    elif key in Hyperparameters.model_fields:
+        home = f"hyp.{key}"
+    elif key in ultralytics_cfg.default_cfg():
+        home = f"overrides.{key}"
+    else:
+        return line + ultralytics_cfg.suggest(key, JobSpec.model_fields)
+    return f"{line}; in a job spec it is `{home}`"
+
+
 def check_model(job: LoadedJob) -> list[str]:
     model = job.spec.model
     local = job.resolve_path(model)
     if local.is_file():
-        return []
+        return _check_model_task(job, local) if model.endswith((".yaml", ".yml")) else []
     if model.endswith((".yaml", ".yml")):
-        if ultralytics_cfg.find_model_yaml(Path(model).name) is not None and Path(model).name == model:
-            return []
+        found = ultralytics_cfg.find_model_yaml(Path(model).name)
+        if found is not None and Path(model).name == model:
+            return _check_model_task(job, found)
         return [f"model: unknown model yaml '{model}' (not a local file nor an Ultralytics config)"
                 f"{ultralytics_cfg.suggest_model(Path(model).name)}"]
     if model.endswith(".pt"):
         return [f"model: weights file '{model}' not found; weights cannot be downloaded offline "
                 f"(build from '{Path(model).stem}.yaml' or give a local path)"]
     return [f"model: expected a model yaml (e.g. yolo11n.yaml) or a local .pt file (got '{model}')"]
+
+
+def _check_model_task(job: LoadedJob, yaml_path: Path) -> list[str]:
+    """A segment/pose/obb/classify model yaml under `task: detect` would build the wrong head."""
+    built = ultralytics_cfg.model_yaml_task(yaml_path)
+    if built is None or built == job.spec.task:
+        return []
+    return [f"model: {job.spec.model} builds a model for task {built}, but the job's task is {job.spec.task} "
+            f"(this version trains detect models: use a detection yaml such as yolo11n.yaml)"]
 
 
 def check_data(job: LoadedJob) -> list[str]:

@@ -33,6 +33,21 @@ class _GuardedLoader(yaml.SafeLoader):
                 )
         return super().compose_node(parent, index)
 
+    def construct_mapping(self, node, deep=False):
+        """A key given twice is an error (PyYAML keeps the last silently: two `name:` lines would
+        train under the second name without a word). Keys a `<<` merge brings in may be overridden."""
+        if isinstance(node, yaml.MappingNode):
+            first_line: dict = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+                    continue
+                key = self.construct_object(key_node)
+                if key in first_line:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key '{key}' (first on line {first_line[key]})", key_node.start_mark)
+                first_line[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep)
+
 
 def read_yaml_file(path: Path, what: str = "file") -> Any:
     """Load one YAML document from `path`, turning every failure into a SpecError."""
