@@ -141,6 +141,7 @@ def supervise(run_id: str, run_dir: Path, launcher: str, oom_retries: int = 0,
               on_event: Callable[[dict], None] = lambda e: None, poll_s: float = 0.5) -> RunOutcome:
     """Start the worker, tail its events, keep the registry row current; after a CUDA OOM,
     re-plan with half the per-device batch (same images per step) and restart, up to `oom_retries`."""
+    refuse_symlinks(run_dir)
     registry = open_registry(run_dir)
     events_path = run_dir / EVENTS
     tail = EventTail(events_path)
@@ -209,6 +210,15 @@ def failure_note(run_id: str, run_dir: Path, code: int, epochs_done: int) -> str
     return note
 
 
+def refuse_symlinks(run_dir: Path) -> None:
+    """The files a run appends to must be its own: a train.log or events.jsonl replaced by a symbolic
+    link would make a resume write wherever it points (a shell profile, another run)."""
+    links = [p for p in (run_dir / LOG, run_dir / EVENTS, run_dir / SUMMARY, run_dir / "weights") if p.is_symlink()]
+    if links:
+        raise SpecError([f"{p}: a symbolic link in the run directory; refusing to write through it (replace it "
+                         "with a regular file or folder)" for p in links])
+
+
 def _attempt(cmd: list[str], run_id: str, run_dir: Path, registry: Registry, tail: EventTail,
              on_event: Callable[[dict], None], poll_s: float) -> tuple[str, int, list[dict]]:
     """One worker process: (state, exit code, its events). state is killed on Ctrl-C/SIGTERM."""
@@ -256,6 +266,8 @@ def prepare_resume_row(row: dict, devices: str | None = None) -> dict:
     """Claim the row (killed/failed -> queued, compare-and-set) and write the resume section.
     Raises SpecError with the fix when the run cannot be resumed."""
     run_dir = Path(row["run_dir"] or "")
+    if row.get("run_dir"):
+        refuse_symlinks(run_dir)  # before the row is claimed: a refusal changes nothing
     registry = open_registry(run_dir) if row.get("run_dir") else None
     if registry is None or row["state"] not in ("killed", "failed"):
         return recovery.prepare_resume(row, devices)  # raises the right message

@@ -5,6 +5,7 @@ Light: sqlite3, rich and the run directory's text files; never torch or ultralyt
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from datetime import datetime
@@ -12,6 +13,8 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich import box
+from rich.console import Console
 from rich.table import Table
 
 from orchestrator.cli.common import out, print_json
@@ -64,21 +67,32 @@ def _map(row: dict) -> str:
     return "-" if value is None else f"{value:.4f}"
 
 
+def _short_time(ts: float | None) -> str:
+    """HH:MM today, else month-day HH:MM (`show RUN` has the full time)."""
+    if not ts:
+        return "-"
+    when = datetime.fromtimestamp(ts)
+    return when.strftime("%H:%M" if when.date() == datetime.now().date() else "%m-%d %H:%M")
+
+
 def runs_table(rows: list[dict], title: str) -> Table:
     columns = ["run", "job", "state", "devices", "started", "time", "epochs", "mAP50-95"]
     if any(r.get("oom_retries") for r in rows):
         columns.append("oom")
     if any(r.get("study") is not None for r in rows):
         columns.append("study/trial")
-    table = Table(title=title, header_style="bold")
+    # Compact and unwrapped: every cell is short, and at 80 columns a boxed table cut ids to `2026…`.
+    table = Table(title=title, header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    widths = {"run": 20, "job": 4, "state": 8, "time": 5, "epochs": 5, "mAP50-95": 6}
     for name in columns:
-        table.add_column(name, no_wrap=name in ("run", "state"))
+        table.add_column(name, no_wrap=name not in ("job", "study/trial"), overflow="fold",
+                         min_width=widths.get(name, 3))
     for r in rows:
         started = r.get("started_at") or r.get("created_at")
         cells = {
             "run": r["id"], "job": r["job"], "state": f"[{STATE_STYLE.get(r['state'], '')}]{r['state']}[/]",
             "devices": r.get("devices") or "-",
-            "started": datetime.fromtimestamp(started).strftime("%m-%d %H:%M") if started else "-",
+            "started": _short_time(started),
             "time": _duration(r),
             "epochs": f"{r['epochs_done'] if r.get('epochs_done') is not None else '-'}/{r.get('epochs') or '-'}",
             "mAP50-95": _map(r), "oom": str(r.get("oom_retries") or 0),
@@ -111,7 +125,9 @@ def runs_cmd(
     if not rows:
         out.print(f"no runs{f' in state {state}' if state else ''} in {path}")
         return
-    out.print(runs_table(rows, title=f"Runs ({path})"))
+    # piped output is not cut to 80 columns: scripts and `less -S` get whole rows
+    console = out if out.is_terminal else Console(width=max(out.width, 160))
+    console.print(runs_table(rows, title=f"Runs ({path})"))
 
 
 def show_info(row: dict) -> dict:
@@ -210,6 +226,19 @@ def show_cmd(
     out.print(table)
 
 
+_ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
+_REDRAWN = re.compile(rb"[^\n]*\r(?!\n)")  # a progress bar redrawn with \r: keep its last state
+
+
+def _write_log(data: bytes) -> None:
+    """The log as written to a terminal; piped or redirected, without colour codes and with each
+    redrawn progress line reduced to its final state (grep and editors see text)."""
+    if not sys.stdout.isatty():
+        data = _REDRAWN.sub(b"", _ANSI.sub(b"", data))
+    sys.stdout.buffer.write(data)
+    sys.stdout.flush()
+
+
 def logs_cmd(
     run: str = typer.Argument(..., help="Run id, or a unique prefix of one."),
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing until the run ends."),
@@ -227,11 +256,10 @@ def logs_cmd(
     offset = 0
     if log.is_file():
         data = log.read_bytes()
+        offset = len(data)
         if lines:
             data = b"\n".join(data.splitlines()[-lines:]) + b"\n"
-        sys.stdout.buffer.write(data)
-        sys.stdout.flush()
-        offset = log.stat().st_size
+        _write_log(data)
     if not follow:
         reg.close()
         return
@@ -243,8 +271,7 @@ def logs_cmd(
                     f.seek(offset)
                     chunk = f.read()
                 offset += len(chunk)
-                sys.stdout.buffer.write(chunk)
-                sys.stdout.flush()
+                _write_log(chunk)
                 continue
             if time.time() - last_check > 1.0:
                 last_check = time.time()

@@ -13,7 +13,9 @@ from pathlib import Path
 
 
 def start(cmd: list[str], log_path: Path, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.Popen:
-    log = open(log_path, "ab", buffering=0)  # noqa: SIM115 - owned by the child for its lifetime
+    # O_NOFOLLOW: never append through a symbolic link planted in the run dir (runner.refuse_symlinks)
+    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    log = open(fd, "ab", buffering=0)  # noqa: SIM115 - owned by the child for its lifetime
     try:
         return subprocess.Popen(
             cmd,

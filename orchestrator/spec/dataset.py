@@ -118,7 +118,8 @@ def scan(cfg: dict, yaml_path: Path, nc: int | None) -> Scan:
     result = Scan(train_images=0)
     for split in ("train", "val"):
         images: list[str] = []
-        for entry in split_entries(cfg, split, root):
+        entries = split_entries(cfg, split, root)
+        for entry in entries:
             listed = _list_images(entry, split, result.problems)
             if listed is None:
                 result.train_images = None if split == "train" else result.train_images
@@ -127,6 +128,10 @@ def scan(cfg: dict, yaml_path: Path, nc: int | None) -> Scan:
         else:
             if split == "train":
                 result.train_images = len(images)
+            if not images:
+                result.problems.append(f"data: no {split} images in {', '.join(map(str, entries))} (image files "
+                                       "are those Ultralytics reads: .jpg, .png, ...)")
+                continue
             _check_labels(split, sorted(images), nc, result)
     return result
 
@@ -174,9 +179,6 @@ def label_path(image: str) -> str:
 
 
 def _check_labels(split: str, images: list[str], nc: int | None, result: Scan) -> None:
-    if not images:
-        result.problems.append(f"data: no {split} images found")
-        return
     checked = images[:MAX_LABEL_FILES_CHECKED]
     problems: list[str] = []
     unlabelled = 0

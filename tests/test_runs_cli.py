@@ -1,0 +1,64 @@
+"""`runs`, `logs` and `resume` on hand-made registries (no training): whole run ids at 80 columns,
+plain text when the log is piped, and no writing through a symbolic link planted in a run dir."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from conftest import run_cli
+from orchestrator.registry import Registry
+
+NO_ENV_REGISTRY = {"YOLO_ORCH_REGISTRY": ""}
+
+
+def make_run(runs: Path, run_id: str, state: str = "finished", job: str = "a-rather-long-job-name") -> Path:
+    run_dir = runs / job / run_id
+    run_dir.mkdir(parents=True)
+    with Registry.open(runs) as reg:
+        reg.add_run(run_id, job=job, run_dir=run_dir, devices="0,1,2,3", epochs=30, pid=0)
+        reg.update(run_id, state=state, epochs_done=12, metrics={"metrics/mAP50-95(B)": 0.5123})
+    return run_dir
+
+
+def test_runs_table_keeps_whole_ids_at_80_columns(tmp_path):
+    runs = tmp_path / "runs"
+    ids = [f"20261124-0900{i:02d}-ab{i:02d}" for i in range(3)]
+    for run_id in ids:
+        make_run(runs, run_id)
+    terminal = run_cli("runs", "--runs-dir", runs, cwd=tmp_path, env={**NO_ENV_REGISTRY, "COLUMNS": "80",
+                                                                      "FORCE_COLOR": "1", "NO_COLOR": ""})
+    assert terminal.returncode == 0, terminal.stderr
+    text = re.sub(r"\x1b\[[0-9;]*m", "", terminal.stdout)
+    rows = [line for line in text.splitlines() if "2026" in line and "Runs (" not in line]
+    assert len(rows) == 3 and all(any(run_id in row for row in rows) for run_id in ids), text
+    assert max(len(line) for line in text.splitlines()) <= 80, text
+    piped = run_cli("runs", "--runs-dir", runs, cwd=tmp_path, env={**NO_ENV_REGISTRY, "COLUMNS": ""})
+    assert all(run_id in piped.stdout for run_id in ids) and "a-rather-long-job-name" in piped.stdout
+
+
+def test_piped_logs_are_plain_text(tmp_path):
+    runs = tmp_path / "runs"
+    run_dir = make_run(runs, "20261124-090000-cafe")
+    (run_dir / "train.log").write_bytes(b"\x1b[34m\x1b[1mtrain:\x1b[0m start\n"
+                                        b"  1/3: 0% 0/8\r  1/3: 50% 4/8\r  1/3: 100% 8/8\n"
+                                        b"\x1b[K        all  0.5\n")
+    r = run_cli("logs", "20261124-090000", "--runs-dir", runs, cwd=tmp_path, env=NO_ENV_REGISTRY)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "train: start\n  1/3: 100% 8/8\n        all  0.5\n"
+
+
+def test_resume_refuses_a_symlinked_log(tmp_path):
+    runs = tmp_path / "runs"
+    run_dir = make_run(runs, "20261124-090000-beef", state="killed")
+    (run_dir / "weights").mkdir()
+    (run_dir / "weights" / "last.pt").write_bytes(b"x")
+    outside = tmp_path / "profile"
+    outside.write_text("keep me\n")
+    (run_dir / "train.log").symlink_to(outside)
+    r = run_cli("resume", "20261124-090000-beef", "--runs-dir", runs, cwd=tmp_path, env=NO_ENV_REGISTRY)
+    assert r.returncode == 2 and "train.log: a symbolic link in the run directory" in r.stderr, r.stderr
+    assert outside.read_text() == "keep me\n"
+    listed = json.loads(run_cli("runs", "--runs-dir", runs, "--json", cwd=tmp_path, env=NO_ENV_REGISTRY).stdout)
+    assert listed[0]["state"] == "killed"  # the refusal claimed nothing
