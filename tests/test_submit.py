@@ -54,6 +54,9 @@ def test_submit_trains_and_writes_run_dir(tmp_path):
     # Metrics were produced, once per epoch (the final best.pt validation is not an epoch)
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     assert [e["event"] for e in events].count("epoch") == 1
+    # progress within the epoch: the first batch is always reported, then at most one a second
+    progress = [e for e in events if e["event"] == "progress"]
+    assert progress and (progress[0]["epoch"], progress[0]["batch"], progress[0]["batches"]) == (1, 1, 2)
     summary = out["summary"]
     assert summary["epochs_completed"] == 1
     for key in ("metrics/mAP50(B)", "metrics/mAP50-95(B)", "metrics/precision(B)"):
@@ -87,7 +90,7 @@ def test_ctrl_c_stops_child_and_names_checkpoint(tmp_path):
     events = None
     while time.time() < deadline:
         found = list((tmp_path / "runs").glob("tiny/*/events.jsonl"))
-        if found and '"epoch"' in found[0].read_text():
+        if found and '"event": "epoch"' in found[0].read_text():
             events = found[0]
             break
         time.sleep(0.5)

@@ -381,7 +381,7 @@ def test_kill9_of_the_sweep_command_ends_its_workers_and_the_trial_is_retried(tm
     cli = subprocess.Popen([sys.executable, "-m", "orchestrator", "sweep", str(sweep)], cwd=tmp_path, env=env,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.time() + 300
-    while not any('"epoch"' in p.read_text() for p in tmp_path.glob("runs/tiny-sweep-trial0/*/events.jsonl")):
+    while not any('"event": "epoch"' in p.read_text() for p in tmp_path.glob("runs/tiny-sweep-trial0/*/events.jsonl")):
         assert time.time() < deadline and cli.poll() is None, "trial 0 never finished its first epoch"
         time.sleep(0.2)
     run_dir = next(tmp_path.glob("runs/tiny-sweep-trial0/*"))

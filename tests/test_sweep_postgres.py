@@ -77,7 +77,7 @@ def test_two_workers_one_killed_mid_trial(tmp_path, pg_url):
                 running = []
             for t in running:
                 events = Path(t.user_attrs.get("run_dir", "/nonexistent")) / "events.jsonl"
-                if t.user_attrs.get("cli_pid") == a.pid and events.exists() and '"epoch"' in events.read_text():
+                if t.user_attrs.get("cli_pid") == a.pid and events.exists() and '"event": "epoch"' in events.read_text():
                     victim = t
             time.sleep(0.5)
         assert victim is not None, "worker A never reached the middle of a trial"

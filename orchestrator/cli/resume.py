@@ -42,6 +42,8 @@ def resume_cmd(
             kind = event.get("event")
             if kind == "train_start":
                 progress.update(task, total=event["epochs"], completed=event.get("start_epoch", 0))
+            elif kind == "progress" and event.get("batches"):  # within an epoch
+                progress.update(task, completed=event["epoch"] - 1 + min(event["batch"] / event["batches"], 1.0))
             elif kind == "epoch":
                 m = event.get("metrics") or {}
                 progress.update(task, completed=event["epoch"],

@@ -71,6 +71,8 @@ def submit_cmd(
         def on_event(event: dict) -> None:
             if event["event"] == "train_start":
                 progress.update(task, total=event["epochs"], completed=event.get("start_epoch", 0))
+            elif event["event"] == "progress" and event.get("batches"):  # within an epoch
+                progress.update(task, completed=event["epoch"] - 1 + min(event["batch"] / event["batches"], 1.0))
             elif event["event"] == "epoch":
                 m = event["metrics"]
                 text = (f"mAP50 {m.get('metrics/mAP50(B)', 0):.3f}  mAP50-95 {m.get('metrics/mAP50-95(B)', 0):.3f}"

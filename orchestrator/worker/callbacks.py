@@ -7,6 +7,8 @@ from typing import Any, Callable
 
 from orchestrator.events import EventWriter
 
+PROGRESS_EVERY_S = 1.0
+
 
 def epoch_metrics(trainer) -> dict[str, float]:
     metrics: dict[str, Any] = {}
@@ -30,9 +32,29 @@ class EpochReporter:
         self.started = time.time()
         self._in_epoch = False
         self.final_metrics: dict[str, float] | None = None
+        self._batches = 0
+        self._last_progress = 0.0
 
     def on_train_epoch_end(self, trainer) -> None:
         self._in_epoch = True
+
+    def on_train_epoch_start(self, trainer) -> None:
+        self._batches = 0
+
+    def on_train_batch_end(self, trainer) -> None:
+        """A `progress` event at most every PROGRESS_EVERY_S seconds, so the orchestrator's bar moves
+        within an epoch as Ultralytics' own does (one short line a second: no cost to training)."""
+        self._batches += 1
+        now = time.time()
+        if self.events is None or now - self._last_progress < PROGRESS_EVERY_S:
+            return
+        self._last_progress = now
+        try:
+            batches = len(trainer.train_loader)
+        except TypeError:
+            batches = None
+        self.events.emit("progress", epoch=int(trainer.epoch) + 1, epochs=trainer.epochs, batch=self._batches,
+                         batches=batches)
 
     def on_train_start(self, trainer) -> None:
         if self.events:
@@ -60,6 +82,8 @@ class EpochReporter:
         model.add_callback("on_train_start", self.on_train_start)
         model.add_callback("on_train_epoch_end", self.on_train_epoch_end)
         model.add_callback("on_fit_epoch_end", self.on_fit_epoch_end)
+        model.add_callback("on_train_epoch_start", self.on_train_epoch_start)
+        model.add_callback("on_train_batch_end", self.on_train_batch_end)
 
 
 def _float(value) -> float | None:
