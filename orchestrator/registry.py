@@ -236,14 +236,29 @@ class Registry:
     def _write(self) -> Iterator[sqlite3.Connection]:
         self.check_writable()
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
             try:
-                yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            else:
-                self._conn.execute("COMMIT")
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._conn
+                except BaseException:
+                    self._conn.execute("ROLLBACK")
+                    raise
+                else:
+                    self._conn.execute("COMMIT")
+            except sqlite3.Error as exc:  # a full disk, a file made read-only or damaged meanwhile
+                raise self.write_failed(exc) from None
+
+    def write_failed(self, exc: BaseException) -> RegistryUnusable:
+        reason = str(exc).lower()
+        if any(m in reason for m in CORRUPT_MARKERS):
+            return self.damaged(exc)
+        if "disk is full" in reason:
+            fix = "the disk is full: free space, then `yolo-orch resume` continues an interrupted run"
+        elif "locked" in reason or "busy" in reason:
+            fix = "another process held it past the 30 s timeout: try again"
+        else:
+            fix = "check that it is writable (`yolo-orch doctor`)"
+        return RegistryUnusable(f"registry {self.path}: {exc}; {fix}")
 
     # ---- writes
     def add_run(self, run_id: str, job: str, run_dir: str | os.PathLike | None = None, devices: str | None = None,
