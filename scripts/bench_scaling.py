@@ -1,0 +1,189 @@
+#!/usr/bin/env python
+"""Scaling fidelity: does a scaling policy keep a training's OUTCOME when the images per optimizer step
+change? (issue #20; results in docs/scaling.md and docs/benchmarks.md)
+
+The same job is trained at the reference's images per step X (batch 16, nbs 16: X = 16) and at k x X
+for each k, on ONE process (a larger batch changes X without DDP), for each optimizer and scaling
+policy, and each seed. Every run goes through the real CLI (`yolo-orch submit`), so what is measured is
+what the scaler passes to Ultralytics. Reported: final mAP50-95 (best.pt validation), the per-epoch
+mAP50-95 curve, the scaler's passed lr0 / weight decay / warmup, and the seed spread.
+
+    python scripts/bench_scaling.py --device cpu --parallel 2                  # the full table (hours on 2 cores)
+    python scripts/bench_scaling.py --device 0 --parallel 8 --ks 2 4            # on a GPU machine
+    python scripts/bench_scaling.py --images 256 --epochs 3 --ks 2 --policies none auto --seeds 0   # smoke
+    python scripts/bench_scaling.py --report docs/img/bench_scaling.json        # re-print a saved table
+
+The generated task (default 2048 images at 64 px, 3 classes, 30 epochs) is one a yolo11n from scratch
+learns, where even k = 8 makes hundreds of optimizer steps (2048 / 128 x 30 = 480); `--images 256`
+shows the few-step regime small datasets live in. `table` (the practitioner table: scale by the device
+count) changes nothing on one process: it is run anyway, as the policy a user would pick.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import itertools
+import json
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+POLICIES = ("none", "auto", "linear", "sqrt", "table")
+OPTIMIZERS = {"SGD": {"lr0": 0.01, "momentum": 0.937}, "AdamW": {"lr0": 0.001, "momentum": 0.9}}
+REF_BATCH = 16
+
+
+def job_for(args, optimizer: str) -> dict:
+    """The reference job: batch 16 with nbs 16 (X = 16), the optimizer pinned (auto would ignore lr0)."""
+    return {
+        "name": f"fidelity-{optimizer.lower()}",
+        "model": "yolo11n.yaml",
+        "data": {"synth": {"images": args.images, "val_images": args.val_images, "classes": 3,
+                           "imgsz": args.imgsz, "seed": 7}},
+        "epochs": args.epochs,
+        "imgsz": args.imgsz,
+        "deterministic": True,
+        "hyp": {"preset": "scratch-default", "optimizer": optimizer, "weight_decay": 0.0005,
+                "warmup_epochs": 3.0, **OPTIMIZERS[optimizer]},
+        "reference": {"devices": 1, "batch": REF_BATCH, "nbs": REF_BATCH},
+        "target": {"devices": args.device, "batch": REF_BATCH},
+        "wandb": {"mode": "disabled"},
+        "overrides": {"workers": args.workers, "plots": False},
+    }
+
+
+def train(args, work: Path, optimizer: str, k: int, policy: str, seed: int) -> dict:
+    job = work / f"{optimizer}.yaml"
+    runs = work / "runs" / f"{optimizer}-k{k}-{policy}-s{seed}"
+    cmd = [sys.executable, "-m", "orchestrator", "submit", str(job), "--json", "--set", f"runs_dir={runs}",
+           "--set", f"seed={seed}", "--set", f"target.batch={REF_BATCH * k}", "--set", f"scaling.policy={policy}"]
+    started = time.time()
+    out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    wall = time.time() - started
+    if out.returncode != 0:
+        tail = out.stderr.strip().splitlines()[-3:]
+        print(f"  FAILED {optimizer} k={k} {policy} seed {seed}: {' | '.join(tail)}", flush=True)
+        return {"optimizer": optimizer, "k": k, "policy": policy, "seed": seed, "failed": "\n".join(tail)}
+    run_dir = Path(json.loads(out.stdout)["run_dir"])
+    row = read_run(run_dir)
+    row.update(optimizer=optimizer, k=k, policy=policy, seed=seed, wall_s=round(wall, 1))
+    print(f"  {optimizer:5} k={k} {policy:6} seed {seed}: mAP50-95 {row['final']:.4f}  "
+          f"(lr0 {row['passed']['lr0']:.4g}, X {row['effective']['images_per_step']}, "
+          f"{row['effective']['optimizer_steps_per_epoch']} steps/epoch, {wall:.0f} s)", flush=True)
+    return row
+
+
+def read_run(run_dir: Path) -> dict:
+    resolved = yaml.safe_load((run_dir / "job.resolved.yaml").read_text())
+    summary = json.loads((run_dir / "summary.json").read_text())
+    with open(run_dir / "results.csv") as f:
+        curve = [float(r["metrics/mAP50-95(B)"]) for r in csv.DictReader(f)]
+    scaling = resolved["plan"]["scaling"]
+    eff = scaling["effective"]
+    return {
+        "final": float(summary["metrics"]["metrics/mAP50-95(B)"]),
+        "curve": curve,
+        "passed": {k: scaling["passed"][k] for k in ("batch", "nbs", "lr0", "weight_decay", "warmup_epochs")},
+        "effective": {k: eff.get(k) for k in ("images_per_step", "accumulate", "weight_decay",
+                                             "optimizer_steps_per_epoch", "warmup_iterations")},
+        "reasons": scaling["reasons"],
+    }
+
+
+def summarize(rows: list[dict]) -> dict:
+    """Per (optimizer, k, policy): mean final mAP50-95, min..max over seeds, and the gap to the
+    reference's mean (k = 1: every policy is the reference there)."""
+    ok = [r for r in rows if "final" in r]
+    out: dict = {}
+    for opt in sorted({r["optimizer"] for r in ok}):
+        ref = [r["final"] for r in ok if r["optimizer"] == opt and r["k"] == 1]
+        ref_mean = statistics.mean(ref) if ref else None
+        out[opt] = {"reference": {"mean": ref_mean, "min": min(ref, default=None), "max": max(ref, default=None),
+                                  "n": len(ref)}, "cells": {}}
+        for k in sorted({r["k"] for r in ok if r["optimizer"] == opt and r["k"] != 1}):
+            for policy in POLICIES:
+                vals = [r["final"] for r in ok if (r["optimizer"], r["k"], r["policy"]) == (opt, k, policy)]
+                if not vals:
+                    continue
+                mean = statistics.mean(vals)
+                out[opt]["cells"][f"k{k}-{policy}"] = {
+                    "k": k, "policy": policy, "mean": round(mean, 4), "min": min(vals), "max": max(vals),
+                    "n": len(vals), "gap_to_reference": None if ref_mean is None else round(mean - ref_mean, 4)}
+    return out
+
+
+def print_table(summary: dict) -> None:
+    for opt, block in summary.items():
+        ref = block["reference"]
+        ref_text = "-" if ref["mean"] is None else f"{ref['mean']:.4f} ({ref['min']:.4f}..{ref['max']:.4f})"
+        print(f"\n{opt}: reference (k = 1) mAP50-95 {ref_text}")
+        print(f"  {'k':>2} {'policy':7} {'mean':>7} {'seeds min..max':>16} {'gap':>8}")
+        for cell in block["cells"].values():
+            gap = "-" if cell["gap_to_reference"] is None else f"{cell['gap_to_reference']:+.4f}"
+            print(f"  {cell['k']:>2} {cell['policy']:7} {cell['mean']:>7.4f} "
+                  f"{cell['min']:>7.4f}..{cell['max']:<7.4f} {gap:>8}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="cpu", help="target devices of every run: cpu, or one GPU such as 0")
+    ap.add_argument("--optimizers", nargs="+", default=list(OPTIMIZERS), choices=list(OPTIMIZERS))
+    ap.add_argument("--policies", nargs="+", default=list(POLICIES), choices=list(POLICIES))
+    ap.add_argument("--ks", nargs="+", type=int, default=[2, 4, 8], help="images-per-step multiples besides 1")
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
+    ap.add_argument("--images", type=int, default=2048)
+    ap.add_argument("--val-images", type=int, default=256)
+    ap.add_argument("--imgsz", type=int, default=64)
+    ap.add_argument("--epochs", type=int, default=30)
+    ap.add_argument("--workers", type=int, default=2, help="Ultralytics loader workers per run (GPU runs)")
+    ap.add_argument("--parallel", type=int, default=2, help="trainings at a time")
+    ap.add_argument("--work", type=Path, default=REPO / "runs" / "bench_scaling")
+    ap.add_argument("--out", type=Path, default=REPO / "docs" / "img" / "bench_scaling.json")
+    ap.add_argument("--skip-reference", action="store_true", help="no k = 1 runs (another invocation has them)")
+    ap.add_argument("--report", type=Path, help="only print the table of a saved results JSON")
+    args = ap.parse_args(argv)
+    if args.report:
+        print_table(json.loads(args.report.read_text())["summary"])
+        return 0
+
+    args.work.mkdir(parents=True, exist_ok=True)
+    for opt in args.optimizers:
+        (args.work / f"{opt}.yaml").write_text(yaml.safe_dump(job_for(args, opt), sort_keys=False))
+    # k = 1 once per optimizer and seed (every policy is the reference there), then the grid
+    grid = [] if args.skip_reference else [(opt, 1, "none", s) for opt in args.optimizers for s in args.seeds]
+    grid += [(opt, k, p, s) for opt, k, p, s in itertools.product(args.optimizers, args.ks, args.policies, args.seeds)]
+    print(f"{len(grid)} trainings, {args.parallel} at a time, on {args.device}", flush=True)
+    started = time.time()
+    rows: list[dict] = []
+    command = "python scripts/bench_scaling.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    with ThreadPoolExecutor(max_workers=args.parallel) as pool:
+        for future in as_completed([pool.submit(train, args, args.work, *g) for g in grid]):
+            rows.append(future.result())
+            save(args, command, rows, started)  # after every run: an interrupted benchmark keeps what it did
+    print_table(summarize(rows))
+    print(f"\nwrote {args.out}")
+    return 0
+
+
+def save(args, command: str, rows: list[dict], started: float) -> None:
+    rows = sorted(rows, key=lambda r: (r["optimizer"], r["k"], POLICIES.index(r["policy"]), r["seed"]))
+    result = {
+        "command": command,
+        "task": {"images": args.images, "val_images": args.val_images, "imgsz": args.imgsz, "epochs": args.epochs,
+                 "classes": 3, "model": "yolo11n.yaml (from scratch)", "reference": {"batch": REF_BATCH,
+                                                                                    "nbs": REF_BATCH}},
+        "device": args.device, "wall_s": round(time.time() - started), "runs": rows, "summary": summarize(rows),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
