@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.scaling.scaler import scale
+from orchestrator.scaling.scaler import XLA_KINDS, scale
 from orchestrator.scaling.types import ReferenceHyp, ScaleResult, ScalingError, TargetHardware
 from orchestrator.spec.devices import DeviceSpec, parse_devices
 from orchestrator.spec.errors import SpecError
@@ -142,8 +142,24 @@ def scaler_inputs(spec, hyp: dict[str, Any], nc: int | None, train_images: int |
         batch=spec.target.batch,
         batch_per_device=spec.target.batch_per_device,
         max_batch_per_device=cap,
+        drop_last=bool(spec.overrides.get("compile")),  # DetectionTrainer.get_dataloader: drop_last=compile
     )
     return reference, target
+
+
+def xla_bf16(spec, devices: DeviceSpec) -> bool:
+    """The XLA worker's precision (worker/xla_entry.py): `xla.bf16`, else bf16 on a TPU, fp32 on XLA:CPU."""
+    chosen = spec.xla.bf16
+    return devices.kind == "tpu" if chosen is None else bool(chosen)
+
+
+def check_xla_data(effective: dict[str, Any], devices: DeviceSpec) -> None:
+    """The XLA loader drops the short last batch on every core: fewer images than one batch per core
+    would leave an epoch with no step (xla/data.py refuses it mid-run; the plan says so first)."""
+    size, b, world = effective.get("dataset_size"), effective["batch_per_device"], devices.world_size
+    if size is not None and size < b * world:
+        raise SpecError(f"target.devices: {devices.text} trains fixed batches of {b} per core on {world} core(s) "
+                        f"(drop_last), which needs at least {b * world} training images; the dataset has {size}")
 
 
 def make_plan(job: LoadedJob, devices: str | None = None, policy: str | None = None,
@@ -175,6 +191,9 @@ def make_plan(job: LoadedJob, devices: str | None = None, policy: str | None = N
     args.update(hyp)
     args.update(scaled.passed)
     args.update(spec.overrides)
+    if target_spec.kind in XLA_KINDS:
+        check_xla_data(scaled.effective, target_spec)
+        scaled.effective["precision"] = "bf16" if xla_bf16(spec, target_spec) else "fp32"
     return Plan(
         job=job,
         devices=target_spec,

@@ -27,6 +27,8 @@ CASES = {
     # more images per step than the reference (16 -> 32): sqrt rule for AdamW, nbs raised, wd rescaled
     "sqrt-rescale": dict(images=64, reference={"devices": 1, "batch": 16, "nbs": 16},
                          target={"devices": "cpu:2", "batch_per_device": 16}),
+    # fewer images per rank than its batch: 8 images on 2 ranks of 16 give batches of 4 (plan = trainer)
+    "small-dataset": dict(images=8, reference={"devices": 1, "batch": 16}, target={"devices": "cpu:2"}),
 }
 
 
@@ -52,10 +54,12 @@ def test_every_rank_applies_the_scalers_effective_values(ddp_case):
     for p in probes:
         assert p["world_size"] == eff["world_size"]
         assert p["batch"] == eff["batch"]
-        assert p["batch_per_device"] == eff["batch_per_device"]
+        # the loader's batch: Ultralytics' batch // world size, capped at the dataset by build_dataloader
+        assert p["batch_per_device"] == min(eff["batch_per_device"], eff["dataset_size"])
         assert p["nbs"] == eff["nbs"]
         assert p["accumulate"] == eff["accumulate"]
-        assert p["batch_per_device"] * p["world_size"] * p["accumulate"] == eff["images_per_step"]
+        real_batch = min(p["batch_per_device"], p["samples_per_device"])  # a rank's sampler may hold fewer
+        assert real_batch * p["world_size"] * p["accumulate"] == eff["images_per_step"]
         assert p["optimizer"] == eff["optimizer"]
         weight = next(g for g in p["param_groups"] if g["param_group"] == "weight")
         assert math.isclose(weight["weight_decay"], eff["weight_decay"], rel_tol=1e-9), (name, weight, eff)
@@ -75,8 +79,12 @@ def test_every_rank_applies_the_scalers_effective_values(ddp_case):
         assert p["samples_per_device"] == eff["samples_per_device"]
         assert p["batches_per_epoch"] == eff["batches_per_epoch"]
         assert p["dataset_size"] == eff["dataset_size"]
-        # Ultralytics multiplies the loss by the per-device batch (criterion) and the world size (trainer)
-        assert math.isclose(p["loss_scale"], eff["batch_per_device"] * eff["world_size"], rel_tol=1e-4)
+        # Ultralytics multiplies the loss by the images of the rank's batch (criterion) and the world size
+        # (trainer): so loss_scale / world size is the images a real batch held, and the images per
+        # optimizer step the plan states are those the trainer really steps with
+        images = round(p["loss_scale"] / eff["world_size"])
+        assert math.isclose(p["loss_scale"], images * eff["world_size"], rel_tol=1e-4)
+        assert images * eff["world_size"] * p["accumulate"] == eff["images_per_step"], (name, images, eff)
 
 
 def test_the_cases_exercise_the_scaler(ddp_case):
@@ -84,7 +92,10 @@ def test_the_cases_exercise_the_scaler(ddp_case):
     name, scaling, _ = ddp_case
     eff, ref = scaling["effective"], scaling["reference_effective"]
     assert eff["warmup_iterations"] > 0
-    if name == "keep-images-per-step":
+    if name == "small-dataset":
+        assert eff["batch_per_device"] == 16 and eff["samples_per_device"] == 4
+        assert eff["images_per_step"] == 4 * 2 * eff["accumulate"]
+    elif name == "keep-images-per-step":
         assert eff["accumulate"] == 8 and eff["images_per_step"] == ref["images_per_step"] == 64
         assert eff["lr0"] == ref["lr0"]
     else:

@@ -22,7 +22,8 @@ TINY_MODEL = REPO / "orchestrator" / "xla" / "tiny-det.yaml"
 
 def kaggle_job(tmp_path: Path, **changes) -> Path:
     job = json.loads(json.dumps(TINY_JOB))
-    job.update(model=str(TINY_MODEL), target={"devices": "tpu:8"})
+    # 2 images per core: the XLA loader drops short batches, so 8 cores need 16 images (the plan checks)
+    job.update(model=str(TINY_MODEL), target={"devices": "tpu:8", "batch": 16})
     job["hyp"]["optimizer"] = "AdamW"
     job.update(changes)
     return write_job(tmp_path, job)
@@ -131,7 +132,7 @@ def test_build_options_and_job_block(tmp_path):
 def test_build_data_yaml_needs_a_kaggle_dataset(tmp_path):
     from orchestrator.data.synth import generate_dataset
 
-    data_yaml = generate_dataset(tmp_path / "ds", images=4, val_images=2, classes=2, imgsz=32, seed=0)
+    data_yaml = generate_dataset(tmp_path / "ds", images=16, val_images=2, classes=2, imgsz=32, seed=0)
     job = kaggle_job(tmp_path, data=str(data_yaml))
     res, out = build(tmp_path, job=job)
     assert res.returncode == 2
@@ -155,7 +156,7 @@ def test_build_rejects_bad_input_with_one_line_each(tmp_path):
     assert res.returncode == 2 and "--resume-from" in res.stderr
     res, _ = build(tmp_path, "--session-hours", "0")
     assert res.returncode == 2 and "kaggle.session_hours" in res.stderr
-    job = kaggle_job(tmp_path, model="yolo11n.yaml", target={"devices": "cpu"})
+    job = kaggle_job(tmp_path, model="yolo11n.yaml", target={"devices": "cpu", "batch": 16})
     res, out = build(tmp_path, job=job)  # a CPU target becomes the TPU's 8 cores, with a warning
     assert res.returncode == 0, res.stderr
     assert "using tpu:8" in res.stderr and json.loads(res.stdout)["devices"] == "tpu:8"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import REPO, run_cli
+from conftest import REPO, run_cli, write_job
 
 
 def test_plan_json_contract():
@@ -26,3 +26,19 @@ def test_plan_table_and_policy(tmp_path):
     assert "passed" in result.stdout and "effective" in result.stdout and "reasons" in result.stdout
     bad = run_cli("plan", REPO / "examples" / "quickstart.yaml", "--policy", "cubic")
     assert bad.returncode == 2 and "--policy: unknown policy 'cubic'" in bad.stderr
+
+
+def test_xla_precision_follows_the_job(tmp_path):
+    """`effective.precision` is what the XLA worker will use: bf16 on a TPU unless xla.bf16 is false,
+    fp32 on XLA:CPU unless it is true."""
+    job = write_job(tmp_path, data={"synth": {"images": 256, "imgsz": 64}})
+
+    def precision(*args: str) -> str:
+        r = run_cli("plan", job, "--json", *args, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)[0]["effective"]["precision"]
+
+    assert precision("-d", "tpu:8") == "bf16"
+    assert precision("-d", "tpu:8", "--set", "xla.bf16=false") == "fp32"
+    assert precision("-d", "xla:cpu") == "fp32"
+    assert precision("-d", "xla:cpu", "--set", "xla.bf16=true") == "bf16"

@@ -94,6 +94,9 @@ def _check(trainer, eff: dict) -> None:
     """Compare a set-up trainer with the scaler's effective values."""
     nb = len(trainer.train_loader)
     assert nb == eff["batches_per_epoch"]
+    # images per optimizer step as the loader really delivers them: its batch is capped at the dataset
+    first = next(iter(trainer.train_loader))
+    assert first["img"].shape[0] * trainer.accumulate == eff["images_per_step"]
     assert trainer.accumulate == eff["accumulate"]
     assert trainer._get_warmup_iterations(nb) == eff["warmup_iterations"]  # what _do_train computes as nw
     assert type(trainer.optimizer).__name__ == eff["optimizer"]
@@ -141,6 +144,12 @@ CASES = [
     ("adamw-table", ReferenceHyp(optimizer="AdamW", lr0=0.001, dataset_size=N_IMAGES, nc=NC), _cpu(batch=32), "table"),
     # odd total: round(64/48) = 1 -> 48 images per step, k = 0.75
     ("sgd-b48", ReferenceHyp(optimizer="SGD", dataset_size=N_IMAGES, nc=NC), _cpu(batch=48), "auto"),
+    # a dataset larger than the batch: batches of 4 (the cases above are capped at the 8 images)
+    ("sgd-b4", ReferenceHyp(optimizer="SGD", batch=4, dataset_size=N_IMAGES, nc=NC, epochs=20), _cpu(batch=4), "auto"),
+    ("rmsprop-b4", ReferenceHyp(optimizer="RMSprop", lr0=0.001, batch=4, dataset_size=N_IMAGES, nc=NC, epochs=20),
+     _cpu(batch=4), "none"),
+    ("musgd-b4", ReferenceHyp(optimizer="MuSGD", batch=4, dataset_size=N_IMAGES, nc=NC, epochs=20), _cpu(batch=4),
+     "none"),
 ]
 
 
@@ -195,3 +204,24 @@ def test_plan_counts_the_images_fraction_keeps(trainer_factory, data_yaml, fract
     trainer = trainer_factory({**plan.scaled.passed, "fraction": fraction}, 1)
     assert len(trainer.train_loader.dataset) == images
     _check(trainer, eff)
+
+
+@pytest.mark.parametrize("batch,expected_batches", [(3, 2), (4, 2), (8, 1)])
+def test_compile_drops_the_short_last_batch_as_planned(trainer_factory, data_yaml, batch, expected_batches):
+    """`overrides.compile: true` makes DetectionTrainer.get_dataloader drop the short last batch: the
+    plan counts the same batches (8 images: batch 3 gives 2, not 3). The loader is rebuilt with
+    compile set, without compiling the model."""
+    from orchestrator.plan import make_plan
+    from orchestrator.spec.loader import load_job_dict
+
+    job = load_job_dict({
+        "name": "compiled", "model": "yolo11n.yaml", "data": str(data_yaml), "epochs": 10, "imgsz": 64,
+        "hyp": {"optimizer": "SGD"}, "reference": {"devices": 1, "batch": batch},
+        "target": {"devices": "cpu", "batch": batch}, "overrides": {"compile": True},
+    }, base_dir=data_yaml.parent, label="job")
+    eff = make_plan(job).scaled.effective
+    assert eff["batches_per_epoch"] == expected_batches
+    trainer = trainer_factory({"batch": batch, "nbs": 64, "optimizer": "SGD"}, 10)
+    trainer.args.compile = True
+    loader = trainer.get_dataloader(trainer.data["train"], batch_size=batch, rank=-1, mode="train")
+    assert len(loader) == eff["batches_per_epoch"]

@@ -65,12 +65,15 @@ def effective_values(
     epochs: int,
     dataset_size: int | None = None,
     kind: str = "cuda",
+    drop_last: bool = False,
 ) -> dict[str, Any]:
     """What Ultralytics really applies for these train arguments on ``world_size`` devices.
 
-    Every value comes from the formulas in ``ultralytics_math`` (copied from BaseTrainer); nothing
-    from the scaler's plan. ``passed`` needs batch, nbs, optimizer (pinned), lr0, momentum,
-    weight_decay, warmup_epochs, warmup_bias_lr.
+    Every value comes from the formulas in ``ultralytics_math`` (copied from BaseTrainer and the
+    loaders); nothing from the scaler's plan. ``passed`` needs batch, nbs, optimizer (pinned), lr0,
+    momentum, weight_decay, warmup_epochs, warmup_bias_lr. ``drop_last``: Ultralytics' train loader
+    drops a short last batch (it does with ``compile=True``); the XLA loader (kind tpu / xla_cpu)
+    always does, over a sampler that drops the remainder too.
     """
     batch, nbs = int(passed["batch"]), int(passed["nbs"])
     b = um.batch_per_device(batch, world_size)
@@ -90,19 +93,26 @@ def effective_values(
         "warmup_bias_lr": passed["warmup_bias_lr"],
         "epochs": epochs,
     }
-    if kind == "tpu":
-        eff["precision"] = "bf16"
     if dataset_size:
-        nb = um.batches_per_epoch(dataset_size, b, world_size)
+        if kind in XLA_KINDS:
+            nb = um.xla_batches_per_epoch(dataset_size, b, world_size)
+            per_batch, samples = b, um.xla_samples_per_device(dataset_size, world_size)
+        else:
+            nb = um.batches_per_epoch(dataset_size, b, world_size, drop_last)
+            per_batch = um.images_per_batch(dataset_size, b, world_size)
+            samples = um.samples_per_device(dataset_size, world_size)
         capped = um.capped_accumulate(acc, nb, epochs)
         eff["accumulate"] = capped
-        eff["images_per_step"] = b * max(world_size, 1) * capped
+        eff["images_per_step"] = per_batch * max(world_size, 1) * capped
         eff["dataset_size"] = dataset_size
-        eff["samples_per_device"] = um.samples_per_device(dataset_size, world_size)
+        eff["samples_per_device"] = samples
         eff["batches_per_epoch"] = nb
-        eff["optimizer_steps_per_epoch"] = round(nb / capped, 3)
+        eff["optimizer_steps_per_epoch"] = round(nb / capped, 3) if capped else 0  # XLA: refused by the plan
         eff["warmup_iterations"] = um.warmup_iterations(passed["warmup_epochs"], epochs, nb)
     return eff
+
+
+XLA_KINDS = ("tpu", "xla_cpu")  # trained by orchestrator/xla with its own fixed-batch loader
 
 
 def _nearest_totals(total: int, world: int) -> str:
@@ -288,7 +298,7 @@ def scale(reference: ReferenceHyp, target: TargetHardware, policy: str = "auto")
         "warmup_epochs": ref.warmup_epochs,
         "warmup_bias_lr": base["warmup_bias_lr"],
     }
-    ref_eff = effective_values(ref_passed, ref.world_size, ref.epochs, ref.dataset_size)
+    ref_eff = effective_values(ref_passed, ref.world_size, ref.epochs, ref.dataset_size, drop_last=target.drop_last)
     images_ref = ref.batch * um.accumulate(ref.nbs, ref.batch)  # uncapped: the plan, not tiny-data effects
 
     # ---- 3. plan the target's images per optimizer step and the batch/nbs split
@@ -408,7 +418,7 @@ def scale(reference: ReferenceHyp, target: TargetHardware, policy: str = "auto")
     if problems:
         raise ScalingError(problems)
 
-    eff = effective_values(passed, world, ref.epochs, ref.dataset_size, devices.kind)
+    eff = effective_values(passed, world, ref.epochs, ref.dataset_size, devices.kind, target.drop_last)
 
     if opt_ref == "auto" and ref.nc is not None and ref.dataset_size is not None:
         name_t, _, _ = um.resolve_auto_optimizer(ref.nc, ref.dataset_size, total, nbs, ref.epochs)

@@ -44,6 +44,9 @@ class TargetHardware:
     batch: int | None = None  # TOTAL batch; exclusive with batch_per_device
     batch_per_device: int | None = None
     max_batch_per_device: int | None = None
+    # Ultralytics' train loader drops a short last batch (the job's overrides.compile); the XLA
+    # loader always does and needs no flag (effective_values knows the device kind).
+    drop_last: bool = False
 
 
 @dataclass

@@ -87,6 +87,23 @@ def batches_per_epoch(dataset_size: int, batch_per_dev: int, world_size: int, dr
     return samples // b if drop else math.ceil(samples / b)
 
 
+def images_per_batch(dataset_size: int, batch_per_dev: int, world_size: int) -> int:
+    """Images in one full batch on one rank: build_dataloader caps the loader's batch at len(dataset),
+    and a rank's sampler may hold fewer samples than that (DDP on a small dataset: N = 40 on 4 ranks of
+    16 gives batches of 10)."""
+    return min(batch_per_dev, dataset_size, samples_per_device(dataset_size, world_size))
+
+
+def xla_samples_per_device(dataset_size: int, world_size: int) -> int:
+    """orchestrator/xla/data.py: a DistributedSampler with drop_last=True on several cores."""
+    return dataset_size // world_size if world_size > 1 else dataset_size
+
+
+def xla_batches_per_epoch(dataset_size: int, batch_per_dev: int, world_size: int) -> int:
+    """orchestrator/xla/data.py: fixed batches, the loader drops the short last one (a new graph)."""
+    return xla_samples_per_device(dataset_size, world_size) // batch_per_dev if batch_per_dev > 0 else 0
+
+
 def capped_accumulate(acc: int, nb: int, epochs: int) -> int:
     """BaseTrainer._build_train_pipeline: ``min(self.accumulate, len(self.train_loader) * self.epochs)``
     (skipped in `time=` mode). Only binds for tiny datasets."""
