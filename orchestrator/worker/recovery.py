@@ -171,6 +171,30 @@ class AtomicPath(type(Path())):
 
 def _atomic_checkpoints(trainer) -> None:
     trainer.last, trainer.best = AtomicPath(trainer.last), AtomicPath(trainer.best)
+    import ultralytics.engine.trainer as trainer_module
+
+    if not getattr(trainer_module.strip_optimizer, "atomic", False):
+        trainer_module.strip_optimizer = _atomic_strip(trainer_module.strip_optimizer)
+
+
+def _atomic_strip(strip_optimizer):
+    """Ultralytics' final `strip_optimizer(last.pt)` rewrites the file in place with torch.save: save the
+    stripped checkpoint beside it and rename, so a disk that fills up then keeps the old one whole."""
+
+    def strip(f, s: str = "", updates=None):
+        target = Path(s or f)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        try:
+            result = strip_optimizer(f, s=str(tmp), updates=updates)
+            if tmp.exists():
+                os.replace(tmp, target)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        return result
+
+    strip.atomic = True
+    return strip
 
 
 def attach(model, run_dir: Path) -> None:
