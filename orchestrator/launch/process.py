@@ -90,15 +90,13 @@ def interrupts_raise():
 
 def stop_when_parent_dies(parent_pid: int, interval_s: float = 1.0) -> None:
     """Send this process SIGTERM when `parent_pid` is gone (kill -9 of the command that started it):
-    the kernel's PR_SET_PDEATHSIG on Linux, and a polling thread everywhere (and for a parent that
-    died before this ran). SIGTERM takes the same path as a Ctrl-C of the parent, so a sweep worker
-    fails its running trial cleanly and stops that trial's training process group."""
+    the kernel's PR_SET_PDEATHSIG on Linux, and a polling thread everywhere (a dead parent's children
+    are re-parented, so the parent PID changes; it also catches a parent that died before this ran).
+    SIGTERM takes the same path as a Ctrl-C of the parent, so a sweep worker fails its running trial
+    cleanly and stops that trial's training process group."""
     import sys
     import threading
 
-    from orchestrator.registry import process_identity
-
-    identity = process_identity(parent_pid)
     if sys.platform.startswith("linux"):
         try:
             import ctypes
@@ -108,7 +106,7 @@ def stop_when_parent_dies(parent_pid: int, interval_s: float = 1.0) -> None:
             pass
 
     def watch() -> None:
-        while identity is not None and process_identity(parent_pid) == identity and os.getppid() == parent_pid:
+        while os.getppid() == parent_pid:
             time.sleep(interval_s)
         os.kill(os.getpid(), signal.SIGTERM)
 
