@@ -80,7 +80,9 @@ def test_a_folder_of_other_files_stops_the_walk(tmp_path, monkeypatch):
         (root / f"d{i % 7}" / f"f{i}.log").write_text("x")
     cfg = {"path": str(root), "train": ".", "val": ".", "names": ["a"]}
     found = dataset.scan(cfg, tmp_path / "data.yaml", 1)
-    assert any("holds more than 50 files and folders that are not images" in p for p in found.problems)
+    assert [p for p in found.problems if "train" in p] == [
+        f"data: train folder {root.resolve()} holds more than 50 files and folders that are not images; "
+        "point it at the images"]
 
 
 def test_label_paths_follow_ultralytics():

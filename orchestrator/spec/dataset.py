@@ -119,6 +119,7 @@ def scan(cfg: dict, yaml_path: Path, nc: int | None) -> Scan:
     for split in ("train", "val"):
         images: list[str] = []
         entries = split_entries(cfg, split, root)
+        said = len(result.problems)
         for entry in entries:
             listed = _list_images(entry, split, result.problems)
             if listed is None:
@@ -129,6 +130,8 @@ def scan(cfg: dict, yaml_path: Path, nc: int | None) -> Scan:
             if split == "train":
                 result.train_images = len(images)
             if not images:
+                if len(result.problems) > said:  # the walk already said why (a folder of non-images)
+                    continue
                 result.problems.append(f"data: no {split} images in {', '.join(map(str, entries))} (image files "
                                        "are those Ultralytics reads: .jpg, .png, ...)")
                 continue
