@@ -88,7 +88,7 @@ def run_worker(sweep: LoadedSweep, url: str, n_trials: int, timeout: float | Non
 
 
 def retry_interrupted(study, sweep: LoadedSweep) -> None:
-    """This worker's trial that a Ctrl-C, SIGTERM or the death of `yolo-orch sweep` ended FAIL is
+    """This worker's last trial, which a Ctrl-C, SIGTERM or the death of `yolo-orch sweep` ended FAIL, is
     queued again (a WAITING copy with the same parameters, Optuna's own retry record), so the next
     run of the sweep trains it instead of losing it: the same as a heartbeat-stale trial."""
     import optuna
@@ -96,12 +96,14 @@ def retry_interrupted(study, sweep: LoadedSweep) -> None:
     from orchestrator.sweep.study import retry_callback
 
     trials = study.get_trials(deepcopy=False)
-    retried = {t.system_attrs.get("failed_trial") for t in trials}
-    for trial in trials:
-        if (trial.state == optuna.trial.TrialState.FAIL and trial.user_attrs.get("worker_pid") == os.getpid()
-                and trial.number not in retried):
-            retry_callback(sweep)(study, trial)
-            say(f"trial {trial.number} was interrupted: queued again for the next run")
+    mine = [t for t in trials if t.user_attrs.get("worker_pid") == os.getpid()]
+    if not mine:
+        return
+    last = max(mine, key=lambda t: t.number)  # the one running when the interrupt came (earlier FAILs stay)
+    if last.state == optuna.trial.TrialState.FAIL and last.number not in {
+            t.system_attrs.get("failed_trial") for t in trials}:
+        retry_callback(sweep)(study, last)
+        say(f"trial {last.number} was interrupted: queued again for the next run")
 
 
 def main(argv: list[str] | None = None) -> int:
