@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from orchestrator.events import EVENTS, EventWriter
+from orchestrator.events import EVENTS, EventWriter, replaced_atomically, write_bytes_atomic
 from orchestrator.recovery import EXIT_NOT_RESUMABLE, EXIT_OOM  # noqa: F401 - re-exported for the worker
 from orchestrator.worker import faults
 
@@ -102,10 +102,8 @@ def resume_arguments(run_dir: Path, resolved: dict, args: dict[str, Any]) -> dic
     train_args.update(project=str(run_dir.parent), name=run_dir.name, save_dir=str(run_dir), exist_ok=True)
     ckpt["train_args"] = train_args
     if _rank() in (-1, 0):
-        out = run_dir / RESUME_COPY
-        tmp = out.with_name(f".{out.name}.tmp")
-        torch.save(ckpt, tmp)
-        tmp.replace(out)
+        with replaced_atomically(run_dir / RESUME_COPY) as tmp:
+            torch.save(ckpt, tmp)
     else:  # other ranks wait for rank 0's copy
         _wait_for(run_dir / RESUME_COPY)
     kwargs = {k: v for k, v in args.items() if k != "model"}
@@ -156,17 +154,7 @@ class AtomicPath(type(Path())):
     previous good checkpoint, never a truncated one."""
 
     def write_bytes(self, data) -> int:
-        tmp = self.with_name(f".{self.name}.{os.getpid()}.tmp")
-        try:
-            with open(tmp, "wb") as f:
-                written = f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return written
+        return write_bytes_atomic(self, data, fsync=True)
 
 
 def _atomic_checkpoints(trainer) -> None:
@@ -182,16 +170,8 @@ def _atomic_strip(strip_optimizer):
     stripped checkpoint beside it and rename, so a disk that fills up then keeps the old one whole."""
 
     def strip(f, s: str = "", updates=None):
-        target = Path(s or f)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        try:
-            result = strip_optimizer(f, s=str(tmp), updates=updates)
-            if tmp.exists():
-                os.replace(tmp, target)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        return result
+        with replaced_atomically(Path(s or f)) as tmp:  # an invalid checkpoint writes none: nothing replaced
+            return strip_optimizer(f, s=str(tmp), updates=updates)
 
     strip.atomic = True
     return strip

@@ -22,6 +22,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from orchestrator.events import write_bytes_atomic
+
 __all__ = ["to_cpu", "optimizer_state_to_cpu", "build_checkpoint", "write_checkpoints"]
 
 
@@ -125,7 +127,5 @@ def write_checkpoints(
     if save_period > 0 and epoch % save_period == 0:
         targets.append(wdir / f"epoch{epoch}.pt")
     for path in targets:
-        tmp = path.with_suffix(".pt.tmp")
-        tmp.write_bytes(data)
-        tmp.replace(path)
+        write_bytes_atomic(path, data, fsync=True)  # as the CUDA/CPU worker's checkpoints (worker/recovery.py)
     return last, best
