@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from orchestrator.events import completed_epochs
-from orchestrator.sqlite_wal import enable_wal
+from orchestrator.sqlite_wal import enable_wal, is_busy, is_damaged
 
 STATES = ("queued", "running", "finished", "failed", "killed", "pruned")
 ACTIVE = ("queued", "running")
@@ -143,7 +143,6 @@ class RegistryUnusable(Exception):
     the file and what to do (CLI: exit 1)."""
 
 
-CORRUPT_MARKERS = ("file is not a database", "malformed", "file is encrypted", "not a database")
 READ_ONLY_MARKERS = ("readonly", "read-only", "unable to open", "permission denied", "disk i/o error")
 
 
@@ -163,10 +162,9 @@ class Registry:
             self._conn.execute("PRAGMA synchronous = NORMAL")
             self._migrate()
         except (sqlite3.Error, OSError) as exc:
-            reason = str(exc).lower()
-            if any(m in reason for m in CORRUPT_MARKERS):
+            if is_damaged(exc):
                 raise self.damaged(exc) from None
-            if not self.path.is_file() or not any(m in reason for m in READ_ONLY_MARKERS):
+            if not self.path.is_file() or not any(m in str(exc).lower() for m in READ_ONLY_MARKERS):
                 raise RegistryUnusable(f"registry {self.path}: {exc}; choose a writable runs_dir or set "
                                        "YOLO_ORCH_REGISTRY") from None
             self._open_readonly(timeout_s)
@@ -191,7 +189,7 @@ class Registry:
                 return
             except sqlite3.Error as exc:
                 last = exc
-                if any(m in str(exc).lower() for m in CORRUPT_MARKERS):
+                if is_damaged(exc):
                     raise self.damaged(exc) from None
         raise RegistryUnusable(f"registry {self.path} cannot be opened, not even read-only ({last})")
 
@@ -249,12 +247,11 @@ class Registry:
                 raise self.write_failed(exc) from None
 
     def write_failed(self, exc: BaseException) -> RegistryUnusable:
-        reason = str(exc).lower()
-        if any(m in reason for m in CORRUPT_MARKERS):
+        if is_damaged(exc):
             return self.damaged(exc)
-        if "disk is full" in reason:
+        if "disk is full" in str(exc).lower():
             fix = "the disk is full: free space, then `yolo-orch resume` continues an interrupted run"
-        elif "locked" in reason or "busy" in reason:
+        elif is_busy(exc):
             fix = "another process held it past the 30 s timeout: try again"
         else:
             fix = "check that it is writable (`yolo-orch doctor`)"

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.spec.errors import SpecError
-from orchestrator.urls import redact_url as redact
-from orchestrator.sqlite_wal import enable_wal
+from orchestrator.urls import redact_text, redact_url as redact
+from orchestrator.sqlite_wal import enable_wal, is_damaged
 
 if TYPE_CHECKING:
     import optuna
@@ -93,8 +93,7 @@ def _prepare_sqlite(url: str) -> None:
         finally:
             con.close()
     except (sqlite3.Error, OSError) as exc:
-        reason = str(exc).lower()
-        if "not a database" in reason or "malformed" in reason:
+        if is_damaged(exc):
             fix = "it is damaged: move it aside (the runs stay on disk) and start the study again"
         else:
             fix = "it must be writable by every worker: choose another --storage or fix its permissions"
@@ -147,8 +146,6 @@ def retry_callback(sweep: "LoadedSweep"):
 
 
 def _reason(exc: BaseException, url: str) -> str:
-    from orchestrator.urls import redact_text
-
     return redact_text((str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__])[0], url)
 
 
