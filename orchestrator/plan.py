@@ -95,7 +95,7 @@ def describe_data(job: LoadedJob) -> DataInfo:
     found = dataset.scan(cfg, path, nc)
     if found.problems:
         raise SpecError(found.problems)
-    root = dataset.dataset_root(cfg, path) if dataset.relative_root(cfg) else None
+    root = found.root if dataset.relative_root(cfg) else None
     return DataInfo(path, nc, found.train_images, root=root, warnings=found.warnings)
 
 

@@ -96,7 +96,7 @@ def images_per_batch(dataset_size: int, batch_per_dev: int, world_size: int) -> 
 
 def xla_samples_per_device(dataset_size: int, world_size: int) -> int:
     """orchestrator/xla/data.py: a DistributedSampler with drop_last=True on several cores."""
-    return dataset_size // world_size if world_size > 1 else dataset_size
+    return dataset_size // max(world_size, 1)
 
 
 def xla_batches_per_epoch(dataset_size: int, batch_per_dev: int, world_size: int) -> int:

@@ -4,7 +4,7 @@ runs (no torch: these are text files and folder walks).
 Ultralytics (`ultralytics.data.utils.check_det_dataset`) resolves a relative `path:` against the
 training process's current folder, else its settings' `datasets_dir`; a hand-written data.yaml often
 means the yaml's own folder. The plan resolves it the same way, falls back to the yaml's folder,
-and the run hands Ultralytics a copy with the absolute root (`resolved_data_yaml`), so the plan and
+and the run hands Ultralytics a copy with the absolute root (`runner.write_data_yaml`), so the plan and
 the trainer read the same images wherever the worker starts."""
 
 from __future__ import annotations
@@ -103,6 +103,7 @@ def check_yaml(cfg: dict, yaml_path: Path, label: str) -> list[str]:
 
 @dataclass
 class Scan:
+    root: Path  # where the images were looked for (dataset_root)
     train_images: int | None
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -115,7 +116,7 @@ def scan(cfg: dict, yaml_path: Path, nc: int | None) -> Scan:
     background images, which Ultralytics trains on, and get a warning. Paths stay strings: pathlib
     objects cost 3x the time of the walk itself on 50k images."""
     root = dataset_root(cfg, yaml_path)
-    result = Scan(train_images=0)
+    result = Scan(root=root, train_images=0)
     for split in ("train", "val"):
         images: list[str] = []
         entries = split_entries(cfg, split, root)
