@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from orchestrator.cli.common import check_devices_flag, human, print_json
 from orchestrator.cli.runs import RegistryOption, RunsDirOption, find_run, open_registry
@@ -27,31 +26,13 @@ def resume_cmd(
         row = find_run(reg, run)
 
     from orchestrator.runner import prepare_resume_row, resume_run
-    from orchestrator.cli.render import show_failure, summary_table
+    from orchestrator.cli.render import show_failure, summary_table, training_progress
 
     info = prepare_resume_row(row, devices)
     console = human(json_out)
     plan = info["plan"]
     console.print(f"resuming [bold]{row['job']}/{row['id']}[/]: {info['note']} -> {row['run_dir']}")
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("{task.fields[metrics]}"), TimeElapsedColumn(), console=console) as progress:
-        task = progress.add_task("epochs", total=int(plan["train_args"]["epochs"]), completed=info["from_epoch"] - 1,
-                                 metrics="")
-
-        def on_event(event: dict) -> None:
-            kind = event.get("event")
-            if kind == "train_start":
-                progress.update(task, total=event["epochs"], completed=event.get("start_epoch", 0))
-            elif kind == "progress" and event.get("batches"):  # within an epoch
-                progress.update(task, completed=event["epoch"] - 1 + min(event["batch"] / event["batches"], 1.0))
-            elif kind == "epoch":
-                m = event.get("metrics") or {}
-                progress.update(task, completed=event["epoch"],
-                                metrics=f"mAP50-95 {m.get('metrics/mAP50-95(B)', 0):.3f}  "
-                                        f"box {m.get('train/box_loss', 0):.3f}")
-            elif kind in ("oom_restart", "warning"):
-                progress.console.print(event.get("message"), style="yellow", markup=False, highlight=False)
-
+    with training_progress(console, int(plan["train_args"]["epochs"]), info["from_epoch"] - 1) as on_event:
         outcome = resume_run(row, devices, on_event=on_event, prepared=info)
     if json_out:
         print_json({"run_id": row["id"], "run_dir": row["run_dir"], "state": outcome.state,

@@ -49,38 +49,12 @@ def submit_cmd(
             console.print("[dim]dry run: nothing was written[/]")
         return
 
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from orchestrator.cli.render import show_failure, summary_table
+    from orchestrator.cli.render import show_failure, summary_table, training_progress
     from orchestrator.runner import create_run, execute
 
     run_id, run_dir = create_run(plan)
     console.print(f"run [bold]{job.spec.name}/{run_id}[/] on {plan.devices.text} -> {run_dir}")
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[metrics]}"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-        refresh_per_second=1,  # the training child owns the CPU; a 10 Hz redraw costs it ~1% on 2 cores
-    ) as progress:
-        task = progress.add_task("epochs", total=job.spec.epochs, metrics="")
-
-        def on_event(event: dict) -> None:
-            if event["event"] == "train_start":
-                progress.update(task, total=event["epochs"], completed=event.get("start_epoch", 0))
-            elif event["event"] == "progress" and event.get("batches"):  # within an epoch
-                progress.update(task, completed=event["epoch"] - 1 + min(event["batch"] / event["batches"], 1.0))
-            elif event["event"] == "epoch":
-                m = event["metrics"]
-                text = (f"mAP50 {m.get('metrics/mAP50(B)', 0):.3f}  mAP50-95 {m.get('metrics/mAP50-95(B)', 0):.3f}"
-                        f"  box {m.get('train/box_loss', 0):.3f}")
-                progress.update(task, completed=event["epoch"], metrics=text)
-            elif event["event"] in ("oom_restart", "warning"):  # OOM recovery (docs/operations.md), W&B fallback
-                progress.console.print(event.get("message"), style="yellow", markup=False, highlight=False)
-
+    with training_progress(console, job.spec.epochs) as on_event:
         outcome = execute(plan, run_id, run_dir, on_event=on_event)
 
     if json_out:
