@@ -19,21 +19,30 @@ _INLINE_SECRET = re.compile(r"\b(\w*(?:password|passwd|pwd|secret|token)\w*)(\s*
                             re.IGNORECASE)
 
 
+def _credentials(url: str) -> tuple[str, str | None, str, str | None]:
+    """(scheme, credentials, the rest of the authority and path, query): the credentials run up to the
+    LAST '@' before the query (a password may hold an unescaped '@' or '/'); None for SQLite paths,
+    which may hold an '@' but never credentials."""
+    head, sep, query = url.partition("?")
+    scheme, has_scheme, rest = head.partition("://")
+    if not has_scheme or "@" not in rest or scheme.lower().startswith("sqlite"):
+        return scheme, None, head, query if sep else None
+    creds, _, host_part = rest.rpartition("@")
+    return scheme, creds, host_part, query if sep else None
+
+
 def redact_url(url: str) -> str:
     """The URL with its password and secret query values replaced by ***; user, host, port and
     database kept so the user recognises it."""
     if not isinstance(url, str):
         return url
-    head, sep, query = url.partition("?")
-    scheme, has_scheme, rest = head.partition("://")
-    if has_scheme and "@" in rest and not scheme.lower().startswith("sqlite"):
-        creds, _, host_part = rest.rpartition("@")
+    scheme, creds, rest, query = _credentials(url)
+    if creds is None:
+        head = rest
+    else:
         user = creds.split(":", 1)[0]
-        rest = f"{user}:{MASK}@{host_part}" if ":" in creds else f"{user}@{host_part}"
-        head = f"{scheme}://{rest}"
-    if not sep:
-        return head
-    return head + _QUERY_PAIR.sub(_mask_pair, "?" + query)
+        head = f"{scheme}://{user}:{MASK}@{rest}" if ":" in creds else f"{scheme}://{user}@{rest}"
+    return head if query is None else head + _QUERY_PAIR.sub(_mask_pair, "?" + query)
 
 
 def _mask_pair(m: re.Match) -> str:
@@ -47,14 +56,11 @@ def secrets_in(url: str) -> list[str]:
     from urllib.parse import unquote
 
     found: list[str] = []
-    head, _, query = url.partition("?")
-    _, has_scheme, rest = head.partition("://")
-    if has_scheme and "@" in rest:
-        creds = rest.rpartition("@")[0]
-        if ":" in creds:
-            password = creds.split(":", 1)[1]
-            found += [password, unquote(password)] + re.split(r"[@/]", password)
-    for m in _QUERY_PAIR.finditer("?" + query):
+    _, creds, _, query = _credentials(url)
+    if creds is not None and ":" in creds:
+        password = creds.split(":", 1)[1]
+        found += [password, unquote(password)] + re.split(r"[@/]", password)
+    for m in _QUERY_PAIR.finditer("?" + (query or "")):
         if _SECRET_KEY.search(m.group(2)):
             found += [m.group(3), unquote(m.group(3))]
     return sorted({f for f in found if len(f) >= 3}, key=len, reverse=True)
