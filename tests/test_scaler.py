@@ -110,20 +110,24 @@ def test_every_passed_key_present_and_optimizer_pinned():
         assert set(r.passed) == set(KEYS)
 
 
-def test_four_to_eight_gpus_at_32_per_gpu_scales_linearly():
+def test_four_to_eight_gpus_at_32_per_gpu_scales_by_the_measured_sgd_rule():
     ref = ReferenceHyp(optimizer="SGD", world_size=4, batch=64, nbs=64)
     r = scale(ref, tgt("8", batch_per_device=32))
     assert r.passed["batch"] == 256
     assert r.effective["images_per_step"] == 256 and r.k == 4.0
-    assert r.passed["lr0"] == pytest.approx(0.04)
-    assert reason(r, "lr0") == (
-        "lr0 0.01 -> 0.04: linear scaling (SGD-family SGD), k = 256/64 = 4.00 images per optimizer step: x 4"
-    )
-    # nbs raised to the images per step: Ultralytics' wd factor 256*1/256 = 1; effective wd unchanged (Goyal)
+    # the summed loss already grows the SGD step x 4; auto adds sqrt(4) = 2 (measured at k = 4)
+    assert r.passed["lr0"] == pytest.approx(0.02)
+    lr_line = reason(r, "lr0")
+    assert lr_line.startswith("lr0 0.01 -> 0.02: auto (SGD-family SGD): Ultralytics' summed loss already grows")
+    assert "step x 8 in mean-gradient terms, movement per epoch x 2 (4 x fewer optimizer steps)" in lr_line
+    assert "measured: -0.012 mAP50-95 at k = 4" in lr_line
+    # nbs raised to the images per step: Ultralytics' wd factor 256*1/256 = 1; weight decay per epoch kept:
+    # steps / 4, lr0 x 2, so the optimizer's weight decay x 2
     assert r.passed["nbs"] == 256 and r.effective["accumulate"] == 1
     assert "nbs 64 -> 256" in reason(r, "nbs")
-    assert r.passed["weight_decay"] == 0.0005
-    assert r.effective["weight_decay"] == pytest.approx(0.0005)
+    assert r.passed["weight_decay"] == pytest.approx(0.001)
+    assert r.effective["weight_decay"] == pytest.approx(0.001)
+    assert "steps x 1/4, lr0 x 2, weight decay x 2" in reason(r, "weight_decay")
     assert r.passed["warmup_epochs"] == 5.0
     assert "warmup_epochs 3 -> 5" in reason(r, "warmup_epochs")
 
@@ -135,13 +139,13 @@ def test_batch_128_rounding_round_half_to_even():
     assert r.effective["images_per_step"] == 128
     assert r.passed["weight_decay"] == 0.0005
     assert r.effective["weight_decay"] == pytest.approx(0.001)
-    # auto: linear k = 2, nbs -> 128, effective wd kept at 0.0005 (not Ultralytics' doubled 0.001)
+    # auto: k = 2, lr0 x sqrt(2) on the summed loss, nbs -> 128, effective wd x sqrt(2) (decay per epoch kept)
     a = scale(SGD_REF, tgt("cpu", batch=128))
-    assert a.passed["lr0"] == pytest.approx(0.02)
+    assert a.passed["lr0"] == pytest.approx(0.01 * math.sqrt(2))
     assert a.passed["nbs"] == 128
     assert a.effective["accumulate"] == 1 and a.effective["images_per_step"] == 128
-    assert a.effective["weight_decay"] == pytest.approx(0.0005)
-    assert a.passed["weight_decay"] == 0.0005
+    assert a.effective["weight_decay"] == pytest.approx(0.0005 * math.sqrt(2))
+    assert a.passed["weight_decay"] == pytest.approx(0.0005 * math.sqrt(2))
     assert a.passed["warmup_epochs"] == 3.0  # k = 2 < 4
 
 
@@ -168,8 +172,9 @@ def test_odd_total_uses_nearest_multiple():
     r = scale(SGD_REF, tgt("3"))  # 48 total: 64 is not a multiple; 48 (A=1) is nearer than 96
     assert r.effective["images_per_step"] == 48
     assert r.k == 0.75
-    assert r.passed["lr0"] == pytest.approx(0.0075)
-    assert r.effective["weight_decay"] == pytest.approx(0.0005)
+    assert r.passed["lr0"] == pytest.approx(0.01 * math.sqrt(0.75))
+    assert r.effective["weight_decay"] == pytest.approx(0.0005 * math.sqrt(0.75))
+    assert "not measured at this k" in reason(r, "lr0")
 
 
 def test_small_total_accumulates_to_reference():
@@ -189,7 +194,9 @@ def test_adam_family_sqrt_and_timescale_weight_decay():
     assert r.effective["weight_decay"] == pytest.approx(0.1)
     assert r.passed["weight_decay"] == pytest.approx(0.1)
     assert r.effective["lr0"] * r.effective["weight_decay"] == pytest.approx(4 * 0.001 * 0.05)
-    assert "sqrt scaling (Adam-family AdamW)" in reason(r, "lr0")
+    lr_line = reason(r, "lr0")
+    assert "auto (Adam-family AdamW): the AdamW update ignores the gradient's scale" in lr_line
+    assert "lr0 x k^0.5, the square-root rule (Malladi et al. 2022)" in lr_line
 
 
 def test_linear_and_sqrt_policies_forced():
@@ -197,9 +204,17 @@ def test_linear_and_sqrt_policies_forced():
     lin = scale(ref, tgt("cpu", batch=256), "linear")
     assert lin.passed["lr0"] == pytest.approx(0.004)
     assert lin.effective["weight_decay"] == pytest.approx(0.0005)  # linear keeps wd
+    # SGD: the literature's rules in mean-gradient terms; the summed loss already gives x k (k = 256/64 = 4)
     sq = scale(SGD_REF, tgt("cpu", batch=256), "sqrt")
-    assert sq.passed["lr0"] == pytest.approx(0.02)
-    assert sq.effective["weight_decay"] == pytest.approx(0.001)
+    assert sq.passed["lr0"] == pytest.approx(0.005)  # x sqrt(k) / k
+    assert sq.effective["weight_decay"] == pytest.approx(0.004)  # steps / 4, lr0 x 1/2: wd x 8
+    assert "step x 2 = sqrt(k) in mean-gradient terms" in reason(sq, "lr0")
+    sgd_lin = scale(SGD_REF, tgt("cpu", batch=256), "linear")
+    assert sgd_lin.passed["lr0"] == 0.01 and sgd_lin.effective["weight_decay"] == pytest.approx(0.002)
+    assert reason(sgd_lin, "lr0").startswith(
+        "lr0 0.01 kept: linear rule (forced by policy): step x 4 = k in mean-gradient terms; Ultralytics' "
+        "summed loss already grows the SGD step with the images per step (x 4), so lr0 x 1"
+    )
 
 
 def test_scaling_down_lr_below_reference():
@@ -278,8 +293,8 @@ def test_max_batch_per_device_lowers_batch_and_raises_nbs():
     assert r.passed["batch"] == 64 and r.effective["batch_per_device"] == 16
     assert r.passed["nbs"] == 256 and r.effective["accumulate"] == 4
     assert r.effective["images_per_step"] == 256
-    assert r.passed["lr0"] == pytest.approx(0.04)
-    assert r.effective["weight_decay"] == pytest.approx(0.0005)
+    assert r.passed["lr0"] == pytest.approx(0.02)
+    assert r.effective["weight_decay"] == pytest.approx(0.001)
     assert "max_batch_per_device 24" in reason(r, "batch")
     assert "nbs 64 -> 256" in reason(r, "nbs")
 
@@ -290,8 +305,8 @@ def test_max_batch_per_device_not_binding():
 
 
 def test_lr_above_one_is_refused():
-    with pytest.raises(ScalingError, match=r"lr0: 1.28 .* outside \[0, 1\]"):
-        scale(SGD_REF, tgt("cpu", batch=8192))
+    with pytest.raises(ScalingError, match=r"lr0: 1.28 after linear scaling .* outside \[0, 1\]"):
+        scale(ReferenceHyp(optimizer="AdamW", lr0=0.01), tgt("cpu", batch=8192), "linear")
 
 
 # ---------------------------------------------------------------- optimizer=auto
@@ -315,7 +330,7 @@ def test_optimizer_auto_resolved_to_musgd_then_scaled():
     ref = ReferenceHyp(optimizer="auto", nc=80, dataset_size=118287)  # 1849*100 iterations > 10000
     r = scale(ref, tgt("8", batch_per_device=32))
     assert r.passed["optimizer"] == "MuSGD"
-    assert r.k == 4.0 and r.passed["lr0"] == pytest.approx(0.04)  # 0.01 x 4, linear
+    assert r.k == 4.0 and r.passed["lr0"] == pytest.approx(0.02)  # 0.01 x sqrt(4), SGD-family auto
     # warmup ran at the reference, so _do_train left momentum at args.momentum: keep 0.937
     assert r.passed["momentum"] == 0.937
 
@@ -344,7 +359,7 @@ def test_tpu_v3_8_per_core_batch():
     r = scale(SGD_REF, tgt("tpu:8"))
     assert r.effective["world_size"] == 8 and r.effective["batch_per_device"] == 16
     assert r.passed["batch"] == 128
-    assert r.effective["images_per_step"] == 128 and r.passed["lr0"] == pytest.approx(0.02)
+    assert r.effective["images_per_step"] == 128 and r.passed["lr0"] == pytest.approx(0.01 * math.sqrt(2))
     assert any(w.startswith("tpu:") for w in r.warnings)
     assert "precision" not in scale(SGD_REF, tgt("4")).effective
 
@@ -403,4 +418,4 @@ def test_warmup_capped_warning():
     assert r.passed["warmup_epochs"] == 5.0
     assert r.effective["warmup_epochs"] == 3
     assert any("capped" in w for w in r.warnings)
-    assert math.isclose(r.passed["lr0"], 0.04)
+    assert math.isclose(r.passed["lr0"], 0.02)

@@ -10,19 +10,23 @@ The quantity scaled from is the number of images per optimizer step (Ultralytics
 
 Policies
 --------
+Ultralytics' detection loss is a SUM over the images of a step, so an SGD-family step (SGD, MuSGD)
+already grows with the images per step X at a fixed lr0, while an Adam-family step (Adam, Adamax,
+AdamW, NAdam, RAdam, RMSprop) ignores the gradient's scale. With k = X_target / X_reference:
+
 auto    keep the reference's images per step when the target's total batch divides it (only the
-        split between batch and accumulation changes); otherwise scale by
-        k = target / reference images per step: linear for SGD-family optimizers, square root for
-        Adam-family ones.
-linear  force lr0 x k.            sqrt    force lr0 x sqrt(k).
-        For every k-rule the effective (optimizer) weight decay follows lr' * wd' = k * lr * wd
-        (decay per epoch kept: the AdamW timescale tau = 1/(lr*wd) in epochs stays fixed; for
-        coupled SGD decay the same product is what is applied per epoch). So linear keeps wd,
-        sqrt multiplies it by sqrt(k). Warmup: when k >= 4, warmup_epochs = max(reference, 5)
+        split between batch and accumulation changes); otherwise lr0 x sqrt(k) for both families,
+        the rule the scaling-fidelity benchmark measured closest to the reference (evidence.py):
+        for SGD that is the summed loss's x k plus sqrt(k) more movement per epoch; for Adam it is
+        Malladi et al.'s square-root rule.
+linear  the mean-gradient step x k (Goyal et al.): lr0 kept for SGD-family, lr0 x k for Adam-family.
+sqrt    the mean-gradient step x sqrt(k): lr0 / sqrt(k) for SGD-family, lr0 x sqrt(k) for Adam-family.
+        For every k-rule the effective (optimizer) weight decay keeps the weight decay per epoch
+        (optimizer steps x lr0 x weight decay). Warmup: when k >= 4, warmup_epochs = max(reference, 5)
         (Goyal et al. 2017 gradual warmup).
 table   the practitioner rule: k = target devices / reference devices, effective lr0 x k,
         effective weight decay x k, warmup_epochs at least 5 when k > 1.
-none    the reference's values unchanged (the batch is the target's).
+none    the reference's values unchanged (the batch is the target's): stock Ultralytics.
 
 Whatever the policy, the passed weight_decay is computed so that Ultralytics' own factor
 ``batch * accumulate / nbs`` lands on the effective value the rule wants (never scaled twice).
@@ -31,9 +35,11 @@ Whatever the policy, the passed weight_decay is computed so that Ultralytics' ow
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from orchestrator.scaling import evidence
 from orchestrator.scaling import ultralytics_math as um
 from orchestrator.scaling.types import POLICIES, ReferenceHyp, ScaleResult, ScalingError, TargetHardware
 
@@ -212,6 +218,178 @@ def _split(
     return total, nbs, lowered
 
 
+@dataclass(frozen=True)
+class _Rule:
+    """What a policy does at this target: the multipliers of the passed lr0 and of the effective
+    (optimizer) weight decay, relative to the reference, and the true reason for each."""
+
+    name: str
+    k: float  # the factor the rule scales by (ScaleResult.k)
+    k_text: str
+    lr_mult: Fraction | float
+    wd_mult: Fraction | float
+    lengthen_warmup: bool
+    lr_reason: str
+    wd_reason: str
+
+
+def _power(k: Fraction, e: float) -> Fraction | float:
+    """k ** e, exact for the integer exponents."""
+    return k ** int(e) if e == int(e) else float(k) ** e
+
+
+def _rule(policy: str, opt: str, images: int, images_ref: int, world: int, world_ref: int) -> _Rule:
+    """The policy's rule for optimizer ``opt`` when images per optimizer step go images_ref -> images.
+
+    Every k-rule (auto, linear, sqrt) passes lr0 x k**e and gives the optimizer a weight decay x k**(1-e),
+    which keeps the weight decay per epoch (optimizer steps x lr0 x weight decay: steps / k). The
+    exponent e differs by family because Ultralytics' loss is a SUM over the images of a step: the
+    SGD step already grows with k at a fixed lr0 (mean-gradient lr x k**(e+1)); an Adam-family step
+    does not (mean-gradient lr x k**e). linear and sqrt are the literature's rules in mean-gradient
+    terms; auto's exponent is the measured one (evidence.AUTO_LR0_EXPONENT).
+    """
+    k_images = Fraction(images, images_ref)
+    sgd = opt in um.SGD_FAMILY
+    family = "SGD" if sgd else "Adam"
+    k_text = f"k = {images}/{images_ref} = {float(k_images):.2f} images per optimizer step"
+    summed = (
+        f"Ultralytics' summed loss already grows the {opt} step with the images per step (x {float(k_images):.4g})"
+        if sgd
+        else f"the {opt} update ignores the gradient's scale, so Ultralytics' summed loss changes nothing"
+    )
+    if policy == "none":
+        if k_images == 1:
+            return _Rule("none", 1.0, "no scaling", Fraction(1), Fraction(1), False, "", "")
+        per_epoch = (
+            "the linear rule in mean-gradient terms (Goyal et al. 2017)"
+            if sgd
+            else f"{float(k_images):.4g} x fewer steps of the same size per epoch"
+        )
+        return _Rule(
+            "none", 1.0, "no scaling", Fraction(1), k_images, False,
+            f"policy none: {summed}: {per_epoch}",
+            "policy none: Ultralytics multiplies weight decay by batch*accumulate/nbs",
+        )
+    if policy == "table":
+        d = Fraction(world, world_ref)
+        lr_text = f"table rule lr0 x {float(d):.4g} (k = {world}/{world_ref} devices)"
+        if sgd and k_images != d:
+            lr_text += f"; with the summed loss the mean-gradient SGD step grows x {float(d * k_images):.4g}"
+        if d == 1 and k_images == 1:
+            lr_text = ""
+        return _Rule(
+            "table", float(d), f"k = {world}/{world_ref} = {float(d):.2f} devices", d, d, d > 1, lr_text,
+            f"table rule effective weight decay x {float(d):.4g} (k = {world}/{world_ref} devices)",
+        )
+    if policy == "auto":
+        e = evidence.AUTO_LR0_EXPONENT[family]
+    else:  # the literature's rule in mean-gradient terms: linear x k, sqrt x sqrt(k)
+        e = (1.0 if policy == "linear" else 0.5) - (1.0 if sgd else 0.0)
+    lr_mult = _power(k_images, e)
+    wd_mult = k_images / lr_mult if isinstance(lr_mult, Fraction) else float(k_images) / lr_mult
+    mean_exp = e + 1 if sgd else e  # the mean-gradient learning rate grows x k**mean_exp
+    k = float(k_images)
+    if k == 1:
+        lr_reason = ""
+    elif policy == "auto":
+        measured = evidence.gap(family, k, "auto")
+        how = (
+            f"{summed}; lr0 x k^{e:g} on top" if sgd
+            else f"{summed}; lr0 x k^{e:g}, the square-root rule (Malladi et al. 2022)"
+        )
+        lr_reason = (
+            f"auto ({family}-family {opt}): {how}: step x {k ** mean_exp:.4g} in mean-gradient terms, movement per "
+            f"epoch x {k ** (mean_exp - 1):.4g} ({k:.4g} x fewer optimizer steps); {k_text}; "
+            + (f"measured: {measured.text()}" if measured else _auto_basis(k))
+        )
+    else:
+        lr_reason = (
+            f"{policy} rule (forced by policy): step x {k ** mean_exp:.4g} = "
+            f"{'k' if policy == 'linear' else 'sqrt(k)'} in mean-gradient terms; {summed}, so lr0 x "
+            f"{float(lr_mult):.4g}; {k_text}"
+        )
+    wd_reason = (
+        f"{policy} rule keeps the weight decay per epoch (optimizer steps x lr0 x weight decay: "
+        f"steps x 1/{k:.4g}, lr0 x {float(lr_mult):.4g}, weight decay x {float(wd_mult):.4g})"
+    )
+    return _Rule(policy, k, k_text, lr_mult, wd_mult, k >= WARMUP_K_THRESHOLD, lr_reason, wd_reason)
+
+
+def _auto_basis(k: float) -> str:
+    if k > evidence.MEASURED_MAX_K:
+        return f"beyond the measured k <= {evidence.MEASURED_MAX_K}, extrapolated (docs/scaling.md section 7)"
+    return "not measured at this k (docs/scaling.md section 7)"
+
+
+def _table_warning(ref: ReferenceHyp, target: TargetHardware, rule: _Rule, images: int, images_ref: int) -> str:
+    try:
+        auto = scale(ref, target, "auto")
+        auto_text = (
+            f"`auto` would pass lr0 {_fmt(auto.passed['lr0'])} and weight_decay "
+            f"{_fmt(auto.passed['weight_decay'])} (k = {auto.k:.2f})"
+        )
+    except ScalingError as e:
+        auto_text = f"`auto` would refuse: {e}"
+    return (
+        f"policy table scales by the device count (k = {rule.k:.2f}), but images per optimizer step go "
+        f"{images_ref} -> {images}"
+        + (" (Ultralytics' accumulation held them at nbs)" if images == images_ref else "")
+        + f": lr0 and weight decay are multiplied by {rule.k:.2f} for a {images / images_ref:.2f}x change in "
+        f"images per step; {auto_text}"
+    )
+
+
+def _per_step_warnings(
+    opt: str, rule: _Rule, passed: dict[str, Any], eff: dict[str, Any], ref_eff: dict[str, Any],
+    images: int, images_ref: int,
+) -> list[str]:
+    """What changes with the images per optimizer step besides lr0 and weight decay, and where a rule
+    is an approximation or beyond what was measured."""
+    out = []
+    k = images / images_ref
+    if rule.name in ("auto", "linear", "sqrt") and images > LINEAR_LIMIT_IMAGES and k > 1:
+        out.append(
+            f"{images} images per optimizer step: large-batch rules held up to about {LINEAR_LIMIT_IMAGES} in "
+            "Goyal et al.; beyond that expect a gap, or use a smaller batch"
+        )
+    if rule.name == "auto" and k > evidence.MEASURED_MAX_K:
+        out.append(
+            f"k = {k:.4g} is beyond the measured k <= {evidence.MEASURED_MAX_K} (docs/scaling.md section 7): "
+            "auto extrapolates its rule; compare a short run against the reference before a long one"
+        )
+    if rule.wd_mult != 1 and opt in um.COUPLED_L2 and opt not in um.SGD_FAMILY:
+        out.append(
+            f"{opt} applies weight decay as coupled L2 (torch): the per-epoch rule for weight decay is exact for "
+            "SGD and AdamW's decoupled decay; treat the weight_decay change as an approximation"
+        )
+    if opt == "MuSGD" and k != 1:
+        out.append(
+            "MuSGD is scaled as SGD-family (its SGD branch steps with the summed gradient); its Muon branch "
+            "(0.2 x lr, orthogonalised) ignores the gradient's scale, so its movement per epoch follows lr0 / k"
+        )
+    if k != 1:
+        spe_t, spe_r = eff.get("optimizer_steps_per_epoch"), ref_eff.get("optimizer_steps_per_epoch")
+        horizon = (
+            f": its ramp (tau = {um.EMA_TAU} updates) spans {um.EMA_TAU / spe_r:.3g} epochs at the reference and "
+            f"{um.EMA_TAU / spe_t:.3g} here"
+            if spe_t and spe_r
+            else ""
+        )
+        out.append(
+            f"images per optimizer step x {k:.4g}: Ultralytics' EMA of the weights updates once per optimizer "
+            f"step{horizon}; clip_grad_norm_(max_norm=10) acts on the summed gradient, whose norm grows with the "
+            "images per step, so clipping bites more often"
+            + (" and shortens those SGD steps" if opt in um.SGD_FAMILY else "")
+        )
+    wbl = passed["warmup_bias_lr"]
+    if eff["warmup_epochs"] > 0 and passed["lr0"] > wbl > 0 and ref_eff["lr0"] <= wbl:
+        out.append(
+            f"lr0 {_fmt(passed['lr0'])} is above warmup_bias_lr {_fmt(wbl)}: during warmup Ultralytics moves the "
+            f"bias lr from warmup_bias_lr to lr0, so the bias lr now rises instead of falling"
+        )
+    return out
+
+
 def scale(reference: ReferenceHyp, target: TargetHardware, policy: str = "auto") -> ScaleResult:
     """Ultralytics train arguments for ``target`` that reproduce ``reference`` under ``policy``."""
     ref = reference
@@ -227,7 +405,8 @@ def scale(reference: ReferenceHyp, target: TargetHardware, policy: str = "auto")
     if problems:
         raise ScalingError(problems)
 
-    reasons_for: dict[str, list[str]] = {k: [] for k in PASSED_KEYS}
+    reasons_for: dict[str, list[str]] = {k: [] for k in PASSED_KEYS}  # why a value changed
+    kept_for: dict[str, list[str]] = {k: [] for k in PASSED_KEYS}  # why a value stays though X changes
     warnings: list[str] = []
 
     # ---- 1. resolve the reference's optimizer (what the reference run really trained with)
@@ -285,7 +464,6 @@ def scale(reference: ReferenceHyp, target: TargetHardware, policy: str = "auto")
     elif opt_ref != ref.optimizer:
         reasons_for["optimizer"].append(f"Ultralytics' spelling of '{ref.optimizer}'")
     opt = base["optimizer"]
-    family = "SGD-family" if opt in um.SGD_FAMILY else "Adam-family"
 
     # ---- 2. the reference's effective values
     ref_passed = {
@@ -321,79 +499,44 @@ def scale(reference: ReferenceHyp, target: TargetHardware, policy: str = "auto")
         reasons_for["nbs"].append(
             f"set to the planned {images} images per optimizer step: accumulate = max(round({nbs}/{total}), 1) "
             f"= {acc}, {total} x {acc} = {images} exactly (nbs {ref.nbs} would give accumulate {stock}: "
-            f"{total * stock} images); Ultralytics' weight-decay factor batch*accumulate/nbs becomes 1, and an "
-            f"OOM batch halving keeps {images} images per step"
+            f"{total * stock} images); Ultralytics' weight-decay factor batch*accumulate/nbs becomes 1"
+            + (
+                f"; if Ultralytics halves the batch after an out-of-memory error (first epoch, one process only), "
+                f"accumulation doubles and keeps {images} images per step"
+                if world == 1 else ""
+            )
         )
 
     # ---- 4. the rule
-    k_images = images / images_ref
+    rule = _rule(policy, opt, images, images_ref, world, ref.world_size)
+    k, k_text, lr_mult, wd_mult = rule.k, rule.k_text, rule.lr_mult, rule.wd_mult
     wd_eff_ref = ref.weight_decay * Fraction(images_ref, ref.nbs)  # exact factor: batch*accumulate/nbs
-    if policy in ("auto", "linear", "sqrt"):
-        rule = policy if policy != "auto" else ("linear" if opt in um.SGD_FAMILY else "sqrt")
-        k = k_images
-        # lr' * wd' = k * lr * wd: linear keeps wd, sqrt multiplies it by sqrt(k)
-        if rule == "linear":
-            lr_mult, wd_mult = Fraction(images, images_ref), Fraction(1)
-        else:
-            lr_mult = wd_mult = math.sqrt(k)
-        k_text = f"k = {images}/{images_ref} = {k:.2f} images per optimizer step"
-        lengthen = k >= WARMUP_K_THRESHOLD
-        lr_why = (
-            f"{rule} scaling"
-            + (f" ({family} {opt})" if policy == "auto" else " (forced by policy)")
-            + f", {k_text}"
-        )
-        wd_why = (
-            f"{rule} rule keeps lr*wd*steps per epoch (AdamW timescale 1/(lr*wd) in epochs): "
-            f"effective wd x {float(wd_mult):.4g}"
-        )
-    elif policy == "table":
-        rule = "table"
-        k = world / ref.world_size
-        lr_mult = wd_mult = Fraction(world, ref.world_size)
-        k_text = f"k = {world}/{ref.world_size} = {k:.2f} devices"
-        lengthen = k > 1
-        lr_why = f"table rule lr0 x k, {k_text}"
-        wd_why = f"table rule effective weight decay x k, {k_text}"
-    else:  # none
-        rule = "none"
-        k = 1.0
-        lr_mult = Fraction(1)
-        # keep the passed value: what stock Ultralytics applies is wd * batch*accumulate/nbs_ref
-        wd_mult = Fraction(images, images_ref)
-        k_text = "no scaling"
-        lengthen = False
-        lr_why = wd_why = "policy none"
-
     lr0 = base["lr0"] if lr_mult == 1 else _clean(base["lr0"] * float(lr_mult))
-    if lr_mult != 1:
-        reasons_for["lr0"].append(f"{lr_why}: x {float(lr_mult):.4g}")
+    if rule.lr_reason:  # printed as "lr0 a -> b: ..." or "lr0 a kept: ..."
+        reasons_for["lr0"].append(rule.lr_reason)
+        kept_for["lr0"].append(rule.lr_reason)
 
     # passed wd so that wd_passed * total*acc/nbs == wd_eff_ref * wd_mult (images == total*acc)
     factor = Fraction(images_ref * nbs, ref.nbs * images)  # (images_ref/nbs_ref) / (images/nbs)
     m = wd_mult * factor  # exact Fraction unless the sqrt rule made it a float
-    if m == 1:
-        wd = ref.weight_decay
-    else:
-        wd = _clean(ref.weight_decay * float(m))
-        wd_target = float(wd_eff_ref) * float(wd_mult)
-        if wd_mult == 1:
-            head = f"{rule} rule keeps the effective (optimizer) weight decay at {_fmt(wd_target)}"
-        else:
-            head = f"{wd_why}: effective (optimizer) weight decay {_fmt(float(wd_eff_ref))} -> {_fmt(wd_target)}"
-        parts = [
-            head,
+    wd = ref.weight_decay if m == 1 else _clean(ref.weight_decay * float(m))
+    wd_target = float(wd_eff_ref) * float(wd_mult)
+    applied = f"Ultralytics applies {_fmt(wd_target)} (x batch*accumulate/nbs = {images}/{nbs})"
+    if wd != ref.weight_decay:
+        reasons_for["weight_decay"].append(
+            f"{rule.wd_reason}: effective (optimizer) weight decay {_fmt(float(wd_eff_ref))} -> {_fmt(wd_target)}; "
             f"passed value = effective / (batch*accumulate/nbs = {images}/{nbs}), which Ultralytics multiplies "
-            "back in, so its own weight-decay scaling is not applied twice",
-        ]
-        reasons_for["weight_decay"].append("; ".join(parts))
+            "back in, so its own weight-decay scaling is not applied twice"
+        )
+    elif wd_mult != 1:  # the passed value stays, what the optimizer gets does not
+        kept_for["weight_decay"].append(f"{rule.wd_reason}; {applied}")
 
     warmup = ref.warmup_epochs
-    if lengthen and ref.warmup_epochs < WARMUP_MIN_EPOCHS:
+    if rule.lengthen_warmup and ref.warmup_epochs < WARMUP_MIN_EPOCHS:
         warmup = WARMUP_MIN_EPOCHS
         reasons_for["warmup_epochs"].append(
             f"gradual warmup of at least {WARMUP_MIN_EPOCHS:g} epochs (Goyal et al. 2017) because {k_text} "
-            f"({'>= ' + format(WARMUP_K_THRESHOLD, 'g') if rule != 'table' else '> 1'})"
+            f"({'>= ' + format(WARMUP_K_THRESHOLD, 'g') if rule.name != 'table' else '> 1'})"
         )
 
     passed: dict[str, Any] = {
@@ -410,9 +553,9 @@ def scale(reference: ReferenceHyp, target: TargetHardware, policy: str = "auto")
     for key in um.FRACTION_KEYS & passed.keys():
         if not 0.0 <= passed[key] <= 1.0:
             problems.append(
-                f"{key}: {_fmt(passed[key])} after {rule} scaling ({k_text}) is outside [0, 1], which "
+                f"{key}: {_fmt(passed[key])} after {rule.name} scaling ({k_text}) is outside [0, 1], which "
                 f"Ultralytics' check_cfg rejects; use a smaller target batch, "
-                + ("policy sqrt, " if rule == "linear" else "policy none, " if rule == "sqrt" else "")
+                + ("policy none, " if rule.name != "none" else "")
                 + f"or a lower reference {key}"
             )
     if problems:
@@ -428,41 +571,21 @@ def scale(reference: ReferenceHyp, target: TargetHardware, policy: str = "auto")
                 f"nbs {nbs}), not the reference's {opt}: another reason it is pinned"
             )
 
-    # ---- 5. reasons: one line per passed value that differs from the reference
+    # ---- 5. reasons: one line per passed value that differs from the reference, and per value kept on
+    # purpose while the images per step change (or whose applied value changes without it)
     reasons = []
     for key in PASSED_KEYS:
         old = getattr(ref, key)
         if passed[key] != old:
             why = "; ".join(reasons_for[key]) or "derived"
             reasons.append(f"{key} {_fmt(old)} -> {_fmt(passed[key])}: {why}")
+        elif kept_for[key]:
+            reasons.append(f"{key} {_fmt(old)} kept: {'; '.join(kept_for[key])}")
 
     # ---- 6. warnings
     if policy == "table":
-        try:
-            auto = scale(ref, target, "auto")
-            auto_text = (
-                f"`auto` would pass lr0 {_fmt(auto.passed['lr0'])} and weight_decay "
-                f"{_fmt(auto.passed['weight_decay'])} (k = {auto.k:.2f})"
-            )
-        except ScalingError as e:
-            auto_text = f"`auto` would refuse: {e}"
-        warnings.append(
-            f"policy table scales by the device count (k = {k:.2f}), but images per optimizer step go "
-            f"{images_ref} -> {images}"
-            + (" (Ultralytics' accumulation held them at nbs)" if images == images_ref else "")
-            + f": lr0 and weight decay are multiplied by {k:.2f} for a {images / images_ref:.2f}x change in "
-            f"images per step; {auto_text}"
-        )
-    if rule in ("linear",) and images > LINEAR_LIMIT_IMAGES and k > 1:
-        warnings.append(
-            f"{images} images per optimizer step: linear scaling held up to about {LINEAR_LIMIT_IMAGES} in "
-            "Goyal et al.; beyond that expect a gap, consider policy sqrt or a smaller batch"
-        )
-    if rule in ("sqrt", "linear") and opt in um.ADAM_FAMILY and opt != "AdamW" and wd_mult != 1:
-        warnings.append(
-            f"{opt} applies weight decay as coupled L2 (torch); the timescale rule for weight decay is derived "
-            "for decoupled decay (AdamW): treat the weight_decay change as an approximation"
-        )
+        warnings.append(_table_warning(ref, target, rule, images, images_ref))
+    warnings += _per_step_warnings(opt, rule, passed, eff, ref_eff, images, images_ref)
     if warmup > um.warmup_epochs_applied(warmup, ref.epochs):
         warnings.append(
             f"warmup_epochs {_fmt(warmup)} is capped by Ultralytics at epochs - 1 = {max(ref.epochs - 1, 0)}"

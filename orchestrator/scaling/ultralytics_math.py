@@ -14,11 +14,21 @@ import math
 
 # BaseTrainer.build_optimizer: `optimizers = {...}` and the case-insensitive name lookup.
 OPTIMIZERS = ("SGD", "MuSGD", "RMSprop", "Adam", "Adamax", "AdamW", "NAdam", "RAdam")
-SGD_FAMILY = frozenset({"SGD", "MuSGD", "RMSprop"})
-ADAM_FAMILY = frozenset({"Adam", "Adamax", "AdamW", "NAdam", "RAdam"})
+# The detection loss is a SUM over the images of a step (v8DetectionLoss.loss returns `loss * batch_size`,
+# _do_train multiplies by world_size under DDP, accumulation adds batches), so the gradient grows with the
+# images per optimizer step X. SGD-family updates are proportional to the gradient (MuSGD: its SGD branch;
+# its Muon branch is orthogonalised, scale-free); Adam-family updates, RMSprop's too, divide by a running
+# root mean square of the gradient and do not change when the gradient is multiplied by a constant.
+SGD_FAMILY = frozenset({"SGD", "MuSGD"})
+ADAM_FAMILY = frozenset({"Adam", "Adamax", "AdamW", "NAdam", "RAdam", "RMSprop"})
+# Weight decay added to the gradient (torch's coupled L2), not to the weights (AdamW's decoupled decay).
+COUPLED_L2 = frozenset({"SGD", "MuSGD", "Adam", "Adamax", "NAdam", "RAdam", "RMSprop"})
 
 # ultralytics/cfg/__init__.py CFG_FRACTION_KEYS: check_cfg rejects values outside [0.0, 1.0].
 FRACTION_KEYS = frozenset({"lr0", "lrf", "momentum", "weight_decay", "warmup_momentum", "warmup_bias_lr"})
+
+# utils/torch_utils.py ModelEMA: decay = 0.9999 * (1 - exp(-updates / tau)), one update per optimizer step.
+EMA_TAU = 2000
 
 # build_optimizer: `iterations > 10000` picks MuSGD, else AdamW with the lr fit.
 AUTO_ITERATIONS_THRESHOLD = 10000
