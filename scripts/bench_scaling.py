@@ -59,11 +59,27 @@ def job_for(args, optimizer: str) -> dict:
     }
 
 
+def cell_overrides(k: int, policy: str, seed: int) -> list[str]:
+    return ["--set", f"seed={seed}", "--set", f"target.batch={REF_BATCH * k}", "--set", f"scaling.policy={policy}"]
+
+
+def training_key(work: Path, optimizer: str, k: int, policy: str, seed: int) -> tuple:
+    """What Ultralytics will really train with for this cell (from `yolo-orch plan`, no torch): two
+    policies that pass the same effective values are one training, run once and reported for both
+    (e.g. AdamW auto and sqrt; SGD linear and none at k = 2, where they differ only in how nbs and
+    the passed weight decay split the same optimizer weight decay)."""
+    out = subprocess.run([sys.executable, "-m", "orchestrator", "plan", str(work / f"{optimizer}.yaml"), "--json",
+                          *cell_overrides(k, policy, seed)], cwd=REPO, capture_output=True, text=True, check=True)
+    eff = json.loads(out.stdout)[0]["effective"]
+    return (optimizer, seed, *(eff[x] for x in ("batch", "accumulate", "lr0", "momentum", "weight_decay",
+                                                "warmup_epochs", "warmup_bias_lr")))
+
+
 def train(args, work: Path, optimizer: str, k: int, policy: str, seed: int) -> dict:
     job = work / f"{optimizer}.yaml"
     runs = work / "runs" / f"{optimizer}-k{k}-{policy}-s{seed}"
     cmd = [sys.executable, "-m", "orchestrator", "submit", str(job), "--json", "--set", f"runs_dir={runs}",
-           "--set", f"seed={seed}", "--set", f"target.batch={REF_BATCH * k}", "--set", f"scaling.policy={policy}"]
+           *cell_overrides(k, policy, seed)]
     started = time.time()
     out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
     wall = time.time() - started
@@ -97,6 +113,12 @@ def read_run(run_dir: Path) -> dict:
     }
 
 
+def policies_in(rows: list[dict]) -> list[str]:
+    """The policies present, in POLICIES order; other labels (a saved file's legacy rules) after them."""
+    found = {r["policy"] for r in rows}
+    return [p for p in POLICIES if p in found] + sorted(found - set(POLICIES))
+
+
 def summarize(rows: list[dict]) -> dict:
     """Per (optimizer, k, policy): mean final mAP50-95, min..max over seeds, and the gap to the
     reference's mean (k = 1: every policy is the reference there)."""
@@ -108,7 +130,7 @@ def summarize(rows: list[dict]) -> dict:
         out[opt] = {"reference": {"mean": ref_mean, "min": min(ref, default=None), "max": max(ref, default=None),
                                   "n": len(ref)}, "cells": {}}
         for k in sorted({r["k"] for r in ok if r["optimizer"] == opt and r["k"] != 1}):
-            for policy in POLICIES:
+            for policy in policies_in(ok):
                 vals = [r["final"] for r in ok if (r["optimizer"], r["k"], r["policy"]) == (opt, k, policy)]
                 if not vals:
                     continue
@@ -148,9 +170,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=REPO / "docs" / "img" / "bench_scaling.json")
     ap.add_argument("--skip-reference", action="store_true", help="no k = 1 runs (another invocation has them)")
     ap.add_argument("--report", type=Path, help="only print the table of a saved results JSON")
+    ap.add_argument("--plot", type=Path, help="with --report: draw the per-epoch curves to this PNG")
     args = ap.parse_args(argv)
     if args.report:
-        print_table(json.loads(args.report.read_text())["summary"])
+        saved = json.loads(args.report.read_text())
+        print_table(saved["summary"])
+        if args.plot:
+            plot_curves(saved, args.plot)
+            print(f"wrote {args.plot}")
         return 0
 
     args.work.mkdir(parents=True, exist_ok=True)
@@ -159,21 +186,64 @@ def main(argv: list[str] | None = None) -> int:
     # k = 1 once per optimizer and seed (every policy is the reference there), then the grid
     grid = [] if args.skip_reference else [(opt, 1, "none", s) for opt in args.optimizers for s in args.seeds]
     grid += [(opt, k, p, s) for opt, k, p, s in itertools.product(args.optimizers, args.ks, args.policies, args.seeds)]
-    print(f"{len(grid)} trainings, {args.parallel} at a time, on {args.device}", flush=True)
+    same: dict[tuple, list[tuple]] = {}  # one training per distinct set of effective values
+    for g in grid:
+        same.setdefault(training_key(args.work, *g), []).append(g)
+    print(f"{len(grid)} cells, {len(same)} distinct trainings, {args.parallel} at a time, on {args.device}",
+          flush=True)
     started = time.time()
     rows: list[dict] = []
     command = "python scripts/bench_scaling.py " + " ".join(argv if argv is not None else sys.argv[1:])
     with ThreadPoolExecutor(max_workers=args.parallel) as pool:
-        for future in as_completed([pool.submit(train, args, args.work, *g) for g in grid]):
-            rows.append(future.result())
+        futures = {pool.submit(train, args, args.work, *cells[0]): cells for cells in same.values()}
+        for future in as_completed(futures):
+            row = future.result()
+            rows.append(row)
+            for _, k, policy, seed in futures[future][1:]:
+                rows.append({**row, "k": k, "policy": policy, "seed": seed,
+                             "same_training_as": row["policy"]})
             save(args, command, rows, started)  # after every run: an interrupted benchmark keeps what it did
     print_table(summarize(rows))
     print(f"\nwrote {args.out}")
     return 0
 
 
+def plot_curves(saved: dict, path: Path) -> None:
+    """One panel per (optimizer, k): each policy's per-epoch mAP50-95, mean over seeds (band: min..max),
+    against the reference's."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = [r for r in saved["runs"] if "curve" in r]
+    panels = sorted({(r["optimizer"], r["k"]) for r in runs if r["k"] != 1})
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), squeeze=False, sharey=True)
+    for ax, (opt, k) in zip(axes[0], panels):
+        groups = [("reference (k = 1)", [r for r in runs if (r["optimizer"], r["k"]) == (opt, 1)], "k")]
+        groups += [(p, [r for r in runs if (r["optimizer"], r["k"], r["policy"]) == (opt, k, p)], None)
+                   for p in policies_in(runs)]
+        for label, rs, color in groups:
+            if not rs:
+                continue
+            curves = [r["curve"] for r in rs]
+            n = min(len(c) for c in curves)
+            mean = [statistics.mean(c[i] for c in curves) for i in range(n)]
+            epochs = range(1, n + 1)
+            line = ax.plot(epochs, mean, label=label, color=color, lw=2 if color else 1.2)[0]
+            ax.fill_between(epochs, [min(c[i] for c in curves) for i in range(n)],
+                            [max(c[i] for c in curves) for i in range(n)], color=line.get_color(), alpha=0.12)
+        ax.set_title(f"{opt}, k = {k}")
+        ax.set_xlabel("epoch")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("val mAP50-95")
+    axes[0][-1].legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def save(args, command: str, rows: list[dict], started: float) -> None:
-    rows = sorted(rows, key=lambda r: (r["optimizer"], r["k"], POLICIES.index(r["policy"]), r["seed"]))
+    rows = sorted(rows, key=lambda r: (r["optimizer"], r["k"], policies_in(rows).index(r["policy"]), r["seed"]))
     result = {
         "command": command,
         "task": {"images": args.images, "val_images": args.val_images, "imgsz": args.imgsz, "epochs": args.epochs,
