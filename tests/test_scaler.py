@@ -419,3 +419,60 @@ def test_warmup_capped_warning():
     assert r.effective["warmup_epochs"] == 3
     assert any("capped" in w for w in r.warnings)
     assert math.isclose(r.passed["lr0"], 0.02)
+
+
+# ---------------------------------------------------------------- reasons for values kept, warnings per step
+
+
+def test_table_weight_decay_kept_but_applied_x4_is_explained():
+    """16 per device x 4 from a batch-16/nbs-16 reference: the passed weight decay stays 0.0005 while the
+    optimizer gets 0.002; the reason says so."""
+    ref = ReferenceHyp(optimizer="SGD", batch=16, nbs=16)
+    r = scale(ref, tgt("4"), "table")
+    assert r.passed["weight_decay"] == 0.0005 and r.effective["weight_decay"] == pytest.approx(0.002)
+    assert reason(r, "weight_decay") == (
+        "weight_decay 0.0005 kept: table rule effective weight decay x 4 (k = 4/1 devices); "
+        "Ultralytics applies 0.002 (x batch*accumulate/nbs = 64/16)"
+    )
+    # the table's lr0 x 4 comes on top of the summed loss's x 4: the reason says x 16 in mean-gradient terms
+    assert "the mean-gradient SGD step grows x 16" in reason(r, "lr0")
+
+
+def test_none_says_what_stock_ultralytics_keeps_per_family():
+    sgd = scale(SGD_REF, tgt("cpu", batch=256), "none")
+    assert reason(sgd, "lr0") == (
+        "lr0 0.01 kept: policy none: Ultralytics' summed loss already grows the SGD step with the images per "
+        "step (x 4): the linear rule in mean-gradient terms (Goyal et al. 2017)"
+    )
+    adam = scale(ReferenceHyp(optimizer="AdamW", lr0=0.001), tgt("cpu", batch=256), "none")
+    assert "4 x fewer steps of the same size per epoch" in reason(adam, "lr0")
+    assert "Ultralytics applies 0.002 (x batch*accumulate/nbs = 256/64)" in reason(adam, "weight_decay")
+
+
+def test_rmsprop_is_scaled_as_scale_free():
+    r = scale(ReferenceHyp(optimizer="RMSprop", lr0=0.001), tgt("cpu", batch=256))
+    assert r.passed["lr0"] == pytest.approx(0.002)  # sqrt(4), as Adam: its update ignores the gradient's scale
+    assert "auto (Adam-family RMSprop)" in reason(r, "lr0")
+    assert any("RMSprop applies weight decay as coupled L2" in w for w in r.warnings)
+
+
+def test_musgd_warns_that_its_muon_branch_is_scale_free():
+    r = scale(ReferenceHyp(optimizer="MuSGD"), tgt("cpu", batch=256))
+    assert r.passed["lr0"] == pytest.approx(0.02)
+    assert any(w.startswith("MuSGD is scaled as SGD-family") for w in r.warnings)
+
+
+def test_ema_clip_and_bias_warmup_warnings():
+    ref = ReferenceHyp(optimizer="SGD", lr0=0.08, batch=16, nbs=16, dataset_size=2048, epochs=30)
+    r = scale(ref, tgt("cpu", batch=64))  # k = 4: lr0 0.16 > warmup_bias_lr 0.1
+    ema = next(w for w in r.warnings if "EMA" in w)
+    assert "spans 15.6 epochs at the reference and 62.5 here" in ema and "clipping bites more often" in ema
+    assert any("bias lr now rises instead of falling" in w for w in r.warnings)
+    same = scale(SGD_REF, tgt("4"))  # images per step unchanged: no per-step warning
+    assert not any("EMA" in w for w in same.warnings)
+
+
+def test_auto_beyond_the_measured_k_says_so():
+    r = scale(ReferenceHyp(optimizer="SGD", batch=16, nbs=16), tgt("cpu", batch=256))  # k = 16
+    assert "beyond the measured k <= 4" in reason(r, "lr0")
+    assert any("k = 16 is beyond the measured k <= 4" in w for w in r.warnings)

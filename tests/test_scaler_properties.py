@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -171,3 +173,41 @@ def test_every_changed_value_has_a_reason_and_optimizer_is_pinned(ref, nc, targe
             assert len(lines) == 1, (key, r.reasons)
     # effective is Ultralytics' maths on `passed` alone
     assert r.effective == effective_values(r.passed, target.devices.world_size, ref.epochs, ref.dataset_size, target.devices.kind)
+
+
+def _num(text: str) -> float:
+    return float(text.rstrip(",;:)"))
+
+
+@SETTINGS
+@given(ref=references(), target=targets(), policy=st.sampled_from(["auto", "linear", "sqrt", "table", "none"]))
+def test_every_reason_states_the_value_it_explains(ref, target, policy):
+    """Each reason names a passed key with the reference's value and the passed one ("key a -> b") or
+    says it was kept ("key a kept"); every number it quotes about lr0 and weight decay is the value
+    the result holds (4 significant digits, as printed)."""
+    r = run(ref, target, policy)
+    images = r.passed["batch"] * max(round(r.passed["nbs"] / r.passed["batch"]), 1)
+    images_ref = ref_images(ref)
+    opt = r.passed["optimizer"]
+    for line in r.reasons:
+        key, old, rest = line.split(" ", 2)
+        assert key in KEYS, line
+        value = getattr(ref, key)
+        assert old == (f"{value:.6g}" if isinstance(value, float) else str(value)), line
+        if rest.startswith("kept: "):
+            assert r.passed[key] == getattr(ref, key), line
+        else:
+            new = rest.split(": ", 1)[0].removeprefix("-> ")
+            shown = r.passed[key]
+            assert new == (f"{shown:.6g}" if isinstance(shown, float) else str(shown)), line
+        if key == "lr0":
+            if m := re.search(r"so lr0 x (\S+)", line):
+                assert _num(m.group(1)) == pytest.approx(r.passed["lr0"] / ref.lr0, rel=1e-3), line
+            if m := re.search(r"step x (\S+)(?: =| in)", line):
+                want = mean_gradient_step(r.passed["lr0"], opt, images) / mean_gradient_step(ref.lr0, opt, images_ref)
+                assert _num(m.group(1)) == pytest.approx(want, rel=1e-3), line
+        if key == "weight_decay":
+            if m := re.search(r"weight decay (\S+) -> (\S+);", line):
+                assert _num(m.group(2)) == pytest.approx(r.effective["weight_decay"], rel=1e-5), line
+            if m := re.search(r"Ultralytics applies (\S+) ", line):
+                assert _num(m.group(1)) == pytest.approx(r.effective["weight_decay"], rel=1e-5), line

@@ -273,7 +273,7 @@ def _rule(policy: str, opt: str, images: int, images_ref: int, world: int, world
     if policy == "table":
         d = Fraction(world, world_ref)
         lr_text = f"table rule lr0 x {float(d):.4g} (k = {world}/{world_ref} devices)"
-        if sgd and k_images != d:
+        if sgd and k_images != 1:
             lr_text += f"; with the summed loss the mean-gradient SGD step grows x {float(d * k_images):.4g}"
         if d == 1 and k_images == 1:
             lr_text = ""
