@@ -57,7 +57,7 @@ def main() -> None:
         table(
             "B. Same SGD reference; target uses 32 per device (true large batch)",
             sgd,
-            ["auto", "sqrt", "table", "none"],
+            ["auto", "linear", "table", "none"],
             32,
         )
     )
