@@ -131,7 +131,7 @@ CASES = [
     ("sgd-b64", ReferenceHyp(optimizer="SGD", dataset_size=N_IMAGES, nc=NC), _cpu(batch=64), "auto"),
     # batch 128, stock nbs 64: round(0.5) == 0 -> accumulate 1, Ultralytics doubles weight decay
     ("sgd-b128-none", ReferenceHyp(optimizer="SGD", dataset_size=N_IMAGES, nc=NC), _cpu(batch=128), "none"),
-    # batch 128 under auto: linear k=2, passed weight decay compensates Ultralytics' factor 128/64
+    # batch 128 under auto: k = 2, lr0 x sqrt(2), passed weight decay compensates Ultralytics' factor 128/64
     ("sgd-b128-auto", ReferenceHyp(optimizer="SGD", dataset_size=N_IMAGES, nc=NC), _cpu(batch=128), "auto"),
     # nbs raised: 128 images per step planned, per-device cap 32 -> accumulate 4 via nbs 128
     (
