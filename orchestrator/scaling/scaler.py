@@ -293,10 +293,8 @@ def _rule(policy: str, opt: str, images: int, images_ref: int, world: int, world
         lr_reason = ""
     elif policy == "auto":
         measured = evidence.gap(family, k, "auto")
-        how = (
-            f"{summed}; lr0 x k^{e:g} on top" if sgd
-            else f"{summed}; lr0 x k^{e:g}, the square-root rule (Malladi et al. 2022)"
-        )
+        named = {0.5: ", the square-root rule (Malladi et al. 2022)", 1.0: ", the linear rule (Goyal et al. 2017)"}
+        how = f"{summed}; lr0 x k^{e:g}" + (" on top" if sgd else named.get(mean_exp, ""))
         lr_reason = (
             f"auto ({family}-family {opt}): {how}: step x {k ** mean_exp:.4g} in mean-gradient terms, movement per "
             f"epoch x {k ** (mean_exp - 1):.4g} ({k:.4g} x fewer optimizer steps); {k_text}; "
