@@ -319,7 +319,9 @@ def _auto_basis(k: float) -> str:
     return "not measured at this k (docs/scaling.md section 7)"
 
 
-def _table_warning(ref: ReferenceHyp, target: TargetHardware, rule: _Rule, images: int, images_ref: int) -> str:
+def _table_warning(
+    ref: ReferenceHyp, target: TargetHardware, rule: _Rule, ref_optimizer: str, images: int, images_ref: int
+) -> str:
     try:
         auto = scale(ref, target, "auto")
         auto_text = (
@@ -328,12 +330,19 @@ def _table_warning(ref: ReferenceHyp, target: TargetHardware, rule: _Rule, image
         )
     except ScalingError as e:
         auto_text = f"`auto` would refuse: {e}"
+    family = "SGD" if ref_optimizer in um.SGD_FAMILY else "Adam"
+    measured = evidence.gap(family, images / images_ref, "table") if rule.k == 1 else None
     return (
         f"policy table scales by the device count (k = {rule.k:.2f}), but images per optimizer step go "
         f"{images_ref} -> {images}"
         + (" (Ultralytics' accumulation held them at nbs)" if images == images_ref else "")
         + f": lr0 and weight decay are multiplied by {rule.k:.2f} for a {images / images_ref:.2f}x change in "
-        f"images per step; {auto_text}"
+        f"images per step"
+        + (f" (x {rule.k * images / images_ref:.4g} in mean-gradient terms with SGD's summed loss)"
+           if family == "SGD" and images != images_ref else "")
+        + (f"; measured on one process, where it keeps lr0 and the optimizer's weight decay: {measured.text()}"
+           if measured else "")
+        + f"; {auto_text}"
     )
 
 
@@ -582,7 +591,7 @@ def scale(reference: ReferenceHyp, target: TargetHardware, policy: str = "auto")
 
     # ---- 6. warnings
     if policy == "table":
-        warnings.append(_table_warning(ref, target, rule, images, images_ref))
+        warnings.append(_table_warning(ref, target, rule, opt, images, images_ref))
     warnings += _per_step_warnings(opt, rule, passed, eff, ref_eff, images, images_ref)
     if warmup > um.warmup_epochs_applied(warmup, ref.epochs):
         warnings.append(
