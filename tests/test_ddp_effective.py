@@ -24,9 +24,10 @@ pytestmark = pytest.mark.slow
 CASES = {
     # the reference's per-device batch kept: 4 per device x 2, accumulation holds 64 images per step
     "keep-images-per-step": dict(images=32, reference={"devices": 1, "batch": 4}, target={"devices": "cpu:2"}),
-    # more images per step than the reference (16 -> 32): sqrt rule for AdamW, nbs raised, wd rescaled
+    # more images per step than the reference (16 -> 32): the sqrt rule for AdamW (lr0 and the optimizer's
+    # weight decay x sqrt(2): both rescaled), nbs raised
     "sqrt-rescale": dict(images=64, reference={"devices": 1, "batch": 16, "nbs": 16},
-                         target={"devices": "cpu:2", "batch_per_device": 16}),
+                         target={"devices": "cpu:2", "batch_per_device": 16}, scaling={"policy": "sqrt"}),
     # fewer images per rank than its batch: 8 images on 2 ranks of 16 give batches of 4 (plan = trainer)
     "small-dataset": dict(images=8, reference={"devices": 1, "batch": 16}, target={"devices": "cpu:2"}),
 }
@@ -37,7 +38,8 @@ def ddp_case(request, tmp_path_factory):
     case = CASES[request.param]
     tmp = tmp_path_factory.mktemp(request.param)
     data = {"synth": {**TINY_JOB["data"]["synth"], "images": case["images"]}}
-    job = write_job(tmp, epochs=2, data=data, reference=case["reference"], target=case["target"])
+    job = write_job(tmp, epochs=2, data=data, reference=case["reference"], target=case["target"],
+                    scaling=case.get("scaling", {"policy": "auto"}))
     probe = tmp / "probe"
     result = run_cli("submit", job, "--json", cwd=tmp, env={"YOLO_ORCH_PROBE_DIR": str(probe)})
     assert result.returncode == 0, result.stderr[-3000:]

@@ -184,19 +184,19 @@ def test_small_total_accumulates_to_reference():
     assert r.passed["lr0"] == 0.01 and r.passed["weight_decay"] == 0.0005
 
 
-def test_adam_family_sqrt_and_timescale_weight_decay():
+def test_adam_family_linear_and_timescale_weight_decay():
     ref = ReferenceHyp(optimizer="AdamW", lr0=0.001, weight_decay=0.05, momentum=0.9)
     r = scale(ref, tgt("8", batch_per_device=32))  # 256 images per step, k = 4
     assert r.k == 4.0
-    assert r.passed["lr0"] == pytest.approx(0.002)  # sqrt(4)
-    # lr' * wd' = k * lr * wd -> wd' = 2 * wd (effective); nbs 256 makes Ultralytics' own factor 1
+    assert r.passed["lr0"] == pytest.approx(0.004)  # x k: the linear rule, measured for AdamW
+    # lr' * wd' = k * lr * wd -> wd' = wd (effective); nbs 256 makes Ultralytics' own factor 1
     assert r.passed["nbs"] == 256
-    assert r.effective["weight_decay"] == pytest.approx(0.1)
-    assert r.passed["weight_decay"] == pytest.approx(0.1)
+    assert r.effective["weight_decay"] == pytest.approx(0.05)
+    assert r.passed["weight_decay"] == pytest.approx(0.05)
     assert r.effective["lr0"] * r.effective["weight_decay"] == pytest.approx(4 * 0.001 * 0.05)
     lr_line = reason(r, "lr0")
     assert "auto (Adam-family AdamW): the AdamW update ignores the gradient's scale" in lr_line
-    assert "lr0 x k^0.5, the square-root rule (Malladi et al. 2022)" in lr_line
+    assert "lr0 x k^1, the linear rule: step x 4 in mean-gradient terms, movement per epoch x 1" in lr_line
 
 
 def test_linear_and_sqrt_policies_forced():
@@ -451,9 +451,10 @@ def test_none_says_what_stock_ultralytics_keeps_per_family():
 
 def test_rmsprop_is_scaled_as_scale_free():
     r = scale(ReferenceHyp(optimizer="RMSprop", lr0=0.001), tgt("cpu", batch=256))
-    assert r.passed["lr0"] == pytest.approx(0.002)  # sqrt(4), as Adam: its update ignores the gradient's scale
+    assert r.passed["lr0"] == pytest.approx(0.004)  # x 4, as AdamW: its update ignores the gradient's scale
     assert "auto (Adam-family RMSprop)" in reason(r, "lr0")
-    assert any("RMSprop applies weight decay as coupled L2" in w for w in r.warnings)
+    sq = scale(ReferenceHyp(optimizer="RMSprop", lr0=0.001), tgt("cpu", batch=256), "sqrt")  # weight decay x 2
+    assert any("RMSprop applies weight decay as coupled L2" in w for w in sq.warnings)
 
 
 def test_musgd_warns_that_its_muon_branch_is_scale_free():

@@ -104,7 +104,7 @@ def mean_gradient_step(lr0: float, optimizer: str, images: int) -> float:
 
 # What docs/scaling.md section 3 says each k-rule keeps: the mean-gradient step grows x k**p
 MEAN_STEP_EXPONENT = {"linear": {"SGD": 1.0, "Adam": 1.0}, "sqrt": {"SGD": 0.5, "Adam": 0.5},
-                      "auto": {"SGD": 1.5, "Adam": 0.5}}
+                      "auto": {"SGD": 1.5, "Adam": 1.0}}
 
 
 @SETTINGS

@@ -15,10 +15,10 @@ already grows with the images per step X at a fixed lr0, while an Adam-family st
 AdamW, NAdam, RAdam, RMSprop) ignores the gradient's scale. With k = X_target / X_reference:
 
 auto    keep the reference's images per step when the target's total batch divides it (only the
-        split between batch and accumulation changes); otherwise lr0 x sqrt(k) for both families,
-        the rule the scaling-fidelity benchmark measured closest to the reference (evidence.py):
-        for SGD that is the summed loss's x k plus sqrt(k) more movement per epoch; for Adam it is
-        Malladi et al.'s square-root rule.
+        split between batch and accumulation changes); otherwise the rule the scaling-fidelity
+        benchmark measured closest to the reference (evidence.py): SGD-family lr0 x sqrt(k) (on top
+        of the summed loss's x k: sqrt(k) more movement per epoch), Adam-family lr0 x k (linear:
+        the movement per epoch kept).
 linear  the mean-gradient step x k (Goyal et al.): lr0 kept for SGD-family, lr0 x k for Adam-family.
 sqrt    the mean-gradient step x sqrt(k): lr0 / sqrt(k) for SGD-family, lr0 x sqrt(k) for Adam-family.
         For every k-rule the effective (optimizer) weight decay keeps the weight decay per epoch
@@ -293,7 +293,7 @@ def _rule(policy: str, opt: str, images: int, images_ref: int, world: int, world
         lr_reason = ""
     elif policy == "auto":
         measured = evidence.gap(family, k, "auto")
-        named = {0.5: ", the square-root rule (Malladi et al. 2022)", 1.0: ", the linear rule (Goyal et al. 2017)"}
+        named = {0.5: ", the square-root rule (Malladi et al. 2022)", 1.0: ", the linear rule"}
         how = f"{summed}; lr0 x k^{e:g}" + (" on top" if sgd else named.get(mean_exp, ""))
         lr_reason = (
             f"auto ({family}-family {opt}): {how}: step x {k ** mean_exp:.4g} in mean-gradient terms, movement per "
