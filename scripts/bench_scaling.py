@@ -216,12 +216,17 @@ def plot_curves(saved: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = [r for r in saved["runs"] if "curve" in r]
+    aliases: dict[tuple, list[str]] = {}  # a training reported for several policies: one curve, all names
+    for r in saved["runs"]:
+        if r.get("same_training_as"):
+            aliases.setdefault((r["optimizer"], r["k"], r["same_training_as"]), []).append(r["policy"])
+    runs = [r for r in saved["runs"] if "curve" in r and not r.get("same_training_as")]
     panels = sorted({(r["optimizer"], r["k"]) for r in runs if r["k"] != 1})
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), squeeze=False, sharey=True)
     for ax, (opt, k) in zip(axes[0], panels):
         groups = [("reference (k = 1)", [r for r in runs if (r["optimizer"], r["k"]) == (opt, 1)], "k")]
-        groups += [(p, [r for r in runs if (r["optimizer"], r["k"], r["policy"]) == (opt, k, p)], None)
+        groups += [(" = ".join([p, *aliases.get((opt, k, p), [])]),
+                    [r for r in runs if (r["optimizer"], r["k"], r["policy"]) == (opt, k, p)], None)
                    for p in policies_in(runs)]
         for label, rs, color in groups:
             if not rs:

@@ -24,12 +24,21 @@ class Gap:
 
 
 SGD_H100 = "SGD, yolo11n from scratch, 2048 images at 64 px, 30 epochs, 2 seeds, H100"
+ADAMW_CPU = "AdamW, yolo11n from scratch, 2048 images at 64 px, 30 epochs, 2 seeds, CPU"
 
 GAPS = (
     Gap("SGD", 2, "none", -0.018, SGD_H100),
     Gap("SGD", 2, "auto", -0.026, SGD_H100),
     Gap("SGD", 4, "none", -0.063, SGD_H100),
     Gap("SGD", 4, "auto", -0.012, SGD_H100),
+    Gap("Adam", 2, "none", -0.034, ADAMW_CPU),
+    Gap("Adam", 2, "auto", -0.002, ADAMW_CPU),
+    Gap("Adam", 2, "sqrt", -0.016, ADAMW_CPU),
+    Gap("Adam", 2, "table", -0.031, ADAMW_CPU),
+    Gap("Adam", 4, "none", -0.074, ADAMW_CPU),
+    Gap("Adam", 4, "auto", +0.005, ADAMW_CPU),
+    Gap("Adam", 4, "sqrt", -0.041, ADAMW_CPU),
+    Gap("Adam", 4, "table", -0.078, ADAMW_CPU),
 )
 
 # auto's rule per family, as the exponent e of the passed lr0 multiplier k**e (the effective weight
