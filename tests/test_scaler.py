@@ -477,3 +477,12 @@ def test_auto_beyond_the_measured_k_says_so():
     r = scale(ReferenceHyp(optimizer="SGD", batch=16, nbs=16), tgt("cpu", batch=256))  # k = 16
     assert "beyond the measured k <= 4" in reason(r, "lr0")
     assert any("k = 16 is beyond the measured k <= 4" in w for w in r.warnings)
+
+
+def test_auto_and_table_quote_the_measured_adamw_rows():
+    ref = ReferenceHyp(optimizer="AdamW", lr0=0.001, batch=16, nbs=16)
+    auto = scale(ref, tgt("cpu", batch=64))
+    assert "measured: +0.005 mAP50-95 at k = 4 (AdamW" in reason(auto, "lr0")
+    table = scale(ref, tgt("cpu", batch=64), "table")
+    assert any("measured on one process, where it keeps lr0 and the optimizer's weight decay: -0.078 mAP50-95 at "
+               "k = 4" in w for w in table.warnings)
