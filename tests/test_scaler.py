@@ -486,3 +486,14 @@ def test_auto_and_table_quote_the_measured_adamw_rows():
     table = scale(ref, tgt("cpu", batch=64), "table")
     assert any("measured on one process, where it keeps lr0 and the optimizer's weight decay: -0.078 mAP50-95 at "
                "k = 4" in w for w in table.warnings)
+
+
+def test_few_optimizer_steps_warn_with_the_measured_gap_and_offer_epochs():
+    ref = ReferenceHyp(optimizer="AdamW", lr0=0.001, batch=16, nbs=16, dataset_size=256, epochs=30)
+    r = scale(ref, tgt("cpu", batch=64))  # k = 4: 4 steps an epoch, 120 in all (the reference: 480)
+    few = [w for w in r.warnings if "optimizer steps in all" in w]
+    assert len(few) == 1, r.warnings
+    assert few[0].startswith("this run makes 120 optimizer steps in all (4 an epoch x 30 epochs; the reference made 480)")
+    assert "-0.200 mAP50-95 at k = 4" in few[0] and "train 120 epochs (--set epochs=120), at 4x the cost" in few[0]
+    many = scale(ReferenceHyp(optimizer="AdamW", batch=16, nbs=16, dataset_size=2048, epochs=30), tgt("cpu", batch=64))
+    assert not any("optimizer steps in all" in w for w in many.warnings)  # 960 steps: measured enough

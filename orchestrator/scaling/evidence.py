@@ -50,6 +50,12 @@ GAPS = (
 #   gradient's scale, so the summed loss changes nothing). At k = 4 it kept AdamW's outcome (+0.005)
 #   where Malladi et al. 2022's square-root rule lost 0.041 and stock Ultralytics 0.074.
 AUTO_LR0_EXPONENT = {"SGD": 0.5, "Adam": 1.0}
+
+# The few-step regime: with 256 images (k = 4: 4 optimizer steps an epoch, 120 in 30 epochs) no rule
+# kept the outcome; auto kept it where the run made 960 steps in all (2048 images, k = 4). Below that
+# the plan warns and offers the epochs that keep the reference's optimizer steps.
+FEW_STEPS = Gap("Adam", 4, "auto", -0.200, "AdamW, 256 images at 64 px, 30 epochs: 120 optimizer steps, 2 seeds, CPU")
+KEPT_WITH_STEPS = 960
 MEASURED_MAX_K = 4  # beyond this auto extrapolates: the plan says so
 
 

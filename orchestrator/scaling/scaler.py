@@ -346,6 +346,26 @@ def _table_warning(
     )
 
 
+def _few_steps_warning(eff: dict[str, Any], ref_eff: dict[str, Any], k: float) -> list[str]:
+    """More images per step at the same epochs means k x fewer optimizer steps in all; below what was
+    measured to be enough, say what was lost and offer the epochs that keep the reference's steps."""
+    spe, spe_ref = eff.get("optimizer_steps_per_epoch"), ref_eff.get("optimizer_steps_per_epoch")
+    if k <= 1 or not spe or not spe_ref:
+        return []
+    epochs = eff["epochs"]
+    steps, steps_ref = spe * epochs, spe_ref * epochs
+    if steps >= evidence.KEPT_WITH_STEPS:
+        return []
+    keep = math.ceil(steps_ref / spe)
+    few = evidence.FEW_STEPS
+    return [
+        f"this run makes {steps:.0f} optimizer steps in all ({spe:g} an epoch x {epochs} epochs; the reference "
+        f"made {steps_ref:.0f}): below the {evidence.KEPT_WITH_STEPS} with which auto kept the outcome; measured "
+        f"with fewer, auto: {few.text()}; to make the reference's optimizer steps, train {keep} epochs "
+        f"(--set epochs={keep}), at {keep / epochs:.3g}x the cost"
+    ]
+
+
 def _per_step_warnings(
     opt: str, rule: _Rule, passed: dict[str, Any], eff: dict[str, Any], ref_eff: dict[str, Any],
     images: int, images_ref: int,
@@ -388,6 +408,7 @@ def _per_step_warnings(
             "images per step, so clipping bites more often"
             + (" and shortens those SGD steps" if opt in um.SGD_FAMILY else "")
         )
+    out += _few_steps_warning(eff, ref_eff, k)
     wbl = passed["warmup_bias_lr"]
     if eff["warmup_epochs"] > 0 and passed["lr0"] > wbl > 0 and ref_eff["lr0"] <= wbl:
         out.append(
