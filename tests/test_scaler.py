@@ -495,5 +495,6 @@ def test_few_optimizer_steps_warn_with_the_measured_gap_and_offer_epochs():
     assert len(few) == 1, r.warnings
     assert few[0].startswith("this run makes 120 optimizer steps in all (4 an epoch x 30 epochs; the reference made 480)")
     assert "-0.200 mAP50-95 at k = 4" in few[0] and "train 120 epochs (--set epochs=120), at 4x the cost" in few[0]
+    assert "auto ended at 0.741 mAP50-95 against the reference's 0.347" in few[0]
     many = scale(ReferenceHyp(optimizer="AdamW", batch=16, nbs=16, dataset_size=2048, epochs=30), tgt("cpu", batch=64))
     assert not any("optimizer steps in all" in w for w in many.warnings)  # 960 steps: measured enough

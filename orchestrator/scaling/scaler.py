@@ -362,7 +362,7 @@ def _few_steps_warning(eff: dict[str, Any], ref_eff: dict[str, Any], k: float) -
         f"this run makes {steps:.0f} optimizer steps in all ({spe:g} an epoch x {epochs} epochs; the reference "
         f"made {steps_ref:.0f}): below the {evidence.KEPT_WITH_STEPS} with which auto kept the outcome; measured "
         f"with fewer, auto: {few.text()}; to make the reference's optimizer steps, train {keep} epochs "
-        f"(--set epochs={keep}), at {keep / epochs:.3g}x the cost"
+        f"(--set epochs={keep}), at {keep / epochs:.3g}x the cost (measured: {evidence.FEW_STEPS_LONGER})"
     ]
 
 
