@@ -467,7 +467,7 @@ def test_ema_clip_and_bias_warmup_warnings():
     ref = ReferenceHyp(optimizer="SGD", lr0=0.08, batch=16, nbs=16, dataset_size=2048, epochs=30)
     r = scale(ref, tgt("cpu", batch=64))  # k = 4: lr0 0.16 > warmup_bias_lr 0.1
     ema = next(w for w in r.warnings if "EMA" in w)
-    assert "spans 15.6 epochs at the reference and 62.5 here" in ema and "clipping bites more often" in ema
+    assert "spans 15.6 epochs at the reference and 62.5 here" in ema and "clipping can bite more often" in ema
     assert any("bias lr now rises instead of falling" in w for w in r.warnings)
     same = scale(SGD_REF, tgt("4"))  # images per step unchanged: no per-step warning
     assert not any("EMA" in w for w in same.warnings)

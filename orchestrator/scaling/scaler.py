@@ -405,7 +405,7 @@ def _per_step_warnings(
         out.append(
             f"images per optimizer step x {k:.4g}: Ultralytics' EMA of the weights updates once per optimizer "
             f"step{horizon}; clip_grad_norm_(max_norm=10) acts on the summed gradient, whose norm grows with the "
-            "images per step, so clipping bites more often"
+            "images per step, so clipping can bite more often"
             + (" and shortens those SGD steps" if opt in um.SGD_FAMILY else "")
         )
     out += _few_steps_warning(eff, ref_eff, k)
