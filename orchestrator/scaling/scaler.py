@@ -197,8 +197,7 @@ def _split(
     nbs is the reference's when ``keep_nbs`` and it already gives ``images`` for this batch; otherwise
     nbs = images. Then Ultralytics' weight-decay factor batch*accumulate/nbs is exactly 1 (the passed
     weight_decay is the effective one), and if Ultralytics halves the batch after a CUDA OOM (first epoch,
-    one process only) its
-    accumulation doubles and keeps the same images per step.
+    one process only) its accumulation doubles and keeps the same images per step.
 
     When nbs = images and images is a multiple of batch, accumulate = max(round(images / batch), 1)
     = images / batch: the quotient is an exact integer (IEEE division of integers whose quotient is a
