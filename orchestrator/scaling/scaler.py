@@ -292,13 +292,13 @@ def _rule(policy: str, opt: str, images: int, images_ref: int, world: int, world
     if k == 1:
         lr_reason = ""
     elif policy == "auto":
-        measured = evidence.gap(family, k, "auto")
+        measured = evidence.gaps(family, k, "auto")
         named = {0.5: ", the square-root rule (Malladi et al. 2022)", 1.0: ", the linear rule"}
         how = f"{summed}; lr0 x k^{e:g}" + (" on top" if sgd else named.get(mean_exp, ""))
         lr_reason = (
             f"auto ({family}-family {opt}): {how}: step x {k ** mean_exp:.4g} in mean-gradient terms, movement per "
             f"epoch x {k ** (mean_exp - 1):.4g} ({k:.4g} x fewer optimizer steps); {k_text}; "
-            + (f"measured: {measured.text()}" if measured else _auto_basis(k))
+            + (f"measured: {evidence.gaps_text(measured)}" if measured else _auto_basis(k))
         )
     else:
         lr_reason = (
@@ -331,7 +331,7 @@ def _table_warning(
     except ScalingError as e:
         auto_text = f"`auto` would refuse: {e}"
     family = "SGD" if ref_optimizer in um.SGD_FAMILY else "Adam"
-    measured = evidence.gap(family, images / images_ref, "table") if rule.k == 1 else None
+    measured = evidence.gaps(family, images / images_ref, "table") if rule.k == 1 else []
     return (
         f"policy table scales by the device count (k = {rule.k:.2f}), but images per optimizer step go "
         f"{images_ref} -> {images}"
@@ -340,7 +340,8 @@ def _table_warning(
         f"images per step"
         + (f" (x {rule.k * images / images_ref:.4g} in mean-gradient terms with SGD's summed loss)"
            if family == "SGD" and images != images_ref else "")
-        + (f"; measured on one process, where it keeps lr0 and the optimizer's weight decay: {measured.text()}"
+        + (f"; measured on one process, where it keeps lr0 and the optimizer's weight decay: "
+           f"{evidence.gaps_text(measured)}"
            if measured else "")
         + f"; {auto_text}"
     )
