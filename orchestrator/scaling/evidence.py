@@ -35,6 +35,7 @@ GAPS = (
     Gap("SGD", 4, "none", -0.064, SGD_CPU),
     Gap("SGD", 4, "linear", -0.050, SGD_CPU),
     Gap("SGD", 4, "auto", -0.038, SGD_CPU),
+    Gap("SGD", 4, "table", -0.113, SGD_CPU),
     Gap("Adam", 2, "none", -0.034, ADAMW_CPU),
     Gap("Adam", 2, "auto", -0.002, ADAMW_CPU),
     Gap("Adam", 2, "sqrt", -0.016, ADAMW_CPU),
