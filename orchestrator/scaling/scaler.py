@@ -224,6 +224,7 @@ class _Rule:
     (optimizer) weight decay, relative to the reference, and the true reason for each."""
 
     name: str
+    family: str  # "SGD" or "Adam": whether the optimizer's step grows with Ultralytics' summed loss
     k: float  # the factor the rule scales by (ScaleResult.k)
     k_text: str
     lr_mult: Fraction | float
@@ -259,14 +260,14 @@ def _rule(policy: str, opt: str, images: int, images_ref: int, world: int, world
     )
     if policy == "none":
         if k_images == 1:
-            return _Rule("none", 1.0, "no scaling", Fraction(1), Fraction(1), False, "", "")
+            return _Rule("none", family, 1.0, "no scaling", Fraction(1), Fraction(1), False, "", "")
         per_epoch = (
             "the linear rule in mean-gradient terms (Goyal et al. 2017)"
             if sgd
             else f"{float(k_images):.4g} x fewer steps of the same size per epoch"
         )
         return _Rule(
-            "none", 1.0, "no scaling", Fraction(1), k_images, False,
+            "none", family, 1.0, "no scaling", Fraction(1), k_images, False,
             f"policy none: {summed}: {per_epoch}",
             "policy none: Ultralytics multiplies weight decay by batch*accumulate/nbs",
         )
@@ -278,7 +279,7 @@ def _rule(policy: str, opt: str, images: int, images_ref: int, world: int, world
         if d == 1 and k_images == 1:
             lr_text = ""
         return _Rule(
-            "table", float(d), f"k = {world}/{world_ref} = {float(d):.2f} devices", d, d, d > 1, lr_text,
+            "table", family, float(d), f"k = {world}/{world_ref} = {float(d):.2f} devices", d, d, d > 1, lr_text,
             f"table rule effective weight decay x {float(d):.4g} (k = {world}/{world_ref} devices)",
         )
     if policy == "auto":
@@ -310,7 +311,7 @@ def _rule(policy: str, opt: str, images: int, images_ref: int, world: int, world
         f"{policy} rule keeps the weight decay per epoch (optimizer steps x lr0 x weight decay: "
         f"steps x 1/{k:.4g}, lr0 x {float(lr_mult):.4g}, weight decay x {float(wd_mult):.4g})"
     )
-    return _Rule(policy, k, k_text, lr_mult, wd_mult, k >= WARMUP_K_THRESHOLD, lr_reason, wd_reason)
+    return _Rule(policy, family, k, k_text, lr_mult, wd_mult, k >= WARMUP_K_THRESHOLD, lr_reason, wd_reason)
 
 
 def _auto_basis(k: float) -> str:
@@ -319,9 +320,7 @@ def _auto_basis(k: float) -> str:
     return "not measured at this k (docs/scaling.md section 7)"
 
 
-def _table_warning(
-    ref: ReferenceHyp, target: TargetHardware, rule: _Rule, ref_optimizer: str, images: int, images_ref: int
-) -> str:
+def _table_warning(ref: ReferenceHyp, target: TargetHardware, rule: _Rule, images: int, images_ref: int) -> str:
     try:
         auto = scale(ref, target, "auto")
         auto_text = (
@@ -330,8 +329,7 @@ def _table_warning(
         )
     except ScalingError as e:
         auto_text = f"`auto` would refuse: {e}"
-    family = "SGD" if ref_optimizer in um.SGD_FAMILY else "Adam"
-    measured = evidence.gaps(family, images / images_ref, "table") if rule.k == 1 else []
+    measured = evidence.gaps(rule.family, images / images_ref, "table") if rule.k == 1 else []
     return (
         f"policy table scales by the device count (k = {rule.k:.2f}), but images per optimizer step go "
         f"{images_ref} -> {images}"
@@ -339,7 +337,7 @@ def _table_warning(
         + f": lr0 and weight decay are multiplied by {rule.k:.2f} for a {images / images_ref:.2f}x change in "
         f"images per step"
         + (f" (x {rule.k * images / images_ref:.4g} in mean-gradient terms with SGD's summed loss)"
-           if family == "SGD" and images != images_ref else "")
+           if rule.family == "SGD" and images != images_ref else "")
         + (f"; measured on one process, where it keeps lr0 and the optimizer's weight decay: "
            f"{evidence.gaps_text(measured)}"
            if measured else "")
@@ -550,7 +548,6 @@ def scale(reference: ReferenceHyp, target: TargetHardware, policy: str = "auto")
     m = wd_mult * factor  # exact Fraction unless the sqrt rule made it a float
     wd = ref.weight_decay if m == 1 else _clean(ref.weight_decay * float(m))
     wd_target = float(wd_eff_ref) * float(wd_mult)
-    applied = f"Ultralytics applies {_fmt(wd_target)} (x batch*accumulate/nbs = {images}/{nbs})"
     if wd != ref.weight_decay:
         reasons_for["weight_decay"].append(
             f"{rule.wd_reason}: effective (optimizer) weight decay {_fmt(float(wd_eff_ref))} -> {_fmt(wd_target)}; "
@@ -558,7 +555,9 @@ def scale(reference: ReferenceHyp, target: TargetHardware, policy: str = "auto")
             "back in, so its own weight-decay scaling is not applied twice"
         )
     elif wd_mult != 1:  # the passed value stays, what the optimizer gets does not
-        kept_for["weight_decay"].append(f"{rule.wd_reason}; {applied}")
+        kept_for["weight_decay"].append(
+            f"{rule.wd_reason}; Ultralytics applies {_fmt(wd_target)} (x batch*accumulate/nbs = {images}/{nbs})"
+        )
 
     warmup = ref.warmup_epochs
     if rule.lengthen_warmup and ref.warmup_epochs < WARMUP_MIN_EPOCHS:
@@ -613,7 +612,7 @@ def scale(reference: ReferenceHyp, target: TargetHardware, policy: str = "auto")
 
     # ---- 6. warnings
     if policy == "table":
-        warnings.append(_table_warning(ref, target, rule, opt, images, images_ref))
+        warnings.append(_table_warning(ref, target, rule, images, images_ref))
     warnings += _per_step_warnings(opt, rule, passed, eff, ref_eff, images, images_ref)
     if warmup > um.warmup_epochs_applied(warmup, ref.epochs):
         warnings.append(
