@@ -220,7 +220,7 @@ def check_gpu_processes(runs_dir: Path, nvidia_smi: str | None = None) -> Check:
     our_groups = {g for g in (_pgid(p) for p in ours) if g}  # a run's ranks and dataloader workers
     ours.add(os.getpid())
     foreign, orphans = [], []
-    from orchestrator.registry import process_alive
+    from orchestrator.rundir import ENV_SUPERVISOR_PID, ENV_SUPERVISOR_START, process_alive
 
     for p in procs:
         pid = p["pid"]
@@ -228,8 +228,8 @@ def check_gpu_processes(runs_dir: Path, nvidia_smi: str | None = None) -> Check:
             continue
         env = _environ(pid)
         entry = {**p, "cmd": _cmdline(pid)}
-        sup = env.get("YOLO_ORCH_SUPERVISOR_PID")
-        if sup and not process_alive(int(sup), env.get("YOLO_ORCH_SUPERVISOR_START") or None):
+        sup = env.get(ENV_SUPERVISOR_PID)
+        if sup and not process_alive(int(sup), env.get(ENV_SUPERVISOR_START) or None):
             orphans.append(entry)
         else:
             foreign.append(entry)
@@ -307,7 +307,7 @@ def check_xla() -> Check:
 
 def check_wandb() -> Check:
     from orchestrator.spec.job import Wandb
-    from orchestrator.tracking.wandb_mode import api_key_configured, resolve_mode
+    from orchestrator.wandb_mode import api_key_configured, resolve_mode
 
     installed = importlib.util.find_spec("wandb") is not None
     mode, why = resolve_mode(Wandb())
@@ -321,7 +321,7 @@ def check_wandb() -> Check:
     if not installed:
         return Check("wandb", PASS, detail + " (runs are not logged to W&B)", "pip install wandb to log runs", data)
     if mode == "online":  # the only check that touches the network, and only because online was configured
-        from orchestrator.tracking.wandb_reach import server_address, unreachable_reason
+        from orchestrator.worker.wandb_reach import server_address, unreachable_reason
 
         unreachable = unreachable_reason()
         data["reachable"] = unreachable is None

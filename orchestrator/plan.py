@@ -7,34 +7,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from orchestrator.scaling.scaler import XLA_KINDS, scale
 from orchestrator.scaling.types import ReferenceHyp, ScaleResult, ScalingError, TargetHardware
-from orchestrator.spec.devices import DeviceSpec, parse_devices
+from orchestrator.devices import DeviceSpec, parse_devices
 from orchestrator.spec.errors import SpecError
 from orchestrator.spec import dataset
 from orchestrator.spec.loader import LoadedJob, read_yaml_file, resolve_hyp
 from orchestrator.spec.job import SynthData
-
-# Which launcher runs each device kind, and whether it is built.
-LAUNCHERS = {"cpu": "local", "cuda": "local", "xla_cpu": "xla", "tpu": "xla"}
-# Several CPU processes or GPUs (one node or many): torchrun, one worker per device.
-DISTRIBUTED_LAUNCHERS = {"cpu": "torchrun", "cuda": "torchrun"}
-
-
-def launcher_for(devices: DeviceSpec) -> str:
-    if devices.distributed and devices.kind in DISTRIBUTED_LAUNCHERS:
-        return DISTRIBUTED_LAUNCHERS[devices.kind]
-    return LAUNCHERS[devices.kind]
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("YOLO_ORCH_CACHE", Path.home() / ".cache" / "yolo-orch")).expanduser()
-
+from orchestrator.launch import launcher_for
+from orchestrator.rundir import cache_dir
 
 def synth_dir(cfg: SynthData) -> Path:
     digest = hashlib.sha1(json.dumps(cfg.model_dump(), sort_keys=True).encode()).hexdigest()[:12]
@@ -117,7 +102,7 @@ def images_trained(train_images: int | None, fraction: Any) -> int | None:
 def scaler_inputs(spec, hyp: dict[str, Any], nc: int | None, train_images: int | None, target_spec: DeviceSpec,
                   max_batch_per_device: int | None = None) -> tuple[ReferenceHyp, TargetHardware]:
     """The scaler's inputs for a job (also used to re-plan a resume or an OOM restart,
-    orchestrator/recovery.py). `max_batch_per_device` tightens the job's own cap."""
+    orchestrator/replan.py). `max_batch_per_device` tightens the job's own cap."""
     reference = ReferenceHyp(
         world_size=parse_devices(spec.reference.devices).world_size,
         batch=spec.reference.batch,

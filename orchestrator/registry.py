@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from orchestrator.events import completed_epochs
+from orchestrator.rundir import completed_epochs, process_alive, process_identity
 from orchestrator.sqlite_wal import enable_wal, is_busy, is_damaged
 
 STATES = ("queued", "running", "finished", "failed", "killed", "pruned")
@@ -81,59 +81,6 @@ def registry_path(path_or_runs_dir: str | os.PathLike | None = None) -> Path:
     if env:
         return Path(env).expanduser().resolve()
     return (Path(path_or_runs_dir or "runs").expanduser() / DB_NAME).resolve()
-
-
-# ---------------------------------------------------------------- process identity
-
-def _boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return ""
-
-
-def process_identity(pid: int | None) -> str | None:
-    """A string that names one process for its lifetime: boot id + start time (Linux /proc);
-    None when the process does not exist. Elsewhere: psutil's create_time when installed,
-    else the bare PID (liveness only)."""
-    if not pid or pid <= 0:
-        return None
-    stat = Path(f"/proc/{pid}/stat")
-    if Path("/proc/self/stat").exists():
-        try:
-            text = stat.read_text()
-        except OSError:
-            return None
-        # comm may contain spaces and parentheses: fields start after the last ')'
-        fields = text[text.rfind(")") + 2:].split()
-        if fields and fields[0] in ("Z", "X"):  # zombie / dead: no longer running
-            return None
-        return f"{_boot_id()}:{fields[19]}"  # field 22 of stat: starttime in clock ticks since boot
-    try:
-        import psutil  # type: ignore
-
-        p = psutil.Process(pid)
-        if p.status() == psutil.STATUS_ZOMBIE:
-            return None
-        return f"psutil:{p.create_time():.3f}"
-    except ImportError:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return None
-        except PermissionError:
-            pass
-        return f"pid:{pid}"
-    except Exception:  # psutil.NoSuchProcess and friends
-        return None
-
-
-def process_alive(pid: int | None, identity: str | None) -> bool:
-    """True when `pid` still runs AND is the same process that was recorded (not a reused PID)."""
-    current = process_identity(pid)
-    if current is None:
-        return False
-    return identity is None or current == identity
 
 
 # ---------------------------------------------------------------- the registry

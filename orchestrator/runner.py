@@ -1,28 +1,27 @@
-"""Submit: turn a Plan into a run directory and a supervised training process."""
+"""Run a plan on this machine: create the run directory and its registry row, start the training
+process through its launcher, tail its events, and restart it after an out-of-memory exit with a
+re-planned batch (replan.py). `yolo-orch submit`, `resume` and every sweep trial come through here."""
 
 from __future__ import annotations
 
 import os
-import secrets
 import subprocess
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from orchestrator.events import (EVENTS, LOG, RESOLVED, SUMMARY, EventTail, EventWriter, completed_epochs,
-                                 failure_cause, load_resolved, write_json_atomic, write_text_atomic)
-from orchestrator.launch import local, process, torchrun, xla
-from orchestrator import recovery
+from orchestrator import launch, replan
+from orchestrator.launch import process
+from orchestrator.rundir import (ENV_SUPERVISOR_PID, EXIT_NOT_RESUMABLE, EXIT_OOM, ENV_SUPERVISOR_START, EVENTS, LAST, LOG, RESOLVED, SUMMARY,
+                                 EventTail, EventWriter, completed_epochs, dump_yaml, failure_cause, load_resolved,
+                                 new_run_id, process_identity, write_json_atomic, write_text_atomic)
 from orchestrator.plan import Plan
-from orchestrator.registry import Registry, process_identity
+from orchestrator.registry import Registry
 from orchestrator.spec.errors import SpecError
-from orchestrator.spec.loader import dump_yaml
-from orchestrator.tracking.wandb_mode import resolve_mode
+from orchestrator.wandb_mode import resolve_mode
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
-BUILT_LAUNCHERS = {"local": local.command, "torchrun": torchrun.command, "xla": xla.command}
 
 
 @dataclass
@@ -33,21 +32,17 @@ class RunOutcome:
     exit_code: int
     summary: dict | None = None
     events: list[dict] = field(default_factory=list)
-    oom_recoveries: list[dict] = field(default_factory=list)  # one record per OOM restart (recovery.py)
+    oom_recoveries: list[dict] = field(default_factory=list)  # one record per OOM restart (replan.py)
     note: str | None = None  # why it failed, and how to continue (also the registry row's note)
 
     @property
     def last_checkpoint(self) -> Path | None:
-        last = self.run_dir / "weights" / "last.pt"
+        last = self.run_dir / LAST
         return last if last.exists() else None
 
 
-def new_run_id() -> str:
-    return f"{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
-
-
 def check_launchable(plan: Plan) -> None:
-    if plan.launcher not in BUILT_LAUNCHERS:
+    if plan.launcher not in launch.COMMANDS:
         raise SpecError(
             f"target.devices: '{plan.devices.text}' needs the '{plan.launcher}' launcher, which this version "
             "does not provide yet; use 'cpu' or one GPU"
@@ -126,9 +121,9 @@ def child_env() -> dict[str, str]:
     path = os.environ.get("PYTHONPATH")
     return {
         "PYTHONPATH": f"{PACKAGE_ROOT}{os.pathsep}{path}" if path else str(PACKAGE_ROOT),
-        # the worker ends its process group if this orchestrator vanishes (worker/recovery.py)
-        "YOLO_ORCH_SUPERVISOR_PID": str(os.getpid()),
-        "YOLO_ORCH_SUPERVISOR_START": process_identity(os.getpid()) or "",
+        # the worker ends its process group if this orchestrator vanishes (worker/replan.py)
+        ENV_SUPERVISOR_PID: str(os.getpid()),
+        ENV_SUPERVISOR_START: process_identity(os.getpid()) or "",
     }
 
 
@@ -152,25 +147,25 @@ def supervise(run_id: str, run_dir: Path, launcher: str, oom_retries: int = 0,
     recoveries: list[dict] = []
     notes: list[str] = []
     while True:
-        state, code, attempt = _attempt(BUILT_LAUNCHERS[launcher](run_dir), run_id, run_dir, registry, tail,
+        state, code, attempt = _attempt(launch.command(launcher, run_dir), run_id, run_dir, registry, tail,
                                         on_event, poll_s)
         events += attempt
         oom = next((e for e in attempt if e.get("event") == "oom"), None)
-        if state == "killed" or code == 0 or not (code == recovery.EXIT_OOM or oom):
-            if code == recovery.EXIT_NOT_RESUMABLE:
+        if state == "killed" or code == 0 or not (code == EXIT_OOM or oom):
+            if code == EXIT_NOT_RESUMABLE:
                 notes.append("the worker could not resume from weights/last.pt (see train.log)")
             break
         if used >= oom_retries:
             notes.append(f"CUDA out of memory; no OOM retries left ({used}/{oom_retries} used, job field oom_retries)")
             break
         try:
-            step = recovery.plan_oom_restart(run_dir, used, oom)
+            step = replan.plan_oom_restart(run_dir, used, oom)
         except SpecError as exc:
             notes.append("; ".join(exc.problems))
             break
         used += 1
         recoveries.append(step)
-        text = recovery.describe_oom_step(step)
+        text = replan.describe_oom_step(step)
         EventWriter(events_path).emit("oom_restart", message=text, **step)
         with open(run_dir / LOG, "a") as log:
             log.write(f"\n[yolo-orch] {text}\n")
@@ -205,7 +200,7 @@ def failure_note(run_id: str, run_dir: Path, code: int, epochs_done: int) -> str
     if any(marker in note for marker in DISK_FULL):
         note = f"the disk is full ({note}); free space on it, then resume"
     epochs = (load_resolved(run_dir).get("job") or {}).get("epochs")
-    if (run_dir / "weights" / "last.pt").exists():
+    if (run_dir / LAST).exists():
         note += f"; {epochs_done} of {epochs} epochs done; `yolo-orch resume {run_id}` continues it"
     return note
 
@@ -258,7 +253,7 @@ def resume_run(row: dict, devices: str | None = None, on_event: Callable[[dict],
     info = prepared or prepare_resume_row(row, devices)
     run_dir = Path(row["run_dir"])
     resolved = info["resolved"]
-    return supervise(row["id"], run_dir, resolved["plan"]["launcher"], int(resolved["job"].get("oom_retries", 2)),
+    return supervise(row["id"], run_dir, resolved["plan"]["launcher"], int(resolved["job"]["oom_retries"]),
                      on_event, poll_s)
 
 
@@ -270,12 +265,12 @@ def prepare_resume_row(row: dict, devices: str | None = None) -> dict:
         refuse_symlinks(run_dir)  # before the row is claimed: a refusal changes nothing
     registry = open_registry(run_dir) if row.get("run_dir") else None
     if registry is None or row["state"] not in ("killed", "failed"):
-        return recovery.prepare_resume(row, devices)  # raises the right message
+        return replan.prepare_resume(row, devices)  # raises the right message
     with registry:
         if not registry.transition(row["id"], row["state"], state="queued", pid=os.getpid()):
             raise SpecError(f"RUN: {row['id']} changed state while preparing the resume (another resume?)")
         try:
-            info = recovery.prepare_resume(row, devices)
+            info = replan.prepare_resume(row, devices)
         except BaseException:
             registry.transition(row["id"], "queued", state=row["state"], pid=row.get("pid"))
             raise

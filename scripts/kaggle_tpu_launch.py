@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from orchestrator.kaggle import tool
     from orchestrator.kaggle.build import BuildOptions
-    from orchestrator.kaggle.launch import LaunchOptions, launch
+    from orchestrator.kaggle.loop import LaunchOptions, launch
     from orchestrator.spec.errors import SpecError
     from orchestrator.spec.loader import load_job
 

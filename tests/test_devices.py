@@ -1,6 +1,6 @@
 import pytest
 
-from orchestrator.spec.devices import DeviceSpecError, parse_devices
+from orchestrator.devices import DeviceSpecError, parse_devices
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import run_cli
 from orchestrator import doctor
-from orchestrator.registry import process_identity
+from orchestrator.rundir import process_identity
 
 SECRET = "wandb-key-0123456789abcdef0123456789abcdef"
 

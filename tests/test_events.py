@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.events import write_json_atomic, write_text_atomic
+from orchestrator.rundir import write_json_atomic, write_text_atomic
 
 
 def _write_many(path: str, writer: int, times: int) -> None:

@@ -16,7 +16,8 @@ from conftest import REPO, cli_env
 from test_kaggle_build import kaggle_job
 
 from orchestrator.kaggle.build import read_bundle
-from orchestrator.kaggle.deadline import RESUME_COPY, SessionDeadline
+from orchestrator.rundir import SESSION_RESUME
+from orchestrator.worker.kaggle_deadline import SessionDeadline
 
 SCRIPT = REPO / "scripts" / "kaggle_tpu_launch.py"
 RUN_ID = "20260101-000000-beef"
@@ -36,7 +37,7 @@ def run_tarball(run_id: str, epochs_done: int, epochs: int, finished: bool) -> b
     }
     files["weights/best.pt"] = "best"
     if not finished:
-        files[str(RESUME_COPY)] = "resumable"
+        files[str(SESSION_RESUME)] = "resumable"
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         for name, text in files.items():
@@ -159,13 +160,13 @@ def test_deadline_callback_stops_at_the_epoch_boundary(tmp_path):
     now[0] += 100.0  # 400 s in: the next 100 s epoch would end at 500 > 450
     cb(t)
     assert t.stop
-    assert (tmp_path / RESUME_COPY).read_text() == "epoch 3 checkpoint"
+    assert (tmp_path / SESSION_RESUME).read_text() == "epoch 3 checkpoint"
     record = json.loads((tmp_path / "session_stop.json").read_text())
     assert record["epoch"] == 3 and record["epochs"] == 10
     last.write_text("stripped by final_eval")
     t.epoch = 3
     cb(t)  # final_eval's extra on_fit_epoch_end: ignored
-    assert (tmp_path / RESUME_COPY).read_text() == "epoch 3 checkpoint"
+    assert (tmp_path / SESSION_RESUME).read_text() == "epoch 3 checkpoint"
 
 
 def test_deadline_callback_leaves_the_last_epoch_alone(tmp_path):
@@ -183,7 +184,7 @@ def test_session_callbacks_pickle_for_the_multi_core_launch(tmp_path):
     import pickle
     import time
 
-    from orchestrator.kaggle.session import MasterOnly, make_callbacks
+    from orchestrator.worker.kaggle_session import MasterOnly, make_callbacks
 
     resolved = {"run_id": "r", "job": {"wandb": {}}, "plan": {}}
     callbacks = pickle.loads(pickle.dumps(make_callbacks(tmp_path, resolved, "offline", time.time() + 60)))

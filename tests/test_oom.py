@@ -109,7 +109,7 @@ def test_oom_retries_exhausted(tmp_path):
 def test_plan_oom_restart_keeps_images_per_step(tmp_path, monkeypatch):
     """Pure: successive halvings through the scaler, images per step fixed, stops at batch 1."""
     monkeypatch.setenv("YOLO_ORCH_REGISTRY", "")
-    from orchestrator import recovery, runner
+    from orchestrator import replan, runner
     from orchestrator.plan import make_plan
     from orchestrator.spec.errors import SpecError
     from orchestrator.spec.loader import load_job
@@ -118,12 +118,12 @@ def test_plan_oom_restart_keeps_images_per_step(tmp_path, monkeypatch):
     run_id, run_dir = runner.create_run(make_plan(load_job(job)), runs_dir=tmp_path / "runs")
     seen = []
     for retry in range(3):
-        step = recovery.plan_oom_restart(run_dir, retry)
+        step = replan.plan_oom_restart(run_dir, retry)
         seen.append((step["batch_per_device"][1], step["nbs"][1], step["accumulate"][1], step["images_per_step"][1]))
         assert step["restart_from"] == "scratch"
     assert seen == [(4, 64, 16, 64), (2, 64, 32, 64), (1, 64, 64, 64)]
     with pytest.raises(SpecError, match="cannot be halved further"):
-        recovery.plan_oom_restart(run_dir, 3)
+        replan.plan_oom_restart(run_dir, 3)
 
 
 @pytest.mark.slow

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-from orchestrator.registry import Registry, RegistryError, process_alive, process_identity, registry_path
+from orchestrator.registry import Registry, RegistryError, registry_path
+from orchestrator.rundir import process_alive, process_identity
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 from orchestrator.scaling import ultralytics_math as um
 from orchestrator.scaling.scaler import effective_values, scale
 from orchestrator.scaling.types import ReferenceHyp, ScalingError, TargetHardware
-from orchestrator.spec.devices import parse_devices
+from orchestrator.devices import parse_devices
 
 SGD_REF = ReferenceHyp(optimizer="SGD", batch=16, nbs=64, lr0=0.01, weight_decay=0.0005)
 KEYS = ("batch", "nbs", "optimizer", "lr0", "momentum", "weight_decay", "warmup_epochs", "warmup_bias_lr")

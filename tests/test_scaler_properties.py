@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from orchestrator.scaling import ultralytics_math as um
 from orchestrator.scaling.scaler import effective_values, scale
 from orchestrator.scaling.types import ReferenceHyp, ScalingError, TargetHardware
-from orchestrator.spec.devices import parse_devices
+from orchestrator.devices import parse_devices
 
 KEYS = ("batch", "nbs", "optimizer", "lr0", "momentum", "weight_decay", "warmup_epochs", "warmup_bias_lr")
 REL = 1e-9

@@ -21,7 +21,7 @@ import pytest
 
 from orchestrator.scaling.scaler import scale
 from orchestrator.scaling.types import ReferenceHyp, TargetHardware
-from orchestrator.spec.devices import parse_devices
+from orchestrator.devices import parse_devices
 
 pytestmark = pytest.mark.slow
 

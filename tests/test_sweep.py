@@ -385,11 +385,11 @@ def test_kill9_of_the_sweep_command_ends_its_workers_and_the_trial_is_retried(tm
         assert time.time() < deadline and cli.poll() is None, "trial 0 never finished its first epoch"
         time.sleep(0.2)
     run_dir = next(tmp_path.glob("runs/tiny-sweep-trial0/*"))
-    assert processes_mentioning("orchestrator.sweep.worker") and processes_mentioning(str(run_dir))
+    assert processes_mentioning("orchestrator.sweep.trial_loop") and processes_mentioning(str(run_dir))
     os.kill(cli.pid, signal.SIGKILL)
     cli.wait(10)
     deadline = time.time() + 30
-    while processes_mentioning("orchestrator.sweep.worker") or processes_mentioning(str(run_dir)):
+    while processes_mentioning("orchestrator.sweep.trial_loop") or processes_mentioning(str(run_dir)):
         assert time.time() < deadline, "the sweep worker or its trial outlived `yolo-orch sweep`"
         time.sleep(0.2)
     assert len(list(tmp_path.glob("runs/tiny-sweep-trial*/*"))) == 1  # no trial started after the kill

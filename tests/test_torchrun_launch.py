@@ -15,7 +15,7 @@ from conftest import run_cli, write_job
 from orchestrator.launch import torchrun
 from orchestrator.launch.slurm import SlurmOptions, sbatch_script
 from orchestrator.plan import launcher_for
-from orchestrator.spec.devices import parse_devices
+from orchestrator.devices import parse_devices
 from orchestrator.spec.errors import SpecError
 
 

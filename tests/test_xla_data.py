@@ -10,7 +10,7 @@ import torch
 
 os.environ.setdefault("YOLO_OFFLINE", "1")
 
-from orchestrator.xla.data import HostBatches, build_train_loader  # noqa: E402
+from orchestrator.worker.xla.data import HostBatches, build_train_loader  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,7 @@ def test_loader_gives_fixed_shapes_and_drops_the_last_partial_batch(train_set):
 def test_boxes_over_max_boxes_are_truncated_with_one_warning(train_set, caplog):
     loader = build_train_loader(train_set, batch_size=3, workers=0, max_boxes=1)
     host = HostBatches(loader, 1)
-    with caplog.at_level(logging.WARNING, logger="orchestrator.xla"):
+    with caplog.at_level(logging.WARNING, logger="orchestrator.worker.xla"):
         for _ in range(2):  # two epochs
             for b in host:
                 assert b["gt_mask"].sum(1).max() <= 1

@@ -9,8 +9,8 @@ import pytest
 import torch
 import yaml
 
-from orchestrator.xla.data import PaddedCollate, pad_targets
-from orchestrator.xla.loss import XLADetectionLoss, XLAE2ELoss, build_xla_criterion
+from orchestrator.worker.xla.data import PaddedCollate, pad_targets
+from orchestrator.worker.xla.loss import XLADetectionLoss, XLAE2ELoss, build_xla_criterion
 
 from ultralytics.cfg import get_cfg
 from ultralytics.nn.tasks import DetectionModel

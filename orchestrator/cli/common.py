@@ -32,7 +32,7 @@ def check_devices_flag(devices: str | None) -> None:
     """Validate a --devices value before anything is loaded (exit 2 naming the flag)."""
     if devices is None:
         return
-    from orchestrator.spec.devices import DeviceSpecError, parse_devices
+    from orchestrator.devices import DeviceSpecError, parse_devices
     from orchestrator.spec.errors import SpecError
 
     try:

@@ -9,7 +9,7 @@ import typer
 
 from orchestrator.cli.common import out, print_json
 from orchestrator.scaling.types import POLICIES
-from orchestrator.spec.devices import DeviceSpecError, parse_devices
+from orchestrator.devices import DeviceSpecError, parse_devices
 from orchestrator.spec.errors import SpecError
 
 # The documented `plan --json` contract: one object per target with exactly these keys.
@@ -56,7 +56,7 @@ def plan_cmd(
     if json_out:
         print_json([{key: p.scaled.as_json()[key] for key in PLAN_JSON_KEYS} for p in plans])
         return
-    from orchestrator.tracking.wandb_mode import describe_mode
+    from orchestrator.wandb_mode import describe_mode
 
     out.print(scaling_table([p.scaled for p in plans], title=f"Plan for {job.spec.name}"))
     out.print(describe_mode(job.spec.wandb), markup=False, highlight=False)

@@ -68,7 +68,7 @@ def summary_table(job: str, run_id: str, run_dir, devices: str, summary: dict | 
         ("run dir", str(run_dir)),
     ]
     for step in (summary or {}).get("oom_recoveries") or []:
-        from orchestrator.recovery import describe_oom_step
+        from orchestrator.replan import describe_oom_step
 
         rows.append(("oom recovery", describe_oom_step(step)))
     for k, v in rows:

@@ -20,7 +20,7 @@ from rich.table import Table
 from orchestrator.cli.common import out, print_json
 from orchestrator.registry import ACTIVE, STATES, Registry, RegistryError, registry_path
 from orchestrator.spec.errors import SpecError
-from orchestrator.spec.yamlio import load_own_yaml
+from orchestrator.rundir import load_own_yaml
 
 STATE_STYLE = {"queued": "cyan", "running": "bold blue", "finished": "green", "failed": "red",
                "killed": "yellow", "pruned": "magenta"}
@@ -212,7 +212,7 @@ def show_cmd(
         rows.append((f"epoch {info['last_epoch'].get('epoch')}", f"mAP50-95 {m.get(MAP_KEY, 0):.4f}, box loss "
                                                                   f"{m.get('train/box_loss', 0):.4f}"))
     for step in (info["recoveries"] or {}).get("oom", []):
-        from orchestrator.recovery import describe_oom_step
+        from orchestrator.replan import describe_oom_step
 
         rows.append(("oom recovery", describe_oom_step(step)))
     for note in row.get("notes") or []:

@@ -37,7 +37,7 @@ def submit_cmd(
         plan.launch = launch_options(plan.devices, node_rank, rdzv_endpoint, rdzv_backend, rdzv_id, require=not dry_run)
     console = human(json_out)
     if dry_run:
-        from orchestrator.tracking.wandb_mode import describe_mode, resolve_mode
+        from orchestrator.wandb_mode import describe_mode, resolve_mode
 
         if json_out:
             mode, why = resolve_mode(job.spec.wandb)

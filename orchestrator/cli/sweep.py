@@ -2,7 +2,7 @@
 [--study NAME] [--workers K] [--dry-run] [--json]`
 
 Validates the sweep (exit 2 on bad input, nothing written), creates or resumes the study,
-starts K local worker processes (orchestrator/sweep/worker.py), shows progress, then writes
+starts K local worker processes (orchestrator/sweep/trial_loop.py), shows progress, then writes
 the report (summary table, best.yaml, plots, dashboard command). Imports optuna, never torch
 or ultralytics: training runs two processes down (worker -> training process). `--dry-run`
 stops after validation and shows the plan (orchestrator/sweep/preview.py): no optuna either."""
@@ -159,7 +159,7 @@ def _run_workers(sweep, url: str, study, n_trials: int, timeout: float | None, w
     for i in range(workers):
         log_path = log_dir / f"{socket.gethostname()}-{os.getpid()}-w{i}.log"
         logs.append(log_path)
-        cmd = [sys.executable, "-m", "orchestrator.sweep.worker", str(sweep.path), "--study", sweep.study,
+        cmd = [sys.executable, "-m", "orchestrator.sweep.trial_loop", str(sweep.path), "--study", sweep.study,
                "--n-trials", str(n_trials), "--index", str(i)]
         if timeout:
             cmd += ["--timeout", str(timeout)]

@@ -1,0 +1,8 @@
+"""Generated datasets (data/synth.py: shapes with boxes, deterministic per seed). Imports nothing
+else of the tool: the orchestrator generates a job's data before training, a Kaggle session inside
+its kernel."""
+
+# Bounds of a generated dataset (also `yolo-orch data synth`): a 4096 px image is 48 MiB in memory,
+# 100,000 of them at 128 px about 2 GB on disk.
+SYNTH_MAX_IMAGES = 100_000
+SYNTH_MAX_IMGSZ = 4096

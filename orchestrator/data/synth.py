@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
-from orchestrator.spec.job import SYNTH_MAX_IMAGES, SYNTH_MAX_IMGSZ
+from orchestrator.data import SYNTH_MAX_IMAGES, SYNTH_MAX_IMGSZ
 
 __all__ = [
     "GENERATOR_VERSION",

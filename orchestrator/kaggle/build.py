@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import pprint
 import re
-import secrets
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,11 +20,12 @@ from typing import Any
 
 from orchestrator import __version__
 from orchestrator.kaggle import metadata as md
-from orchestrator.spec.devices import DeviceSpecError, parse_devices
+from orchestrator.devices import DeviceSpecError, parse_devices
 from orchestrator.spec.errors import SpecError
 from orchestrator.spec.kaggle import KaggleOptions
 from orchestrator.spec.dataset import dataset_root
-from orchestrator.spec.loader import LoadedJob, dump_yaml, read_yaml_file
+from orchestrator.rundir import dump_yaml, new_run_id
+from orchestrator.spec.loader import LoadedJob, read_yaml_file
 
 RUNNER_TEMPLATE = Path(__file__).with_name("kernel_runner.py")
 BUNDLE_MARK = "# @@BUNDLE@@"
@@ -68,10 +68,6 @@ class BuildResult:
             "dataset_sources": self.metadata["dataset_sources"], "kernel_sources": self.metadata["kernel_sources"],
             "wandb_mode": b["wandb_mode"], "files": [str(p) for p in self.files], "warnings": self.warnings,
         }
-
-
-def new_run_id() -> str:
-    return f"{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
 
 
 def kaggle_settings(job: LoadedJob, opts: BuildOptions) -> KaggleOptions:

@@ -16,7 +16,7 @@ What it does, in order:
     offline (a warning says so) and its files come back in the tarball. The key is read
     from Kaggle's secret store at run time and handed to the training process only
     through its environment: it is never written to a file;
- 4. trains on the TPU cores with yolo-orch's XLA backend (`python -m orchestrator.kaggle.session`),
+ 4. trains on the TPU cores with yolo-orch's XLA backend (`python -m orchestrator.worker.kaggle_session`),
     stopping cleanly at an epoch boundary before the session limit;
  5. writes into the working folder: <job>-<run id>.tar.gz (the run directory: weights,
     results, events, summary, W&B files), resume.json (epochs done of total; `done`) and
@@ -197,7 +197,7 @@ def install(input_root: Path, scratch: Path, with_wandb: bool) -> None:
 
 
 def check_install() -> int:
-    probe = "import orchestrator, orchestrator.kaggle.session, ultralytics; print(orchestrator.__file__)"
+    probe = "import orchestrator, orchestrator.worker.kaggle_session, ultralytics; print(orchestrator.__file__)"
     proc = subprocess.run([sys.executable, "-c", probe], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if proc.returncode != 0:
         print(proc.stdout, flush=True)
@@ -306,7 +306,7 @@ def main() -> int:
         mode = wandb_setup(env)
         bundle_file = scratch / "bundle.json"
         bundle_file.write_text(json.dumps(dict(BUNDLE, wandb_mode=mode), indent=2))
-        cmd = [sys.executable, "-m", "orchestrator.kaggle.session", "--bundle", str(bundle_file),
+        cmd = [sys.executable, "-m", "orchestrator.worker.kaggle_session", "--bundle", str(bundle_file),
                "--run-dir", str(run_dir), "--deadline", f"{deadline:.3f}", "--input-root", str(input_root),
                "--scratch", str(scratch)]
         if previous:

@@ -11,6 +11,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from orchestrator.rundir import die_with_parent
+
 
 def start(cmd: list[str], log_path: Path, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.Popen:
     # O_NOFOLLOW: never append through a symbolic link planted in the run dir (runner.refuse_symlinks)
@@ -94,16 +96,10 @@ def stop_when_parent_dies(parent_pid: int, interval_s: float = 1.0) -> None:
     are re-parented, so the parent PID changes; it also catches a parent that died before this ran).
     SIGTERM takes the same path as a Ctrl-C of the parent, so a sweep worker fails its running trial
     cleanly and stops that trial's training process group."""
-    import sys
+
     import threading
 
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-        except (OSError, AttributeError):
-            pass
+    die_with_parent(signal.SIGTERM)
 
     def watch() -> None:
         while os.getppid() == parent_pid:

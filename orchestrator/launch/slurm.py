@@ -9,7 +9,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrator.spec.devices import DeviceSpec
+from orchestrator.devices import DeviceSpec
 
 
 @dataclass

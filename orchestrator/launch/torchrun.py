@@ -24,8 +24,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from orchestrator.events import load_resolved
-from orchestrator.spec.devices import DeviceSpec, parse_devices
+from orchestrator.rundir import load_resolved
+from orchestrator.devices import DeviceSpec, parse_devices
 from orchestrator.spec.errors import SpecError
 
 WORKER_MODULE = "orchestrator.worker.ddp"

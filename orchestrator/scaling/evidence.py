@@ -3,7 +3,7 @@ plan quotes it, so a number in a reason or warning is the number in docs/scaling
 
 Each row: optimizer family, k (images per optimizer step over the reference's), the rule, the mean
 final mAP50-95 gap to the reference over the seeds, and where it was measured. Re-measure with
-``scripts/bench_scaling.py`` and update this file and the docs together.
+``bench/bench_scaling.py`` and update this file and the docs together.
 """
 
 from __future__ import annotations

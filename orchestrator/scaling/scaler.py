@@ -118,7 +118,7 @@ def effective_values(
     return eff
 
 
-XLA_KINDS = ("tpu", "xla_cpu")  # trained by orchestrator/xla with its own fixed-batch loader
+XLA_KINDS = ("tpu", "xla_cpu")  # trained by orchestrator/worker/xla with its own fixed-batch loader
 
 
 def _nearest_totals(total: int, world: int) -> str:

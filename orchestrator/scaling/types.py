@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.spec.devices import DeviceSpec
+from orchestrator.devices import DeviceSpec
 
 POLICIES = ("auto", "linear", "sqrt", "table", "none")
 

@@ -105,12 +105,12 @@ def images_per_batch(dataset_size: int, batch_per_dev: int, world_size: int) -> 
 
 
 def xla_samples_per_device(dataset_size: int, world_size: int) -> int:
-    """orchestrator/xla/data.py: a DistributedSampler with drop_last=True on several cores."""
+    """orchestrator/worker/xla/data.py: a DistributedSampler with drop_last=True on several cores."""
     return dataset_size // max(world_size, 1)
 
 
 def xla_batches_per_epoch(dataset_size: int, batch_per_dev: int, world_size: int) -> int:
-    """orchestrator/xla/data.py: fixed batches, the loader drops the short last one (a new graph)."""
+    """orchestrator/worker/xla/data.py: fixed batches, the loader drops the short last one (a new graph)."""
     return xla_samples_per_device(dataset_size, world_size) // batch_per_dev if batch_per_dev > 0 else 0
 
 

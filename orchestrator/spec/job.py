@@ -8,8 +8,9 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from orchestrator.data import SYNTH_MAX_IMAGES, SYNTH_MAX_IMGSZ
+from orchestrator.devices import DeviceSpecError, parse_devices
 from orchestrator.scaling.types import POLICIES
-from orchestrator.spec.devices import DeviceSpecError, parse_devices
 from orchestrator.spec.kaggle import KaggleOptions
 
 OPTIMIZERS = ("auto", "SGD", "MuSGD", "Adam", "Adamax", "AdamW", "NAdam", "RAdam", "RMSProp")
@@ -76,10 +77,6 @@ class HypBlock(Hyperparameters):
     preset: Optional[str] = None
 
 
-# Bounds of a generated dataset (also `yolo-orch data synth`): a 4096 px image is 48 MiB in memory,
-# 100,000 of them at 128 px about 2 GB on disk.
-SYNTH_MAX_IMAGES = 100_000
-SYNTH_MAX_IMGSZ = 4096
 
 
 class SynthData(Strict):

@@ -3,15 +3,13 @@ the checks that look at the filesystem (model, data, hyp preset, override keys).
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
-from orchestrator import ultralytics_cfg
+from orchestrator.spec import ultralytics_cfg
 from orchestrator.spec import dataset
 from orchestrator.spec.errors import SpecError, format_pydantic_errors
 from orchestrator.spec.job import HypBlock, Hyperparameters, JobSpec, hyp_block
@@ -237,11 +235,3 @@ def resolve_hyp(job: LoadedJob) -> dict[str, Any]:
     values.update(block.values())
     values.pop("preset", None)
     return values
-
-
-def dump_yaml(data: Any) -> str:
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
-
-
-def env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")

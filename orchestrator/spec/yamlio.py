@@ -127,12 +127,3 @@ def parse_yaml_text(text: str, label: str) -> Any:
         raise SpecError(f"{label}: YAML error: {exc}") from None
     except RecursionError:
         raise SpecError(f"{label}: YAML nested too deeply") from None
-
-
-_FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ~10x faster when built in
-
-
-def load_own_yaml(text: str) -> Any:
-    """Parse YAML the tool wrote itself (job.resolved.yaml) or a package ships (Ultralytics'
-    default.yaml): trusted input, so the fast C loader and no guards."""
-    return yaml.load(text, Loader=_FAST_LOADER)  # noqa: S506 - a safe loader

@@ -15,12 +15,12 @@ import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from orchestrator.events import LOG, RESOLVED, load_resolved, write_text_atomic
+from orchestrator.rundir import CALLBACKS, LOG, RESOLVED, dump_yaml, load_resolved, write_text_atomic
 from orchestrator.plan import make_plan
 from orchestrator.spec.errors import SpecError
-from orchestrator.spec.loader import LoadedJob, dump_yaml, load_job_dict
+from orchestrator.spec.loader import LoadedJob, load_job_dict
 from orchestrator.sweep.study import ENV_STORAGE
-from orchestrator.sweep.trial_callback import TRIAL_RESULT
+from orchestrator.sweep.trial_callback import TRIAL_CALLBACK, TRIAL_RESULT
 
 if TYPE_CHECKING:
     import optuna
@@ -135,6 +135,7 @@ class TrialRunner:
         run_id, run_dir = _create_run(plan, {"study": sweep.study, "trial": trial.number})
         resolved = load_resolved(run_dir)
         resolved["sweep"] = sweep_section(sweep, trial, params)
+        resolved[CALLBACKS] = [TRIAL_CALLBACK]  # the training process reports to Optuna through it
         write_text_atomic(run_dir / RESOLVED, dump_yaml(resolved))
         for key, value in (("run_id", run_id), ("run_dir", str(run_dir)), ("host", socket.gethostname()),
                            ("worker_pid", os.getpid()), ("cli_pid", int(os.environ.get("YOLO_ORCH_SWEEP_CLI", 0)))):

@@ -30,7 +30,7 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
-from orchestrator import ultralytics_cfg
+from orchestrator.spec import ultralytics_cfg
 from orchestrator.spec.errors import SpecError, format_pydantic_errors
 from orchestrator.spec.job import NAME_PATTERN, Hyperparameters
 from orchestrator.spec.loader import LoadedJob, check_overrides, load_job_dict, resolve_hyp, resolve_relative

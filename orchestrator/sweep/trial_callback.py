@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from orchestrator.events import write_json_atomic
+from orchestrator.rundir import float_or_none, is_primary, write_json_atomic
 from orchestrator.sweep.study import ENV_STORAGE
 
 TRIAL_RESULT = "trial.json"
@@ -32,20 +32,12 @@ TRIAL_RESULT = "trial.json"
 
 def objective_value(trainer, metric: str) -> float | None:
     if metric == "fitness":
-        return _float(trainer.fitness)
+        return float_or_none(trainer.fitness)
     if metric.startswith("train/"):
         if getattr(trainer, "tloss", None) is None:
             return None
-        return _float(trainer.label_loss_items(trainer.tloss, prefix="train").get(metric))
-    return _float((trainer.metrics or {}).get(metric))
-
-
-def _float(v) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f
+        return float_or_none(trainer.label_loss_items(trainer.tloss, prefix="train").get(metric))
+    return float_or_none((trainer.metrics or {}).get(metric))
 
 
 class TrialReporter:
@@ -78,7 +70,7 @@ class TrialReporter:
 
     # ---- callbacks
     def on_train_start(self, trainer) -> None:
-        if _rank() not in (-1, 0):
+        if not is_primary():
             return
         try:
             self._open_trial()
@@ -91,14 +83,14 @@ class TrialReporter:
 
     def on_fit_epoch_end(self, trainer) -> None:
         if not self._in_epoch:  # the final validation of best.pt: not an epoch
-            self.final_metrics = {k: _float(v) for k, v in (trainer.metrics or {}).items()}
+            self.final_metrics = {k: float_or_none(v) for k, v in (trainer.metrics or {}).items()}
             return
         self._in_epoch = False
-        if _rank() not in (-1, 0):
+        if not is_primary():
             return
         step = int(trainer.epoch) + 1
         values = [objective_value(trainer, m) for m in self.metrics]
-        self.history.append({"step": step, "values": values, "fitness": _float(trainer.fitness)})
+        self.history.append({"step": step, "values": values, "fitness": float_or_none(trainer.fitness)})
         if self.pruned_step is not None or len(values) != 1 or values[0] is None:
             return
         trial = self.trial
@@ -126,7 +118,7 @@ class TrialReporter:
             self._write("pruned", values, step)
 
     def on_train_end(self, trainer) -> None:
-        if _rank() not in (-1, 0) or self.pruned_step is not None:
+        if not is_primary() or self.pruned_step is not None:
             return
         values = self.final_values(trainer)
         self._write("complete", values, len(self.history))
@@ -143,7 +135,7 @@ class TrialReporter:
         out = []
         for i, metric in enumerate(self.metrics):
             if metric == "fitness" and trainer.best_fitness is not None:
-                out.append(_float(trainer.best_fitness))
+                out.append(float_or_none(trainer.best_fitness))
             elif self.final_metrics.get(metric) is not None:
                 out.append(self.final_metrics[metric])
             elif best_step is not None:
@@ -193,15 +185,14 @@ class TrialReporter:
         return self
 
 
-def _rank() -> int:
-    return int(os.environ.get("RANK", -1))
-
-
 def _wandb_run():
     wandb = sys.modules.get("wandb")  # only when the run's WandbLogger imported it
     return getattr(wandb, "run", None) if wandb is not None else None
 
 
+TRIAL_CALLBACK = f"{__name__}:attach"  # named in a trial's job.resolved.yaml (rundir.CALLBACKS)
+
+
 def attach(model, run_dir: Path, resolved: dict) -> TrialReporter:
-    """Entry point for orchestrator/worker/train.py."""
+    """Called by name in the training process (worker/callbacks.attach_named)."""
     return TrialReporter(run_dir, resolved["sweep"], os.environ.get(ENV_STORAGE)).attach(model)

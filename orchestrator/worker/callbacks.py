@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from orchestrator.events import EventWriter
+from orchestrator.rundir import CALLBACKS, EventWriter, float_or_none
 
 PROGRESS_EVERY_S = 1.0
 
@@ -74,7 +74,7 @@ class EpochReporter:
         metrics = epoch_metrics(trainer)
         if self.events:
             self.events.emit("epoch", epoch=epoch + 1, epochs=trainer.epochs, metrics=metrics,
-                             fitness=_float(trainer.fitness), elapsed=time.time() - self.started)
+                             fitness=float_or_none(trainer.fitness), elapsed=time.time() - self.started)
         for sink in self.sinks:
             sink(epoch + 1, metrics)
 
@@ -86,8 +86,11 @@ class EpochReporter:
         model.add_callback("on_train_batch_end", self.on_train_batch_end)
 
 
-def _float(value) -> float | None:
-    try:
-        return None if value is None else float(value)
-    except (TypeError, ValueError):
-        return None
+def attach_named(model, run_dir, resolved: dict) -> None:
+    """The hooks job.resolved.yaml names (rundir.CALLBACKS), each "module:function", imported by
+    name so that the training process depends on none of them."""
+    import importlib
+
+    for name in resolved.get(CALLBACKS) or []:
+        module, _, function = name.partition(":")
+        getattr(importlib.import_module(module), function)(model, run_dir, resolved)

@@ -392,7 +392,7 @@ class RankProbe:
         self._write()
 
     def _write(self) -> None:
-        from orchestrator.events import write_text_atomic
+        from orchestrator.rundir import write_text_atomic
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(self.path, json.dumps(self.data, indent=1, default=str))
@@ -441,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
 def node_summary(run_dir: Path) -> None:
     """A node without global rank 0 (multi-node): its run dir gets a summary too, so its
     orchestrator reports the finished state; metrics, events and weights are in node 0's run dir."""
-    from orchestrator.events import SUMMARY, write_json_atomic
+    from orchestrator.rundir import SUMMARY, write_json_atomic
 
     if (run_dir / SUMMARY).exists():
         return

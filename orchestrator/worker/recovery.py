@@ -19,16 +19,14 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
-from orchestrator.events import EVENTS, EventWriter, replaced_atomically, write_bytes_atomic
-from orchestrator.recovery import EXIT_NOT_RESUMABLE, EXIT_OOM  # noqa: F401 - re-exported for the worker
+from orchestrator.rundir import (ENV_SUPERVISOR_PID, ENV_SUPERVISOR_START, EVENTS, EXIT_OOM, LAST, RESUME_PATCHED,
+                                 EventWriter, die_with_parent, is_primary, rank, process_alive, replaced_atomically, write_bytes_atomic)
 from orchestrator.worker import faults
 
 ULTRALYTICS_OOM_LIMIT = 3  # BaseTrainer._do_train: `self._oom_retries >= 3` re-raises
-RESUME_COPY = Path("weights") / "resume.pt"
 OOM_MARKERS = ("out of memory", "CUBLAS_STATUS_ALLOC_FAILED")
 
 
@@ -47,10 +45,6 @@ def is_oom(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and any(m.lower() in str(exc).lower() for m in OOM_MARKERS)
 
 
-def _rank() -> int:
-    return int(os.environ.get("RANK", -1))
-
-
 def report_oom(run_dir: Path, model, exc: BaseException) -> None:
     """Every rank that hit the OOM appends one `oom` event (one O_APPEND write: safe across ranks)."""
     trainer = getattr(model, "trainer", None)
@@ -62,7 +56,7 @@ def report_oom(run_dir: Path, model, exc: BaseException) -> None:
         epoch=None if epoch is None else int(epoch) + 1,
         batch=batch,
         batch_per_device=None if batch is None else int(batch) // world,
-        rank=_rank(),
+        rank=rank(),
         error=f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}",
     )
     print(f"yolo-orch: CUDA out of memory at epoch {epoch if epoch is None else int(epoch) + 1} "
@@ -77,7 +71,7 @@ def resume_arguments(run_dir: Path, resolved: dict, args: dict[str, Any]) -> dic
     spec = resolved.get("resume")
     if not spec:
         return None
-    ckpt_path = run_dir / spec.get("checkpoint", "weights/last.pt")
+    ckpt_path = run_dir / spec.get("checkpoint", str(LAST))
     fallback = spec.get("if_missing", "fail") == "scratch"
     if not ckpt_path.is_file():
         if fallback:
@@ -101,13 +95,13 @@ def resume_arguments(run_dir: Path, resolved: dict, args: dict[str, Any]) -> dic
     train_args.update({k: v for k, v in args.items() if k not in ("model", "resume")})
     train_args.update(project=str(run_dir.parent), name=run_dir.name, save_dir=str(run_dir), exist_ok=True)
     ckpt["train_args"] = train_args
-    if _rank() in (-1, 0):
-        with replaced_atomically(run_dir / RESUME_COPY) as tmp:
+    if is_primary():
+        with replaced_atomically(run_dir / RESUME_PATCHED) as tmp:
             torch.save(ckpt, tmp)
     else:  # other ranks wait for rank 0's copy
-        _wait_for(run_dir / RESUME_COPY)
+        _wait_for(run_dir / RESUME_PATCHED)
     kwargs = {k: v for k, v in args.items() if k != "model"}
-    kwargs["resume"] = str(run_dir / RESUME_COPY)
+    kwargs["resume"] = str(run_dir / RESUME_PATCHED)
     return kwargs
 
 
@@ -120,9 +114,9 @@ def _wait_for(path: Path, timeout_s: float = 600) -> None:
 
 
 def cleanup(run_dir: Path) -> None:
-    if _rank() in (-1, 0):
+    if is_primary():
         try:
-            (run_dir / RESUME_COPY).unlink()
+            (run_dir / RESUME_PATCHED).unlink()
         except FileNotFoundError:
             pass
 
@@ -186,9 +180,6 @@ def attach(model, run_dir: Path) -> None:
 
 # ---------------------------------------------------------------- die with the orchestrator
 
-ENV_SUPERVISOR_PID = "YOLO_ORCH_SUPERVISOR_PID"
-ENV_SUPERVISOR_START = "YOLO_ORCH_SUPERVISOR_START"
-
 
 def watch_supervisor(interval_s: float = 1.0) -> None:
     """When the orchestrator that started this run vanishes (kill -9, crash), end this process
@@ -202,16 +193,9 @@ def watch_supervisor(interval_s: float = 1.0) -> None:
     import signal
     import threading
 
-    from orchestrator.registry import process_alive
-
     identity = os.environ.get(ENV_SUPERVISOR_START) or None
-    if os.getppid() == pid and sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        except (OSError, AttributeError):
-            pass
+    if os.getppid() == pid:
+        die_with_parent(signal.SIGKILL)
     try:
         own_group = os.getpgrp()
         if own_group == os.getpgid(pid):

@@ -14,12 +14,9 @@ import sys
 import time
 from pathlib import Path
 
-from orchestrator.events import ENV, EVENTS, EventWriter, finish_run, load_resolved, write_json_atomic
+from orchestrator.rundir import (ENV, EVENTS, EXIT_NOT_RESUMABLE, EXIT_OOM, EventWriter, finish_run, is_primary, load_resolved,
+                                 write_json_atomic)
 from orchestrator.worker.offline import disable_integrations, prepare_env, skip_amp_download_check
-
-
-def rank() -> int:
-    return int(os.environ.get("RANK", -1))
 
 
 def environment_info() -> dict:
@@ -69,28 +66,25 @@ def train(run_dir: Path, trainer_factory=None) -> int:
         resume_args = recovery.resume_arguments(run_dir, resolved, args)
     except recovery.NotResumable as exc:
         print(f"yolo-orch: cannot resume: {exc}", file=sys.stderr, flush=True)
-        return recovery.EXIT_NOT_RESUMABLE
+        return EXIT_NOT_RESUMABLE
 
-    primary = rank() in (-1, 0)
+    primary = is_primary()
     events = EventWriter(run_dir / EVENTS) if primary else None
     if primary:
         write_json_atomic(run_dir / ENV, environment_info())
 
-    from orchestrator.tracking.wandb_logger import start_for_run
+    from orchestrator.worker.wandb_logger import start_for_run
 
     wandb_logger = start_for_run(run_dir, resolved, warn=lambda m: events.emit("warning", message=m)) if primary else None
     sinks = [wandb_logger.log_epoch] if wandb_logger else []
 
-    from orchestrator.worker.callbacks import EpochReporter
+    from orchestrator.worker.callbacks import EpochReporter, attach_named
 
     model = YOLO(resume_args["resume"] if resume_args else args.pop("model"), task=resolved["job"]["task"])
     recovery.attach(model, run_dir)
     reporter = EpochReporter(events, sinks)
     reporter.attach(model)
-    if resolved.get("sweep"):  # a sweep trial: report each epoch to Optuna, stop when pruned
-        from orchestrator.sweep import trial_callback
-
-        trial_callback.attach(model, run_dir, resolved)
+    attach_named(model, run_dir, resolved)  # e.g. a sweep trial's: report each epoch to Optuna, stop when pruned
     started = time.time()
     exit_code = 1
     final: dict = {}
@@ -103,7 +97,7 @@ def train(run_dir: Path, trainer_factory=None) -> int:
             if not recovery.is_oom(exc):
                 raise
             recovery.report_oom(run_dir, model, exc)
-            exit_code = recovery.EXIT_OOM
+            exit_code = EXIT_OOM
             return exit_code
         trainer = model.trainer
         final = {k: round(float(v), 6) for k, v in (trainer.metrics or {}).items()}

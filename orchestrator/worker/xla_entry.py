@@ -1,6 +1,6 @@
 """The training process for XLA targets (`xla:cpu`, `tpu:N`): the same run directory
 contract as worker/train.py (env.json, events.jsonl, summary.json), with the
-fixed-shape XLA backend (orchestrator/xla) instead of Ultralytics' own loop.
+fixed-shape XLA backend (orchestrator/worker/xla) instead of Ultralytics' own loop.
 
     python -m orchestrator.worker.xla_entry RUN_DIR
 """
@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from orchestrator.events import ENV, EVENTS, EventWriter, finish_run, load_resolved, write_json_atomic
+from orchestrator.rundir import ENV, EVENTS, EventWriter, finish_run, load_resolved, write_json_atomic
 from orchestrator.worker.offline import disable_integrations, prepare_env
 from orchestrator.worker.train import environment_info, run_dir_main
 
@@ -30,11 +30,11 @@ def train(run_dir: Path) -> int:
 
     disable_integrations()
     from orchestrator.worker.callbacks import EpochReporter
-    from orchestrator.xla.trainer import train_xla
+    from orchestrator.worker.xla.trainer import train_xla
 
     events = EventWriter(run_dir / EVENTS)
     write_json_atomic(run_dir / ENV, environment_info())
-    from orchestrator.tracking.wandb_logger import start_for_run
+    from orchestrator.worker.wandb_logger import start_for_run
 
     wandb_logger = start_for_run(run_dir, resolved, warn=lambda m: events.emit("warning", message=m))
     reporter = EpochReporter(events, [wandb_logger.log_epoch] if wandb_logger else [])

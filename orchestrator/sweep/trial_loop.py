@@ -3,7 +3,7 @@ the study holds `n_trials` COMPLETE + PRUNED trials (in total, whoever ran them)
 timeout passes. `yolo-orch sweep --workers K` starts K of these; a machine elsewhere joins
 by running the same command with the same --storage and --study. No torch here.
 
-    YOLO_ORCH_SWEEP_STORAGE=URL python -m orchestrator.sweep.worker SWEEP.yaml --study S --n-trials N \
+    YOLO_ORCH_SWEEP_STORAGE=URL python -m orchestrator.sweep.trial_loop SWEEP.yaml --study S --n-trials N \
         [--timeout S] [--epoch-budget E]
 
 Crash safety: this process beats for its RUNNING trial (RDB heartbeat). Before each trial
@@ -107,7 +107,7 @@ def retry_interrupted(study, sweep: LoadedSweep) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m orchestrator.sweep.worker")
+    parser = argparse.ArgumentParser(prog="python -m orchestrator.sweep.trial_loop")
     parser.add_argument("sweep_file", type=Path)
     parser.add_argument("--study", required=True)
     parser.add_argument("--n-trials", type=int, required=True)

@@ -7,7 +7,7 @@ depends on the batch, so under XLA each new box count (and even each new foregro
 new graph to compile.
 
 Here the targets arrive already padded to a fixed ``(B, max_boxes)`` layout (see
-``orchestrator.xla.data``), and every data-dependent selection is replaced by a dense,
+``orchestrator.worker.xla.data``), and every data-dependent selection is replaced by a dense,
 masked computation over all (image, gt, anchor) entries:
 
 - ``MaskedTaskAlignedAssigner.get_box_metrics``: class scores gathered for every gt row and the
@@ -45,7 +45,7 @@ __all__ = [
     "build_xla_criterion",
 ]
 
-# Keys of a padded batch (produced by orchestrator.xla.data.pad_targets / PaddedCollate).
+# Keys of a padded batch (produced by orchestrator.worker.xla.data.pad_targets / PaddedCollate).
 GT_CLS, GT_BOXES, GT_MASK = "gt_cls", "gt_bboxes", "gt_mask"
 
 

@@ -27,7 +27,7 @@ Graph count: with ``accumulate == 1`` and no warmup, ONE step graph, compiled at
 by every later step, whatever the box counts; warmup and accumulation add a few fixed variants
 (table in docs/tpu.md).
 
-Entry points: ``train_xla(args, run_dir, ...)`` and ``python -m orchestrator.xla.trainer``.
+Entry points: ``train_xla(args, run_dir, ...)`` and ``python -m orchestrator.worker.xla.trainer``.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ from .loss import build_xla_criterion
 
 __all__ = ["train_xla", "XLADetectionTrainer", "xla_available", "configure_xla_env", "main"]
 
-LOG = logging.getLogger("orchestrator.xla")
+LOG = logging.getLogger("orchestrator.worker.xla")
 RESULT_FILE = "xla_result.json"
 # Attributes the EMA copies from the model at epoch end (as BaseTrainer).
 _EMA_ATTRS = ["yaml", "nc", "args", "names", "stride", "class_weights"]
@@ -832,7 +832,7 @@ def train_xla(
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m orchestrator.xla.trainer", description="Train an Ultralytics detector on XLA (TPU)."
+        prog="python -m orchestrator.worker.xla.trainer", description="Train an Ultralytics detector on XLA (TPU)."
     )
     p.add_argument("--args-json", required=True, type=Path, help="JSON file with the Ultralytics train args")
     p.add_argument("--run-dir", required=True, type=Path)

@@ -18,7 +18,8 @@ import shutil
 import time
 from pathlib import Path
 
-RESUME_COPY = Path("weights") / "session_resume.pt"
+from orchestrator.rundir import LAST, SESSION_RESUME
+
 STOP_FILE = "session_stop.json"
 
 
@@ -58,17 +59,17 @@ class SessionDeadline:
         self.done = True
         trainer.stop = True
         run_dir = Path(self.run_dir)
-        last = Path(getattr(trainer, "last", run_dir / "weights" / "last.pt"))
+        last = Path(getattr(trainer, "last", run_dir / LAST))
         kept = None
         if last.is_file():
-            kept = run_dir / RESUME_COPY
+            kept = run_dir / SESSION_RESUME
             tmp = kept.with_name(f".{kept.name}.tmp")
             shutil.copyfile(last, tmp)
             tmp.replace(kept)
         record = {
             "epoch": epoch + 1, "epochs": total, "time": now, "deadline": self.deadline,
             "next_epoch_estimate_s": round(need, 1), "seconds_left": round(self.deadline - now, 1),
-            "checkpoint": str(RESUME_COPY) if kept else None,
+            "checkpoint": str(SESSION_RESUME) if kept else None,
         }
         (run_dir / STOP_FILE).write_text(json.dumps(record, indent=2) + "\n")
         print(f"[yolo-orch] session limit: stopping after epoch {epoch + 1}/{total} "

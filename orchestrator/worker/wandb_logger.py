@@ -30,7 +30,7 @@ class WandbLogger:
         os.environ.setdefault("WANDB_SILENT", "true")
         warning = None
         if self.mode == "online":
-            from orchestrator.tracking.wandb_reach import unreachable_reason
+            from orchestrator.worker.wandb_reach import unreachable_reason
 
             why = unreachable_reason()
             if why is None:

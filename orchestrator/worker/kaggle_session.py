@@ -1,11 +1,11 @@
 """One Kaggle session of a job, inside the kernel (after the runner installed the wheels):
 
-    python -m orchestrator.kaggle.session --bundle B.json --run-dir DIR --deadline EPOCH_S
+    python -m orchestrator.worker.kaggle_session --bundle B.json --run-dir DIR --deadline EPOCH_S
         [--input-root /kaggle/input] [--scratch DIR] [--resume]
 
 Prepares the data (synth: generated here; a data yaml: its Kaggle dataset found by glob
 under the input root), writes the run's job.resolved.yaml, trains with the XLA backend
-(`orchestrator.xla.trainer.train_xla`, one process per TPU core) with the session deadline
+(`orchestrator.worker.xla.trainer.train_xla`, one process per TPU core) with the session deadline
 callback, and writes events.jsonl, summary.json and resume.json into the run directory.
 The runner script tars that directory into /kaggle/working.
 
@@ -28,9 +28,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from orchestrator.events import (EVENTS, RESOLVED, SUMMARY, EventWriter, completed_epochs, write_json_atomic,
-                                 write_text_atomic)
-from orchestrator.kaggle.deadline import RESUME_COPY, STOP_FILE, SessionDeadline
+from orchestrator.rundir import (EVENTS, LAST, RESOLVED, SESSION_RESUME, SUMMARY, EventWriter, completed_epochs,
+                                 dump_yaml, run_summary, write_json_atomic, write_text_atomic)
+from orchestrator.worker.kaggle_deadline import STOP_FILE, SessionDeadline
 
 RESUME_FILE = "resume.json"
 
@@ -135,7 +135,7 @@ class WandbSink:
 
     def __call__(self, epoch: int, metrics: dict) -> None:
         if self.logger is None:
-            from orchestrator.tracking.wandb_logger import WandbLogger
+            from orchestrator.worker.wandb_logger import WandbLogger
 
             self.logger = WandbLogger(Path(self.run_dir), self.resolved, self.mode)
             self.logger.start()
@@ -197,14 +197,12 @@ def run_session(bundle: dict, run_dir: Path, deadline: float, input_root: Path, 
     args = resolved["plan"]["train_args"]
     args.update(data=str(data_yaml), model=model)
     resolved.setdefault("kaggle", {}).update(session=bundle["session"], kernel=bundle["kernel"])
-    import yaml
-
-    write_text_atomic(run_dir / RESOLVED, yaml.safe_dump(resolved, sort_keys=False))
+    write_text_atomic(run_dir / RESOLVED, dump_yaml(resolved))
 
     before = completed_epochs(run_dir) if resume else 0
     if resume:
-        keep = run_dir / RESUME_COPY
-        last = run_dir / "weights" / "last.pt"
+        keep = run_dir / SESSION_RESUME
+        last = run_dir / LAST
         if keep.is_file():
             shutil.copyfile(keep, last)
         if not last.is_file():
@@ -220,7 +218,7 @@ def run_session(bundle: dict, run_dir: Path, deadline: float, input_root: Path, 
         mode = "disabled"
     callbacks = make_callbacks(run_dir, resolved, mode, deadline)
 
-    from orchestrator.xla.trainer import train_xla
+    from orchestrator.worker.xla.trainer import train_xla
 
     result = train_xla(args, run_dir, world_size=int(bundle["world_size"]), max_boxes=int(bundle["max_boxes"]),
                        bf16=bool(bundle["bf16"]), callbacks=callbacks, resume=resume)
@@ -230,20 +228,11 @@ def run_session(bundle: dict, run_dir: Path, deadline: float, input_root: Path, 
     metrics = {k: v for k, v in result.items() if k.startswith("metrics/") or k == "fitness"}
     state = "paused" if paused else "finished"
     if not paused:
-        (run_dir / RESUME_COPY).unlink(missing_ok=True)  # the run is over: last.pt is final
-    weights = run_dir / "weights"
-    summary = {
-        "state": state,
-        "epochs": bundle["epochs"],
-        "epochs_completed": done_epochs,
-        "metrics": metrics,
-        "best": str(weights / "best.pt") if (weights / "best.pt").exists() else None,
-        "last": str(weights / "last.pt") if (weights / "last.pt").exists() else None,
-        "wall_time_s": round(time.time() - started, 2),
-        "session": bundle["session"],
-        "xla": {k: result[k] for k in ("xla/compile_count", "xla/compile_time_s", "xla/steady_step_time_s",
-                                       "xla/world_size") if k in result},
-    }
+        (run_dir / SESSION_RESUME).unlink(missing_ok=True)  # the run is over: last.pt is final
+    xla = {k: result[k] for k in ("xla/compile_count", "xla/compile_time_s", "xla/steady_step_time_s",
+                                  "xla/world_size") if k in result}
+    summary = run_summary(run_dir, state=state, epochs=bundle["epochs"], epochs_completed=done_epochs,
+                          metrics=metrics, started=started, session=bundle["session"], xla=xla)
     write_json_atomic(run_dir / SUMMARY, summary)
     reason = (f"stopped before the session limit after epoch {done_epochs}/{bundle['epochs']}"
               if paused else "training finished")
@@ -252,11 +241,11 @@ def run_session(bundle: dict, run_dir: Path, deadline: float, input_root: Path, 
         events.emit("done", **summary)
     return write_resume_state(run_dir, bundle, epochs_done=done_epochs, done=not paused, state=state,
                               reason=reason, metrics=metrics,
-                              checkpoint=str(RESUME_COPY) if paused else "weights/last.pt")
+                              checkpoint=str(SESSION_RESUME if paused else LAST))
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m orchestrator.kaggle.session")
+    p = argparse.ArgumentParser(prog="python -m orchestrator.worker.kaggle_session")
     p.add_argument("--bundle", type=Path, required=True)
     p.add_argument("--run-dir", type=Path, required=True)
     p.add_argument("--deadline", type=float, required=True, help="epoch seconds: no epoch may end after it")

@@ -10,7 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from orchestrator.spec.errors import SpecError
-from orchestrator.spec.yamlio import load_own_yaml
+from orchestrator.rundir import load_own_yaml
 
 
 @lru_cache(maxsize=1)

@@ -21,10 +21,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from orchestrator.kaggle import tool
-from orchestrator.kaggle.build import BuildOptions, build, new_run_id
+from orchestrator.kaggle.build import BuildOptions, build
+from orchestrator.rundir import new_run_id
 from orchestrator.spec.errors import SpecError
 from orchestrator.spec.loader import LoadedJob
-from orchestrator.spec.yamlio import load_own_yaml
+from orchestrator.rundir import load_own_yaml
 
 RESUME = "resume.json"
 

@@ -8,10 +8,10 @@ policy, and each seed. Every run goes through the real CLI (`yolo-orch submit`),
 what the scaler passes to Ultralytics. Reported: final mAP50-95 (best.pt validation), the per-epoch
 mAP50-95 curve, the scaler's passed lr0 / weight decay / warmup, and the seed spread.
 
-    python scripts/bench_scaling.py --device cpu --parallel 2                  # the full table (hours on 2 cores)
-    python scripts/bench_scaling.py --device 0 --parallel 8 --ks 2 4            # on a GPU machine
-    python scripts/bench_scaling.py --images 256 --epochs 3 --ks 2 --policies none auto --seeds 0   # smoke
-    python scripts/bench_scaling.py --report docs/img/bench_scaling.json        # re-print a saved table
+    python bench/bench_scaling.py --device cpu --parallel 2                  # the full table (hours on 2 cores)
+    python bench/bench_scaling.py --device 0 --parallel 8 --ks 2 4            # on a GPU machine
+    python bench/bench_scaling.py --images 256 --epochs 3 --ks 2 --policies none auto --seeds 0   # smoke
+    python bench/bench_scaling.py --report docs/img/bench_scaling.json        # re-print a saved table
 
 The generated task (default 2048 images at 64 px, 3 classes, 30 epochs) is one a yolo11n from scratch
 learns, where even k = 8 makes hundreds of optimizer steps (2048 / 128 x 30 = 480); `--images 256`
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
           flush=True)
     started = time.time()
     rows: list[dict] = []
-    command = "python scripts/bench_scaling.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python bench/bench_scaling.py " + " ".join(argv if argv is not None else sys.argv[1:])
     with ThreadPoolExecutor(max_workers=args.parallel) as pool:
         futures = {pool.submit(train, args, args.work, *cells[0]): cells for cells in same.values()}
         for future in as_completed(futures):

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from orchestrator.events import write_bytes_atomic
+from orchestrator.rundir import write_bytes_atomic
 
 __all__ = ["to_cpu", "optimizer_state_to_cpu", "build_checkpoint", "write_checkpoints"]
 

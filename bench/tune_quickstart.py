@@ -3,7 +3,7 @@
 
 Used to pick the quickstart job's training settings. Plain Ultralytics, no orchestrator.
 
-    YOLO_OFFLINE=1 python scripts/tune_quickstart.py --name base \
+    YOLO_OFFLINE=1 python bench/tune_quickstart.py --name base \
         --set epochs=30 mosaic=1.0 close_mosaic=10 --out /tmp/synth-tune/results.jsonl
 
 Prints and appends one JSON line per run: the settings, wall time of `train()`

@@ -2,9 +2,9 @@
 """Benchmarks side by side with plain Ultralytics. Each number is a ratio measured in
 one run on one machine. Prints a table and writes JSON.
 
-    python scripts/bench.py                          # all sections
-    python scripts/bench.py --only overhead,cli      # some
-    python scripts/bench.py --reps 3 --epochs 10     # quicker overhead runs
+    python bench/bench.py                          # all sections
+    python bench/bench.py --only overhead,cli      # some
+    python bench/bench.py --reps 3 --epochs 10     # quicker overhead runs
 
 Sections:
   overhead    quickstart via `yolo-orch submit` vs the same resolved arguments via
@@ -182,7 +182,7 @@ def bench_dp(epochs: int, work: Path, cache: Path) -> dict:
 
 def bench_extra() -> dict:
     found = {}
-    # Written by scripts/bench_sweep.py and `python -m orchestrator.xla.bench > docs/bench/xla.json`.
+    # Written by bench/bench_sweep.py and `python -m bench.xla_step > docs/bench/xla.json`.
     for name, path in {"sweep": REPO / "docs" / "img" / "bench_sweep.json",
                        "xla": REPO / "docs" / "bench" / "xla.json"}.items():
         if path.exists():
@@ -283,7 +283,7 @@ def print_table(r: dict) -> None:
                   f"{d['cpu:2']['images_per_s']:.1f} / {d['cpu']['images_per_s']:.1f} = {d['speedup']:.2f}",
                   "efficiency " + f"{d['efficiency']:.0%}")
     sweep = (r.get("sweep") or {}).get("summary")
-    if sweep:  # scripts/bench_sweep.py
+    if sweep:  # bench/bench_sweep.py
         ratio = sweep["median_epoch_ratio"]
         t.add_row("sweep epochs to model.tune's best / tune's own",
                   f"{ratio:.2f} (median); within half in {sweep['reached_in_half']} of {sweep['repeats']}"
@@ -294,7 +294,7 @@ def print_table(r: dict) -> None:
                       f"{frac:.2f} (median); within half in {sweep['searched_within_half_budget']} of "
                       f"{sweep['repeats']}", "<= 0.5")
     xla = r.get("xla")
-    if xla:  # python -m orchestrator.xla.bench --json-out docs/bench/xla.json
+    if xla:  # python -m bench.xla_step --json-out docs/bench/xla.json
         t.add_row(f"XLA:CPU compiles per epoch ({xla['model']}, imgsz {xla['imgsz']}, batch {xla['batch']})",
                   f"{xla.get('xla/compiles_per_epoch')}; steady step {xla['xla/steady_step_time_s']} s",
                   "0 after epoch 1")

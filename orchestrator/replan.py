@@ -13,38 +13,31 @@ Both work on the run's `job.resolved.yaml`, the single source of truth of a run:
 - `prepare_resume(row, devices)` checks a registry row can be resumed and writes the
   `resume` section the worker reads.
 
-The worker side lives in orchestrator/worker/recovery.py.
+The training process's side lives in orchestrator/worker/recovery.py; they share only the
+run-directory contract (orchestrator/rundir.py: the exit codes, the weight paths).
 """
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
+from orchestrator import launch
 from orchestrator import plan as planmod
-from orchestrator.events import RESOLVED, completed_epochs, load_resolved, write_text_atomic
+from orchestrator.rundir import (LAST, RESOLVED, RESUME_PATCHED, completed_epochs, dump_yaml, load_resolved,
+                                 write_text_atomic)
 from orchestrator.scaling.scaler import scale
 from orchestrator.scaling.types import ScalingError
-from orchestrator.spec.devices import DeviceSpecError, parse_devices
+from orchestrator.devices import DeviceSpecError, parse_devices
 from orchestrator.spec.errors import SpecError
 from orchestrator.spec.job import JobSpec
-from orchestrator.spec.loader import dump_yaml
 
-EXIT_OOM = 75  # the worker's exit code after a CUDA out-of-memory error (EX_TEMPFAIL)
-EXIT_NOT_RESUMABLE = 3  # the worker could not resume from the checkpoint it was given
-LAST = Path("weights") / "last.pt"
 
 
 def save_resolved(run_dir: Path, resolved: dict) -> None:
     write_text_atomic(Path(run_dir) / RESOLVED, dump_yaml(resolved))
     # a stale patched checkpoint from a killed attempt must never be read by a rank of the next one
-    (Path(run_dir) / "weights" / "resume.pt").unlink(missing_ok=True)
-
-
-def _launcher(devices) -> str:
-    chooser = getattr(planmod, "launcher_for", None)
-    return chooser(devices) if chooser else planmod.LAUNCHERS[devices.kind]
+    (Path(run_dir) / RESUME_PATCHED).unlink(missing_ok=True)
 
 
 def replan(resolved: dict, devices: str | None = None, max_batch_per_device: int | None = None) -> dict:
@@ -70,7 +63,7 @@ def replan(resolved: dict, devices: str | None = None, max_batch_per_device: int
     args.update(scaled.passed)
     args["device"] = target_spec.ultralytics_device()
     new = dict(old)
-    new.update(devices=target_spec.text, world_size=target_spec.world_size, launcher=_launcher(target_spec),
+    new.update(devices=target_spec.text, world_size=target_spec.world_size, launcher=launch.launcher_for(target_spec),
                train_args=args, scaling=scaled.as_json(), warnings=list(scaled.warnings))
     if target_spec.nodes == 1 and target_spec.text != old["devices"]:
         new.pop("launch", None)  # multi-node options belong to the old device spec
@@ -161,7 +154,7 @@ def prepare_resume(row: dict, devices: str | None = None) -> dict:
             raise SpecError(f"--devices: {exc}") from None
         if wanted != old_devices:
             new = replan(resolved, devices=wanted)
-            if new["launcher"] not in _built_launchers():
+            if new["launcher"] not in launch.COMMANDS:
                 raise SpecError(f"--devices: '{wanted}' needs the '{new['launcher']}' launcher, which this version "
                                 "does not provide")
             resolved["plan"] = new
@@ -182,15 +175,3 @@ def prepare_resume(row: dict, devices: str | None = None) -> dict:
                  f"{images_per_step(p)} images per optimizer step)")
     return {"plan": resolved["plan"], "from_epoch": done + 1, "replanned": replanned, "note": note,
             "resolved": resolved}
-
-
-def _built_launchers() -> set[str]:
-    from orchestrator import runner
-
-    return set(runner.BUILT_LAUNCHERS)
-
-
-def resolved_summary_info(resolved: dict) -> dict[str, Any]:
-    """What `show` and the summary print about recoveries."""
-    oom = resolved.get("oom") or {}
-    return {"oom_history": oom.get("history", []), "resumes": resolved.get("resumes", [])}

@@ -20,7 +20,7 @@ import torch
 
 __all__ = ["pad_targets", "PaddedCollate", "HostBatches", "build_train_loader"]
 
-LOG = logging.getLogger("orchestrator.xla")
+LOG = logging.getLogger("orchestrator.worker.xla")
 
 
 def pad_targets(

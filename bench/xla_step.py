@@ -1,12 +1,12 @@
 """Measure compile count and step time of the XLA backend on the synthetic dataset.
 
-    PJRT_DEVICE=CPU python -m orchestrator.xla.bench --model yolo11n.yaml --imgsz 128 --batch 4
+    PJRT_DEVICE=CPU python -m bench.xla_step --model yolo11n.yaml --imgsz 128 --batch 4
 
 Generates (or reuses) a synth-shapes dataset, trains ``--epochs`` epochs (default 2) with
 ``train_xla`` (accumulate 1, no warmup: one step graph) and prints the ``xla/*`` statistics as
 JSON, with the graphs compiled in each epoch (``xla/compiles_per_epoch``: after the first epoch
 a fixed-shape step should compile nothing). ``--json-out`` also writes them to a file
-(docs/bench/xla.json, which scripts/bench.py quotes). The numbers in docs/tpu.md come from this
+(docs/bench/xla.json, which bench/bench.py quotes). The numbers in docs/tpu.md come from this
 command.
 """
 
@@ -23,7 +23,7 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m orchestrator.xla.bench")
+    p = argparse.ArgumentParser(prog="python -m bench.xla_step")
     p.add_argument("--model", default="yolo11n.yaml")
     p.add_argument("--imgsz", type=int, default=128)
     p.add_argument("--batch", type=int, default=4)

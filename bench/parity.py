@@ -9,9 +9,9 @@ Runs the job (default examples/quickstart.yaml, default policy, same seed) on ea
 - one matplotlib PNG with the per-epoch loss curves of every run (train box/cls/dfl, val box) and
   mAP50-95.
 
-    python scripts/parity.py                                     # runs both, ~2 x a quickstart
-    python scripts/parity.py --control-seed 1                    # + every device spec again with seed 1
-    python scripts/parity.py --replot RUN_DIR_CPU RUN_DIR_CPU2 [--control-dir DIR ...]
+    python bench/parity.py                                     # runs both, ~2 x a quickstart
+    python bench/parity.py --control-seed 1                    # + every device spec again with seed 1
+    python bench/parity.py --replot RUN_DIR_CPU RUN_DIR_CPU2 [--control-dir DIR ...]
 
 The control runs measure the seed-to-seed spread (data order, augmentation, initial weights): the
 yardstick for the one-vs-several-processes difference. Seed 1 on one process should also start from

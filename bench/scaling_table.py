@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Print the worked scaling tables of docs/scaling.md (markdown), computed by the scaler itself.
 
-    python scripts/scaling_table.py > /tmp/tables.md
+    python bench/scaling_table.py > /tmp/tables.md
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from orchestrator.scaling.scaler import scale  # noqa: E402
 from orchestrator.scaling.types import ReferenceHyp, TargetHardware  # noqa: E402
-from orchestrator.spec.devices import parse_devices  # noqa: E402
+from orchestrator.devices import parse_devices  # noqa: E402
 
 DEVICES = [("1 GPU", "0"), ("2 GPUs", "2"), ("4 GPUs", "4"), ("8 GPUs", "8"), ("TPU v3-8", "tpu:8")]
 HEADER = (

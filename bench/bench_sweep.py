@@ -4,8 +4,8 @@ tuner (`model.tune`, an evolutionary search without early stopping), on the same
 task, the same search space (bounds from the tuner's default space), the same starting
 point and the same total budget of training epochs.
 
-    python scripts/bench_sweep.py                    # 12 trials x 10 epochs a side, 2 repeats (~35 min, 2 CPU cores)
-    python scripts/bench_sweep.py --repeat 1 --trials 30 --epochs 20 --images 2048 --imgsz 320 --device 0
+    python bench/bench_sweep.py                    # 12 trials x 10 epochs a side, 2 repeats (~35 min, 2 CPU cores)
+    python bench/bench_sweep.py --repeat 1 --trials 30 --epochs 20 --images 2048 --imgsz 320 --device 0
 
 The task is one a model learns within a trial: 256 synthetic training images at 128 px, 16
 optimizer steps per epoch (batch 16, nbs 16), HSV jitter off (colours are random per
@@ -236,7 +236,7 @@ def run_ultralytics(args, work: Path, data_yaml: Path) -> dict:
 
 def read_ultralytics(folder: Path, epochs: int | None) -> dict:
     """The tuner's trials from its folder (also usable on the folder of an interrupted run).
-    `epochs`: every iteration's count (None where unknown: scripts/pruning_signal.py)."""
+    `epochs`: every iteration's count (None where unknown: bench/pruning_signal.py)."""
     results_file = folder / "tune" / "tune_results.ndjson"
     if not results_file.exists():
         raise SystemExit(f"model.tune wrote no results; see {folder / 'tune.log'}")

@@ -1,12 +1,12 @@
 #!/usr/bin/env python
 """How well could a pruner tell trials apart at epoch k? For every trial trained to the end in
-the work folders of `scripts/bench_sweep.py`, the rank correlation (Spearman) of a per-epoch
+the work folders of `bench/bench_sweep.py`, the rank correlation (Spearman) of a per-epoch
 signal at epoch k with the trial's final score (its best mAP50-95), for several signals: the
 validation mAP (what the sweep reports to the pruner) and the validation losses. The losses
 are read from results.csv, where Ultralytics has already multiplied them by the box / cls /
 dfl gains; since box and cls are searched, they are also shown divided by the trial's gains.
 
-    python scripts/pruning_signal.py /tmp/yolo-orch-bench-sweep/20261122-032918 [more work dirs]
+    python bench/pruning_signal.py /tmp/yolo-orch-bench-sweep/20261122-032918 [more work dirs]
 
 A pruner deciding at an epoch where a signal's correlation is low cuts trials that would
 have finished well (docs/sweeps.md, "Where to prune").

@@ -1,0 +1,306 @@
+"""The run-directory contract: everything the orchestrator and the training process agree on.
+
+The two sides meet only here and in the files this module names. The orchestrator writes
+job.resolved.yaml (job, plan, resume/OOM history) and starts the training process with the run
+directory as its one argument; the training process (rank 0) appends one JSON object per line to
+events.jsonl, which the orchestrator tails for progress bars, the registry and summaries, writes
+summary.json when it finishes and ends with one of the exit codes below. This module imports
+nothing else of the tool, so the training process pulls in no Pydantic, scaler or registry."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import signal
+import sys
+import time
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+import yaml
+
+# ---------------------------------------------------------------- names in a run directory
+RESOLVED = "job.resolved.yaml"
+ENV = "env.json"
+LOG = "train.log"
+EVENTS = "events.jsonl"
+SUMMARY = "summary.json"
+RESULTS = "results.csv"  # Ultralytics' per-epoch metrics: one row per finished epoch
+WEIGHTS = Path("weights")
+LAST = WEIGHTS / "last.pt"
+BEST = WEIGHTS / "best.pt"
+RESUME_PATCHED = WEIGHTS / "resume.pt"  # last.pt with the current plan's train args (a re-planned resume)
+SESSION_RESUME = WEIGHTS / "session_resume.pt"  # the checkpoint a Kaggle session kept at its deadline
+
+# ---------------------------------------------------------------- exit codes of the training process
+EXIT_OOM = 75  # out of memory (EX_TEMPFAIL): the orchestrator re-plans with half the batch and restarts
+EXIT_NOT_RESUMABLE = 3  # the checkpoint it was told to resume from cannot be resumed
+
+# ---------------------------------------------------------------- job.resolved.yaml's hooks
+# `callbacks`: "module:function" names the training process imports and calls as
+# function(model, run_dir, resolved) after attaching its own (as Ultralytics' callback registry
+# does): the sweep's pruning callback comes in this way, so the training process never imports
+# the sweep.
+CALLBACKS = "callbacks"
+
+# ---------------------------------------------------------------- the supervisor's identity, in the child's env
+ENV_SUPERVISOR_PID = "YOLO_ORCH_SUPERVISOR_PID"
+ENV_SUPERVISOR_START = "YOLO_ORCH_SUPERVISOR_START"
+
+
+def new_run_id() -> str:
+    """A run's id and folder name: its UTC start time, sortable, plus 4 hex digits against collisions."""
+    return f"{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+
+
+def rank() -> int:
+    """This training process's rank: -1 alone, 0 the primary of several (it writes the events)."""
+    return int(os.environ.get("RANK", -1))
+
+
+def is_primary() -> bool:
+    return rank() in (-1, 0)
+
+
+def float_or_none(value: Any) -> float | None:
+    """A metric as a plain float (tensors, numpy scalars), None when it is none or not a number."""
+    try:
+        return None if value is None else float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def cache_dir() -> Path:
+    """The tool's cache (generated datasets, the training process's Ultralytics config)."""
+    return Path(os.environ.get("YOLO_ORCH_CACHE", Path.home() / ".cache" / "yolo-orch")).expanduser()
+
+
+_FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ~10x faster when built in
+
+
+def load_own_yaml(text: str) -> Any:
+    """Parse YAML the tool wrote itself (job.resolved.yaml) or a package ships (Ultralytics'
+    default.yaml): trusted input, so the fast C loader and no guards."""
+    return yaml.load(text, Loader=_FAST_LOADER)  # noqa: S506 - a safe loader
+
+
+def dump_yaml(data: Any) -> str:
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
+
+
+def load_resolved(run_dir: Path) -> dict:
+    """The run's job.resolved.yaml (job, plan, resume/OOM history), as written by the tool."""
+    return load_own_yaml((Path(run_dir) / RESOLVED).read_text())
+
+
+def completed_epochs(run_dir: Path) -> int:
+    """Epochs Ultralytics recorded (results.csv rows, one per finished epoch), without torch."""
+    csv = Path(run_dir) / RESULTS
+    if not csv.is_file():
+        return 0
+    return max(sum(1 for line in csv.read_text().splitlines() if line.strip()) - 1, 0)
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    write_text_atomic(path, json.dumps(data, indent=2, default=str) + "\n")
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Readers see the old file or the new one, never a part (see `replaced_atomically`)."""
+    with replaced_atomically(path) as tmp:
+        tmp.write_text(text)
+
+
+def write_bytes_atomic(path: Path, data: bytes, fsync: bool = False) -> int:
+    """`write_text_atomic` for bytes; `fsync` before the rename for checkpoints (a crash right after
+    must not leave a renamed but empty file)."""
+    with replaced_atomically(path) as tmp:
+        with open(tmp, "wb") as f:
+            written = f.write(data)
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
+    return written
+
+
+@contextmanager
+def replaced_atomically(path: Path) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; when the block ends, the file written there replaces
+    `path` in one rename (nothing is replaced if the block wrote none); on an error it is removed. The
+    temporary file's name is unique per writer: two sweep commands on one study may write its
+    summary.json at once, and with one shared name one writer's rename would publish another's
+    half-written file."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    try:
+        yield tmp
+        if tmp.exists():
+            os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+class EventWriter:
+    def __init__(self, path: Path):
+        self.path = path
+
+    def emit(self, event: str, **fields: Any) -> None:
+        record = {"event": event, "time": time.time(), **fields}
+        line = json.dumps(record, default=_plain) + "\n"
+        # One write() per line on an O_APPEND fd: readers never see half a record.
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+
+
+def _plain(value: Any):
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+class EventTail:
+    """Incrementally read complete lines from events.jsonl."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.offset = 0
+
+    def read_new(self) -> Iterator[dict]:
+        if not self.path.exists():
+            return
+        with self.path.open("rb") as f:
+            f.seek(self.offset)
+            chunk = f.read()
+        end = chunk.rfind(b"\n") + 1
+        self.offset += end
+        for line in chunk[:end].splitlines():
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:
+                continue
+
+
+def finish_run(run_dir: Path, events: EventWriter, *, epochs: int, epochs_completed: int,
+               metrics: dict, started: float, **extra: Any) -> dict:
+    """The worker's last word on a finished training: summary.json (atomic) and the `done` event."""
+    summary = run_summary(run_dir, state="finished", epochs=epochs, epochs_completed=epochs_completed,
+                          metrics=metrics, started=started, **extra)
+    write_json_atomic(run_dir / SUMMARY, summary)
+    events.emit("done", **summary)
+    return summary
+
+
+def run_summary(run_dir: Path, *, state: str, epochs: int, epochs_completed: int, metrics: dict,
+                started: float, **extra: Any) -> dict:
+    """summary.json's fields: how far the run got, its metrics and where its weights are."""
+    return {
+        "state": state,
+        "epochs": epochs,
+        "epochs_completed": epochs_completed,
+        "metrics": metrics,
+        "best": str(run_dir / BEST) if (run_dir / BEST).exists() else None,
+        "last": str(run_dir / LAST) if (run_dir / LAST).exists() else None,
+        "wall_time_s": round(time.time() - started, 2),
+        **extra,
+    }
+
+
+# ---------------------------------------------------------------- processes: who is alive, dying with a parent
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def process_identity(pid: int | None) -> str | None:
+    """A string that names one process for its lifetime: boot id + start time (Linux /proc);
+    None when the process does not exist. Elsewhere: psutil's create_time when installed,
+    else the bare PID (liveness only)."""
+    if not pid or pid <= 0:
+        return None
+    stat = Path(f"/proc/{pid}/stat")
+    if Path("/proc/self/stat").exists():
+        try:
+            text = stat.read_text()
+        except OSError:
+            return None
+        # comm may contain spaces and parentheses: fields start after the last ')'
+        fields = text[text.rfind(")") + 2:].split()
+        if fields and fields[0] in ("Z", "X"):  # zombie / dead: no longer running
+            return None
+        return f"{_boot_id()}:{fields[19]}"  # field 22 of stat: starttime in clock ticks since boot
+    try:
+        import psutil  # type: ignore
+
+        p = psutil.Process(pid)
+        if p.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return f"psutil:{p.create_time():.3f}"
+    except ImportError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return f"pid:{pid}"
+    except Exception:  # psutil.NoSuchProcess and friends
+        return None
+
+
+def process_alive(pid: int | None, identity: str | None) -> bool:
+    """True when `pid` still runs AND is the same process that was recorded (not a reused PID)."""
+    current = process_identity(pid)
+    if current is None:
+        return False
+    return identity is None or current == identity
+
+
+def die_with_parent(sig: int) -> None:
+    """Linux: the kernel sends this process `sig` when its parent thread ends (PR_SET_PDEATHSIG).
+    A no-op elsewhere; callers add a polling watch for every platform."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, sig)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+_EXCEPTION_LINE = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt|Exit)\b.*")
+
+
+def failure_cause(run_dir: Path, exit_code: int | None = None, tail_bytes: int = 64 * 1024) -> str:
+    """One line saying why a worker ended badly, from its exit status and the end of train.log:
+    the signal that killed it, else the last exception line Python printed, else the last line."""
+    if exit_code is not None and exit_code < 0:
+        try:
+            name = signal.Signals(-exit_code).name
+        except ValueError:
+            name = f"signal {-exit_code}"
+        hint = " (the kernel's OOM killer sends SIGKILL: see `dmesg`)" if name == "SIGKILL" else ""
+        return f"the training process was killed by {name}{hint}"
+    log = Path(run_dir) / LOG
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, log.stat().st_size - tail_bytes))
+            lines = [ln.strip() for ln in f.read().decode(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return f"exit code {exit_code}" if exit_code is not None else "no log"
+    for line in reversed(lines):
+        if _EXCEPTION_LINE.match(line):
+            return line[:400]
+    return (lines[-1][:400] if lines else f"exit code {exit_code}, nothing in {LOG}")
