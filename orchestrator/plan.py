@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.scaling.scaler import XLA_KINDS, scale
+from orchestrator.scaling.effective import XLA_KINDS
+from orchestrator.scaling.scaler import scale
 from orchestrator.scaling.types import ReferenceHyp, ScaleResult, ScalingError, TargetHardware
 from orchestrator.devices import DeviceSpec, parse_devices
 from orchestrator.spec.errors import SpecError

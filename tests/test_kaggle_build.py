@@ -17,7 +17,7 @@ from fake_kaggle import FAKE_KEY
 
 from orchestrator.kaggle import metadata as md
 
-TINY_MODEL = REPO / "orchestrator" / "xla" / "tiny-det.yaml"
+TINY_MODEL = REPO / "orchestrator" / "worker" / "xla" / "tiny-det.yaml"
 
 
 def kaggle_job(tmp_path: Path, **changes) -> Path:

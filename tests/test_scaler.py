@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from orchestrator.scaling import ultralytics_math as um
-from orchestrator.scaling.scaler import effective_values, scale
+from orchestrator.scaling.effective import effective_values
+from orchestrator.scaling.scaler import scale
 from orchestrator.scaling.types import ReferenceHyp, ScalingError, TargetHardware
 from orchestrator.devices import parse_devices
 

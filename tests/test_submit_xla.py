@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.xla,
 
 
 def test_submit_on_xla_cpu(tmp_path):
-    job = write_job(tmp_path, model=str(REPO / "orchestrator" / "xla" / "tiny-det.yaml"), imgsz=32,
+    job = write_job(tmp_path, model=str(REPO / "orchestrator" / "worker" / "xla" / "tiny-det.yaml"), imgsz=32,
                     reference={"devices": 1, "batch": 2})
     result = run_cli("submit", job, "--devices", "xla:cpu", "--json", cwd=tmp_path, env={"PJRT_DEVICE": "CPU"})
     assert result.returncode == 0, result.stderr[-3000:]

@@ -73,7 +73,7 @@ def test_sharded_loader_splits_the_data(train_set):
 def test_plan_counts_the_xla_loaders_batches(train_set, world, batch):
     """The plan's batches per epoch (and so warmup and accumulation) for an XLA target are the XLA
     loader's: a sampler that drops the remainder on several cores, then only full batches."""
-    from orchestrator.scaling.scaler import effective_values
+    from orchestrator.scaling.effective import effective_values
 
     passed = {"batch": batch * world, "nbs": 64, "optimizer": "SGD", "lr0": 0.01, "momentum": 0.9,
               "weight_decay": 0.0005, "warmup_epochs": 3.0, "warmup_bias_lr": 0.1}

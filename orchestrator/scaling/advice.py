@@ -1,0 +1,142 @@
+"""The scaler's warnings: what changes with the images per optimizer step besides lr0 and weight
+decay, where a rule is an approximation or beyond what was measured, and what the target's
+hardware changes (per-device BatchNorm, short warmup, TPU, several nodes)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from orchestrator.scaling import evidence
+from orchestrator.scaling import ultralytics_math as um
+from orchestrator.scaling.effective import fmt
+from orchestrator.scaling.rules import Rule
+
+LINEAR_LIMIT_IMAGES = 8192  # linear scaling held up to ~8k images per step on ImageNet (Goyal et al.)
+
+
+def table_warning(rule: Rule, images: int, images_ref: int, auto_text: str) -> str:
+    """`table` scales by the device count; say by how much the images per step really changed, what
+    was measured and what `auto` (`auto_text`) would pass instead."""
+    measured = evidence.gaps(rule.family, images / images_ref, "table") if rule.k == 1 else []
+    return (
+        f"policy table scales by the device count (k = {rule.k:.2f}), but images per optimizer step go "
+        f"{images_ref} -> {images}"
+        + (" (Ultralytics' accumulation held them at nbs)" if images == images_ref else "")
+        + f": lr0 and weight decay are multiplied by {rule.k:.2f} for a {images / images_ref:.2f}x change in "
+        f"images per step"
+        + (f" (x {rule.k * images / images_ref:.4g} in mean-gradient terms with SGD's summed loss)"
+           if rule.family == "SGD" and images != images_ref else "")
+        + (f"; measured on one process, where it keeps lr0 and the optimizer's weight decay: "
+           f"{evidence.gaps_text(measured)}"
+           if measured else "")
+        + f"; {auto_text}"
+    )
+
+
+def few_steps_warning(eff: dict[str, Any], ref_eff: dict[str, Any], k: float) -> list[str]:
+    """More images per step at the same epochs means k x fewer optimizer steps in all; below what was
+    measured to be enough, say what was lost and offer the epochs that keep the reference's steps."""
+    spe, spe_ref = eff.get("optimizer_steps_per_epoch"), ref_eff.get("optimizer_steps_per_epoch")
+    if k <= 1 or not spe or not spe_ref:
+        return []
+    epochs = eff["epochs"]
+    steps, steps_ref = spe * epochs, spe_ref * epochs
+    if steps >= evidence.KEPT_WITH_STEPS:
+        return []
+    keep = math.ceil(steps_ref / spe)
+    few = evidence.FEW_STEPS
+    return [
+        f"this run makes {steps:.0f} optimizer steps in all ({spe:g} an epoch x {epochs} epochs; the reference "
+        f"made {steps_ref:.0f}): below the {evidence.KEPT_WITH_STEPS} with which auto kept the outcome; measured "
+        f"with fewer, auto: {few.text()}; to make the reference's optimizer steps, train {keep} epochs "
+        f"(--set epochs={keep}), at {keep / epochs:.3g}x the cost (measured: {evidence.FEW_STEPS_LONGER})"
+    ]
+
+
+def per_step_warnings(
+    opt: str, rule: Rule, passed: dict[str, Any], eff: dict[str, Any], ref_eff: dict[str, Any],
+    images: int, images_ref: int,
+) -> list[str]:
+    """What changes with the images per optimizer step besides lr0 and weight decay, and where a rule
+    is an approximation or beyond what was measured."""
+    out = []
+    k = images / images_ref
+    if rule.name in ("auto", "linear", "sqrt") and images > LINEAR_LIMIT_IMAGES and k > 1:
+        out.append(
+            f"{images} images per optimizer step: large-batch rules held up to about {LINEAR_LIMIT_IMAGES} in "
+            "Goyal et al.; beyond that expect a gap, or use a smaller batch"
+        )
+    if rule.name == "auto" and k > evidence.MEASURED_MAX_K:
+        out.append(
+            f"k = {k:.4g} is beyond the measured k <= {evidence.MEASURED_MAX_K} (docs/scaling.md section 7): "
+            "auto extrapolates its rule; compare a short run against the reference before a long one"
+        )
+    if rule.wd_mult != 1 and opt in um.COUPLED_L2 and opt not in um.SGD_FAMILY:
+        out.append(
+            f"{opt} applies weight decay as coupled L2 (torch): the per-epoch rule for weight decay is exact for "
+            "SGD and AdamW's decoupled decay; treat the weight_decay change as an approximation"
+        )
+    if opt == "MuSGD" and k != 1:
+        out.append(
+            "MuSGD is scaled as SGD-family (its SGD branch steps with the summed gradient); its Muon branch "
+            "(0.2 x lr, orthogonalised) ignores the gradient's scale, so its movement per epoch follows lr0 / k"
+        )
+    if k != 1:
+        spe_t, spe_r = eff.get("optimizer_steps_per_epoch"), ref_eff.get("optimizer_steps_per_epoch")
+        horizon = (
+            f": its ramp (tau = {um.EMA_TAU} updates) spans {um.EMA_TAU / spe_r:.3g} epochs at the reference and "
+            f"{um.EMA_TAU / spe_t:.3g} here"
+            if spe_t and spe_r
+            else ""
+        )
+        out.append(
+            f"images per optimizer step x {k:.4g}: Ultralytics' EMA of the weights updates once per optimizer "
+            f"step{horizon}; clip_grad_norm_(max_norm=10) acts on the summed gradient, whose norm grows with the "
+            "images per step, so clipping can bite more often"
+            + (" and shortens those SGD steps" if opt in um.SGD_FAMILY else "")
+        )
+    out += few_steps_warning(eff, ref_eff, k)
+    wbl = passed["warmup_bias_lr"]
+    if eff["warmup_epochs"] > 0 and passed["lr0"] > wbl > 0 and ref_eff["lr0"] <= wbl:
+        out.append(
+            f"lr0 {fmt(passed['lr0'])} is above warmup_bias_lr {fmt(wbl)}: during warmup Ultralytics moves the "
+            f"bias lr from warmup_bias_lr to lr0, so the bias lr now rises instead of falling"
+        )
+    return out
+
+
+def target_warnings(ref, devices, passed: dict[str, Any], eff: dict[str, Any], ref_eff: dict[str, Any],
+                    images: int) -> list[str]:
+    """What the target's hardware and dataset change whatever the policy."""
+    out = []
+    warmup, b = passed["warmup_epochs"], passed["batch"] // devices.world_size
+    if warmup > um.warmup_epochs_applied(warmup, ref.epochs):
+        out.append(f"warmup_epochs {fmt(warmup)} is capped by Ultralytics at epochs - 1 = {max(ref.epochs - 1, 0)}")
+    if b < ref.batch // ref.world_size:
+        out.append(
+            f"per-device batch {ref.batch // ref.world_size} -> {b}: BatchNorm statistics are per device "
+            "(Ultralytics has no SyncBatchNorm) and get noisier with fewer images per device"
+        )
+    if ref.dataset_size and eff["images_per_step"] != images:
+        out.append(
+            f"accumulate is capped at batches_per_epoch*epochs = {eff['batches_per_epoch']}*{ref.epochs} by "
+            f"Ultralytics: the dataset is too small for {images} images per step ({eff['images_per_step']} used)"
+        )
+    nw_t, nw_r = eff.get("warmup_iterations"), ref_eff.get("warmup_iterations")
+    if nw_t is not None and nw_r is not None and nw_t < min(nw_r, 100):
+        out.append(
+            f"warmup is only {nw_t} iterations per device (reference {nw_r}): warmup_epochs count epochs and "
+            "each device sees fewer batches per epoch; raise warmup_epochs if the first steps diverge"
+        )
+    if devices.kind == "tpu":
+        out.append(
+            f"tpu: batch {b} per core x {devices.world_size} cores, bf16; Ultralytics itself has no XLA path: the "
+            "orchestrator's XLA worker applies these same Ultralytics formulas"
+        )
+    if devices.nodes > 1:
+        out.append(
+            f"{devices.nodes} nodes: Ultralytics launches single-node DDP only; the orchestrator runs torchrun "
+            "per node with the same maths"
+        )
+    return out

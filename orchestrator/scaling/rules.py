@@ -1,0 +1,115 @@
+"""The policies' rules: by how much each multiplies lr0 and the optimizer's weight decay when the
+images per optimizer step change, and the true reason for each (docs/scaling.md section 3)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from orchestrator.scaling import evidence
+from orchestrator.scaling import ultralytics_math as um
+
+WARMUP_MIN_EPOCHS = 5.0  # Goyal et al. 2017: gradual warmup over 5 epochs for large minibatches
+WARMUP_K_THRESHOLD = 4.0  # lengthen warmup when images per step grow at least this much
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What a policy does at this target: the multipliers of the passed lr0 and of the effective
+    (optimizer) weight decay, relative to the reference, and the true reason for each."""
+
+    name: str
+    family: str  # "SGD" or "Adam": whether the optimizer's step grows with Ultralytics' summed loss
+    k: float  # the factor the rule scales by (ScaleResult.k)
+    k_text: str
+    lr_mult: Fraction | float
+    wd_mult: Fraction | float
+    lengthen_warmup: bool
+    lr_reason: str
+    wd_reason: str
+
+
+def power(k: Fraction, e: float) -> Fraction | float:
+    """k ** e, exact for the integer exponents."""
+    return k ** int(e) if e == int(e) else float(k) ** e
+
+
+def rule_for(policy: str, opt: str, images: int, images_ref: int, world: int, world_ref: int) -> Rule:
+    """The policy's rule for optimizer ``opt`` when images per optimizer step go images_ref -> images.
+
+    Every k-rule (auto, linear, sqrt) passes lr0 x k**e and gives the optimizer a weight decay x k**(1-e),
+    which keeps the weight decay per epoch (optimizer steps x lr0 x weight decay: steps / k). The
+    exponent e differs by family because Ultralytics' loss is a SUM over the images of a step: the
+    SGD step already grows with k at a fixed lr0 (mean-gradient lr x k**(e+1)); an Adam-family step
+    does not (mean-gradient lr x k**e). linear and sqrt are the literature's rules in mean-gradient
+    terms; auto's exponent is the measured one (evidence.AUTO_LR0_EXPONENT).
+    """
+    k_images = Fraction(images, images_ref)
+    sgd = opt in um.SGD_FAMILY
+    family = "SGD" if sgd else "Adam"
+    k_text = f"k = {images}/{images_ref} = {float(k_images):.2f} images per optimizer step"
+    summed = (
+        f"Ultralytics' summed loss already grows the {opt} step with the images per step (x {float(k_images):.4g})"
+        if sgd
+        else f"the {opt} update ignores the gradient's scale, so Ultralytics' summed loss changes nothing"
+    )
+    if policy == "none":
+        if k_images == 1:
+            return Rule("none", family, 1.0, "no scaling", Fraction(1), Fraction(1), False, "", "")
+        per_epoch = (
+            "the linear rule in mean-gradient terms (Goyal et al. 2017)"
+            if sgd
+            else f"{float(k_images):.4g} x fewer steps of the same size per epoch"
+        )
+        return Rule(
+            "none", family, 1.0, "no scaling", Fraction(1), k_images, False,
+            f"policy none: {summed}: {per_epoch}",
+            "policy none: Ultralytics multiplies weight decay by batch*accumulate/nbs",
+        )
+    if policy == "table":
+        d = Fraction(world, world_ref)
+        lr_text = f"table rule lr0 x {float(d):.4g} (k = {world}/{world_ref} devices)"
+        if sgd and k_images != 1:
+            lr_text += f"; with the summed loss the mean-gradient SGD step grows x {float(d * k_images):.4g}"
+        if d == 1 and k_images == 1:
+            lr_text = ""
+        return Rule(
+            "table", family, float(d), f"k = {world}/{world_ref} = {float(d):.2f} devices", d, d, d > 1, lr_text,
+            f"table rule effective weight decay x {float(d):.4g} (k = {world}/{world_ref} devices)",
+        )
+    if policy == "auto":
+        e = evidence.AUTO_LR0_EXPONENT[family]
+    else:  # the literature's rule in mean-gradient terms: linear x k, sqrt x sqrt(k)
+        e = (1.0 if policy == "linear" else 0.5) - (1.0 if sgd else 0.0)
+    lr_mult = power(k_images, e)
+    wd_mult = k_images / lr_mult if isinstance(lr_mult, Fraction) else float(k_images) / lr_mult
+    mean_exp = e + 1 if sgd else e  # the mean-gradient learning rate grows x k**mean_exp
+    k = float(k_images)
+    if k == 1:
+        lr_reason = ""
+    elif policy == "auto":
+        measured = evidence.gaps(family, k, "auto")
+        named = {0.5: ", the square-root rule (Malladi et al. 2022)", 1.0: ", the linear rule"}
+        how = f"{summed}; lr0 x k^{e:g}" + (" on top" if sgd else named.get(mean_exp, ""))
+        lr_reason = (
+            f"auto ({family}-family {opt}): {how}: step x {k ** mean_exp:.4g} in mean-gradient terms, movement per "
+            f"epoch x {k ** (mean_exp - 1):.4g} ({k:.4g} x fewer optimizer steps); {k_text}; "
+            + (f"measured: {evidence.gaps_text(measured)}" if measured else auto_basis(k))
+        )
+    else:
+        lr_reason = (
+            f"{policy} rule (forced by policy): step x {k ** mean_exp:.4g} = "
+            f"{'k' if policy == 'linear' else 'sqrt(k)'} in mean-gradient terms; {summed}, so lr0 x "
+            f"{float(lr_mult):.4g}; {k_text}"
+        )
+    wd_reason = (
+        f"{policy} rule keeps the weight decay per epoch (optimizer steps x lr0 x weight decay: "
+        f"steps x 1/{k:.4g}, lr0 x {float(lr_mult):.4g}, weight decay x {float(wd_mult):.4g})"
+    )
+    return Rule(policy, family, k, k_text, lr_mult, wd_mult, k >= WARMUP_K_THRESHOLD, lr_reason, wd_reason)
+
+
+def auto_basis(k: float) -> str:
+    if k > evidence.MEASURED_MAX_K:
+        return f"beyond the measured k <= {evidence.MEASURED_MAX_K}, extrapolated (docs/scaling.md section 7)"
+    return "not measured at this k (docs/scaling.md section 7)"

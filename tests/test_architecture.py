@@ -1,0 +1,160 @@
+"""The house's rules, checked on the source (docs/architecture.md draws them): layers that only
+point down, the training process importing only the run-directory contract, no import cycles,
+and functions and modules short enough to read. Every import counts, lazy ones inside functions
+included."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "orchestrator"
+
+# Each part of the package (a top-level module or folder) and the parts it may import.
+# The root package (`orchestrator`: its version) may be imported by any.
+MAY_IMPORT: dict[str, set[str]] = {
+    # the contract between the two processes, and leaves that import nothing of the tool
+    "rundir": set(),
+    "devices": set(),
+    "data": set(),
+    "urls": set(),
+    "sqlite_wal": set(),
+    # the training process: the contract, generated data, its own package (and Ultralytics, torch)
+    "worker": {"rundir", "data"},
+    # the pure core: what to train and how its hyperparameters map to the target
+    "scaling": {"devices"},
+    "spec": {"rundir", "data", "devices", "scaling"},
+    "launch": {"rundir", "devices", "spec"},
+    "plan": {"rundir", "data", "devices", "scaling", "spec", "launch"},
+    # the orchestrator side: runs, their registry and recovery, sweeps, Kaggle, diagnostics
+    "registry": {"rundir", "sqlite_wal"},
+    "wandb_mode": {"spec"},
+    "replan": {"rundir", "devices", "scaling", "spec", "launch", "plan"},
+    "runner": {"rundir", "data", "devices", "spec", "launch", "plan", "replan", "registry", "wandb_mode"},
+    "sweep": {"rundir", "sqlite_wal", "urls", "spec", "launch", "plan", "runner"},
+    "kaggle": {"rundir", "devices", "spec", "plan", "registry"},
+    # doctor checks the training process's offline settings and W&B reach: it reads those two
+    # torch-free modules rather than keeping a second copy of their constants
+    "doctor": {"rundir", "registry", "spec", "urls", "wandb_mode", "worker.offline", "worker.wandb_reach"},
+    # the command line on top
+    "cli": {"rundir", "data", "devices", "scaling", "spec", "launch", "plan", "registry", "wandb_mode", "replan",
+            "runner", "sweep", "kaggle", "doctor"},
+    "__main__": {"cli"},
+}
+MAX_FUNCTION_LINES = 80
+MAX_MODULE_LINES = 450
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+def imports_of(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The package's modules that `name` imports anywhere in its file."""
+    out = set()
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            while target not in known and "." in target:
+                target = target.rsplit(".", 1)[0]
+            if target in known and target != name and target.startswith("orchestrator"):
+                out.add(target)
+    return out
+
+
+def graph() -> dict[str, set[str]]:
+    known = modules()
+    return {name: imports_of(name, path, known) for name, path in known.items()}
+
+
+def part_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def allowed(importer: str, imported: str) -> bool:
+    src, dst = part_of(importer), part_of(imported)
+    if dst in ("", src):
+        return True
+    rules = MAY_IMPORT[src]
+    return dst in rules or imported.removeprefix("orchestrator.") in rules
+
+
+def test_every_part_has_a_rule():
+    assert {part_of(m) for m in modules()} - {""} <= set(MAY_IMPORT)
+
+
+def test_imports_only_point_down():
+    wrong = [f"{a} imports {b}" for a, deps in graph().items() for b in sorted(deps) if not allowed(a, b)]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_training_process_imports_only_the_contract():
+    worker = {m: deps for m, deps in graph().items() if part_of(m) == "worker"}
+    assert worker, "no worker modules found"
+    outside = [f"{m} imports {d}" for m, deps in worker.items() for d in deps
+               if part_of(d) not in ("worker", "rundir", "data")]
+    assert not outside, "\n".join(outside)
+
+
+def test_no_import_cycles():
+    edges = graph()
+    cycles, state = [], {}
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = "open"
+        for dep in sorted(edges[node]):
+            if state.get(dep) == "open":
+                cycles.append(" -> ".join(stack[stack.index(dep):] + [dep]))
+            elif dep not in state:
+                visit(dep, stack + [dep])
+        state[node] = "done"
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node, [node])
+    assert not cycles, "\n".join(cycles)
+
+
+def test_no_cycles_between_parts():
+    parts: dict[str, set[str]] = {}
+    for a, deps in graph().items():
+        parts.setdefault(part_of(a), set()).update(part_of(b) for b in deps if part_of(b) not in ("", part_of(a)))
+    for start in parts:
+        seen, todo = set(), list(parts[start])
+        while todo:
+            p = todo.pop()
+            assert p != start, f"the parts {start} and {p} import each other (through {sorted(seen)})"
+            if p not in seen:
+                seen.add(p)
+                todo += parts.get(p, ())
+
+
+def test_functions_and_modules_stay_short():
+    long = []
+    for name, path in modules().items():
+        text = path.read_text()
+        lines = text.count("\n")
+        if lines > MAX_MODULE_LINES:
+            long.append(f"{name}: {lines} lines (at most {MAX_MODULE_LINES})")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > MAX_FUNCTION_LINES:
+                    long.append(f"{name}.{node.name}: {n} lines (at most {MAX_FUNCTION_LINES})")
+    assert not long, "\n".join(long)
