@@ -38,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("YOLO_OFFLINE", "1")
     from orchestrator.data.synth import generate_dataset
 
-    from .trainer import _compile_count, train_xla
+    from orchestrator.worker.xla.metrics import compile_count
+    from orchestrator.worker.xla.run import train_xla
 
     out = ns.out or Path(tempfile.mkdtemp(prefix="xla_bench_"))
     data = generate_dataset(out / "ds", images=ns.images, val_images=4, classes=3, imgsz=max(64, ns.imgsz), seed=0)
@@ -51,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     # (after its validation and checkpoint: the EMA copy to the host is part of the epoch)
 
     def mark(trainer) -> None:
-        counts.append(_compile_count())
+        counts.append(compile_count())
 
     t = time.perf_counter()
     r = train_xla(args, out / "run", max_boxes=ns.max_boxes, bf16=ns.bf16,

@@ -159,8 +159,8 @@ def test_offline_install_from_the_wheels_folder_keeps_the_image_torch(tmp_path):
 def _xla_ready() -> str | None:
     if importlib.util.find_spec("torch_xla") is None:
         return "torch_xla is not installed"
-    if importlib.util.find_spec("orchestrator.worker.xla.trainer") is None:
-        return "the XLA backend (orchestrator.worker.xla.trainer) is not there yet"
+    if importlib.util.find_spec("orchestrator.worker.xla.run") is None:
+        return "the XLA backend (orchestrator.worker.xla.run) is not there yet"
     return None
 
 

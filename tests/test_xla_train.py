@@ -33,7 +33,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 os.environ.setdefault("YOLO_OFFLINE", "1")
 
-from orchestrator.worker.xla.trainer import xla_available  # noqa: E402
+from orchestrator.worker.xla.run import xla_available  # noqa: E402
 
 XLA_OK, XLA_WHY = xla_available()
 
@@ -95,7 +95,7 @@ class _Interrupted(RuntimeError):
 
 def _drive(out: Path) -> None:
     """All XLA trainings, in this (fresh) process; writes out/report.json."""
-    from orchestrator.worker.xla.trainer import configure_xla_env, main, train_xla
+    from orchestrator.worker.xla.run import configure_xla_env, main, train_xla
 
     configure_xla_env()
     import torch_xla
@@ -465,7 +465,7 @@ def test_cli_in_process(drive):
 
 def test_cli_help_subprocess():
     p = subprocess.run(
-        [sys.executable, "-m", "orchestrator.worker.xla.trainer", "--help"], capture_output=True, text=True, cwd=ROOT,
+        [sys.executable, "-m", "orchestrator.worker.xla.run", "--help"], capture_output=True, text=True, cwd=ROOT,
         timeout=120,
     )
     assert p.returncode == 0

@@ -5,7 +5,7 @@
 
 Prepares the data (synth: generated here; a data yaml: its Kaggle dataset found by glob
 under the input root), writes the run's job.resolved.yaml, trains with the XLA backend
-(`orchestrator.worker.xla.trainer.train_xla`, one process per TPU core) with the session deadline
+(`orchestrator.worker.xla.run.train_xla`, one process per TPU core) with the session deadline
 callback, and writes events.jsonl, summary.json and resume.json into the run directory.
 The runner script tars that directory into /kaggle/working.
 
@@ -218,7 +218,7 @@ def run_session(bundle: dict, run_dir: Path, deadline: float, input_root: Path, 
         mode = "disabled"
     callbacks = make_callbacks(run_dir, resolved, mode, deadline)
 
-    from orchestrator.worker.xla.trainer import train_xla
+    from orchestrator.worker.xla.run import train_xla
 
     result = train_xla(args, run_dir, world_size=int(bundle["world_size"]), max_boxes=int(bundle["max_boxes"]),
                        bf16=bool(bundle["bf16"]), callbacks=callbacks, resume=resume)

@@ -30,7 +30,7 @@ def train(run_dir: Path) -> int:
 
     disable_integrations()
     from orchestrator.worker.callbacks import EpochReporter
-    from orchestrator.worker.xla.trainer import train_xla
+    from orchestrator.worker.xla.run import train_xla
 
     events = EventWriter(run_dir / EVENTS)
     write_json_atomic(run_dir / ENV, environment_info())

@@ -129,3 +129,38 @@ def write_checkpoints(
     for path in targets:
         write_bytes_atomic(path, data, fsync=True)  # as the CUDA/CPU worker's checkpoints (worker/recovery.py)
     return last, best
+
+
+def save_trainer_checkpoint(trainer, extra: dict) -> None:
+    """BaseTrainer.save_model for the XLA trainer: last.pt (and best.pt, epoch copies) from the
+    host EMA copy and a host copy of the optimizer state."""
+    data = build_checkpoint(
+        epoch=trainer.epoch,
+        best_fitness=trainer.best_fitness,
+        stopper=trainer.stopper,
+        ema_cpu=trainer.cpu_ema,
+        updates=trainer.ema.updates,
+        optimizer_state=optimizer_state_to_cpu(trainer.optimizer),
+        train_args=vars(trainer.args),
+        train_metrics={**trainer.metrics, "fitness": trainer.fitness},
+        train_results=trainer.read_results_csv(),
+        extra=extra,
+    )
+    write_checkpoints(data, trainer.wdir, is_best=trainer.best_fitness == trainer.fitness, epoch=trainer.epoch,
+                      save_period=trainer.save_period)
+
+
+def refresh_host_copy(cpu_ema: nn.Module, device_ema: nn.Module, model: nn.Module, ema_attrs: list[str]) -> nn.Module:
+    """Copy the device EMA's weights (and the model's attributes) into the host model that
+    validation and checkpoints read."""
+    import torch_xla
+    from ultralytics.utils.torch_utils import copy_attr
+
+    torch_xla.sync()
+    cpu_ema.load_state_dict(to_cpu(device_ema.state_dict()))
+    copy_attr(cpu_ema, model, include=[a for a in ema_attrs if a not in ("stride", "class_weights")])
+    cw = getattr(model, "class_weights", None)
+    if cw is not None:
+        cpu_ema.class_weights = cw.detach().cpu()
+    cpu_ema.criterion = None  # rebuilt on the host by the validator for val losses
+    return cpu_ema
