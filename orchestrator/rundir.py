@@ -268,16 +268,19 @@ def process_alive(pid: int | None, identity: str | None) -> bool:
 
 
 def die_with_parent(sig: int) -> None:
-    """Linux: the kernel sends this process `sig` when its parent thread ends (PR_SET_PDEATHSIG).
-    A no-op elsewhere; callers add a polling watch for every platform."""
+    """Linux: the kernel sends this process `sig` when its parent ends (PR_SET_PDEATHSIG), even when
+    the parent is killed by SIGKILL. A no-op elsewhere; callers add a polling watch for every platform."""
     if not sys.platform.startswith("linux"):
         return
+    parent = os.getppid()
     try:
         import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(1, sig)  # 1 = PR_SET_PDEATHSIG
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(sig), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
     except (OSError, AttributeError):
-        pass
+        return
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os.kill(os.getpid(), sig)
 
 
 _EXCEPTION_LINE = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt|Exit)\b.*")

@@ -21,43 +21,20 @@ Process hygiene and logs: every rank dies with its torchrun agent (PR_SET_PDEATH
 `rank<RANK>.log` into the run dir, and the first rank of each node (LOCAL_RANK 0) also tees to
 torchrun's stdout, i.e. the run's train.log.
 
-Test probe: with YOLO_ORCH_PROBE_DIR set, every rank writes probe-rank<R>.json there: the values the
-real trainer applied (batch per device, accumulate, optimizer param groups, warmup iterations,
-loss scale) and the sample indices its sampler gave it each epoch.
+The trainer class itself is in worker/ddp_trainer.py (it imports torch); worker/probe.py records
+what each rank really applied.
 """
 
 from __future__ import annotations
 
 import atexit
-import ctypes
-import json
 import os
 import signal
 import sys
 import threading
-from datetime import timedelta
 from pathlib import Path
 
-PROBE_ENV = "YOLO_ORCH_PROBE_DIR"
-BN_ENV = "YOLO_ORCH_DDP_BN"  # "match" (default): BN running statistics as in one process; "stock": Ultralytics as is
-
-
-# ---------------------------------------------------------------- process-level setup (no torch)
-
-
-def die_with_parent(sig: int = signal.SIGKILL) -> None:
-    """Linux: the kernel kills this rank when its torchrun agent dies, even by SIGKILL (torchrun
-    starts every worker in its own session, so signalling the agent's process group misses them)."""
-    if not sys.platform.startswith("linux"):
-        return
-    parent = os.getppid()
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(sig), 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:  # the agent died before prctl took effect
-        os.kill(os.getpid(), sig)
+from orchestrator.rundir import die_with_parent
 
 
 class _Tee:
@@ -114,31 +91,6 @@ def redirect_output(run_dir: Path, rank: int, local_rank: int) -> _Tee | None:
     return None
 
 
-# ---------------------------------------------------------------- torch side
-
-
-def _nn_with_ddp(wrap):
-    """A faithful copy of the `torch.nn` module whose `parallel.DistributedDataParallel` is `wrap`.
-
-    It stands in for `nn` inside ultralytics.engine.trainer while `_setup_train` builds the DDP
-    wrapper. A copy, not a proxy: `build_optimizer` (later in `_setup_train`) lists the norm layer
-    classes from `nn.__dict__` to keep BatchNorm weights out of weight decay; a stand-in without
-    them silently gave every BatchNorm weight weight decay (caught by the cpu vs cpu:2 parity run).
-    The trainer also restores the real module as soon as the wrap is built."""
-    import types
-
-    import torch.nn
-    import torch.nn.parallel
-
-    parallel = types.ModuleType(torch.nn.parallel.__name__)
-    parallel.__dict__.update(torch.nn.parallel.__dict__)
-    parallel.DistributedDataParallel = wrap
-    nn = types.ModuleType(torch.nn.__name__)
-    nn.__dict__.update(torch.nn.__dict__)
-    nn.parallel = parallel
-    return nn
-
-
 def bn_momentum_factor(plan: dict) -> float:
     """How many times fewer batches per epoch each rank runs than the reference did.
 
@@ -157,247 +109,6 @@ def bn_momentum_factor(plan: dict) -> float:
     return float(plan.get("world_size") or 1)
 
 
-def make_trainer_class(base, sync_bn: bool = False, bn_momentum_factor: float = 1.0):
-    """A subclass of the Ultralytics trainer `base` that runs as one rank of a torchrun job."""
-    import torch
-    import torch.distributed as dist
-    from ultralytics.utils import LOCAL_RANK, LOGGER, RANK
-
-    class TorchrunTrainer(base):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            world = int(os.environ.get("WORLD_SIZE", "1"))
-            if world > 1:
-                # Ultralytics counts the devices in `device=` (0 on CPU, one node): use torchrun's world.
-                self.world_size = world
-            self.ddp = False  # already a rank: never pickle and respawn under torch.distributed.run
-            self.sync_bn = bool(sync_bn) and self.world_size > 1
-            self.bn_mode = os.environ.get(BN_ENV, "match")
-            if self.bn_mode not in ("match", "stock"):
-                raise ValueError(f"{BN_ENV}={self.bn_mode!r}: expected 'match' or 'stock'")
-            match = self.world_size > 1 and self.bn_mode == "match"
-            self.bn_momentum_factor = float(bn_momentum_factor) if match else 1.0
-            if match:
-                self.add_callback("on_train_epoch_end", lambda t: t._average_bn_statistics())
-            self._bn_momenta: dict[str, float] = {}
-            self._probe = RankProbe(self) if os.environ.get(PROBE_ENV) else None
-
-        # -- process group
-        def _setup_ddp(self):
-            if self.device.type != "cpu":
-                return super()._setup_ddp()  # NCCL, device = LOCAL_RANK-th id of device=
-            self.accelerator = None
-            dist.init_process_group(backend="gloo", timeout=timedelta(seconds=10800), rank=RANK,
-                                    world_size=self.world_size)
-            LOGGER.info(f"DDP: rank {RANK}/{self.world_size} (local {LOCAL_RANK}) on cpu over gloo")
-
-        # -- DDP wrap (and SyncBN before it)
-        def _wrap_ddp(self, module, device_ids=None, **kwargs):
-            import ultralytics.engine.trainer as trainer_module
-
-            trainer_module.nn = torch.nn  # the stand-in served its one purpose
-            cpu = self.device.type == "cpu"
-            self._scale_bn_momentum(module)
-            if self.sync_bn:
-                from orchestrator.worker.sync_bn import convert_sync_batchnorm, count_sync
-
-                module = convert_sync_batchnorm(module, cpu=cpu)
-                n = count_sync(module)
-                LOGGER.info(f"DDP: sync_bn: {n} BatchNorm layers synchronised over {self.world_size} ranks")
-            return torch.nn.parallel.DistributedDataParallel(module, device_ids=None if cpu else device_ids, **kwargs)
-
-        def _setup_train(self):
-            import ultralytics.engine.trainer as trainer_module
-
-            nn_module = trainer_module.nn
-            trainer_module.nn = _nn_with_ddp(self._wrap_ddp)
-            try:
-                super()._setup_train()
-            finally:
-                trainer_module.nn = nn_module
-            if self.sync_bn and self.ema is not None:
-                from orchestrator.worker.sync_bn import revert_sync_batchnorm
-
-                self.ema.ema = revert_sync_batchnorm(self.ema.ema)  # checkpoints hold plain BatchNorm2d
-            if self._bn_momenta and self.ema is not None:  # checkpoints keep the model's own momentum
-                for name, m in self.ema.ema.named_modules():
-                    if name in self._bn_momenta:
-                        m.momentum = self._bn_momenta[name]
-
-        def _average_bn_statistics(self):
-            """Average the EMA's BatchNorm running statistics over the ranks at the end of every epoch
-            (before validation and the checkpoint; Ultralytics then broadcasts rank 0's buffers).
-            Each rank's running statistics see only its own shard; one process's see every batch.
-            The average covers as many batches as one process's would (cf. timm's distribute_bn)."""
-            if self.ema is None:
-                return
-            bns = [m for m in self.ema.ema.modules()
-                   if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.track_running_stats]
-            bufs = [b for m in bns for b in (m.running_mean, m.running_var)]
-            if not bufs:
-                return
-            flat = torch.cat([b.detach().flatten().float() for b in bufs])
-            dist.all_reduce(flat)
-            flat /= self.world_size
-            offset = 0
-            with torch.no_grad():
-                for b in bufs:
-                    b.copy_(flat[offset:offset + b.numel()].view_as(b).to(b.dtype))
-                    offset += b.numel()
-
-        def _scale_bn_momentum(self, module):
-            k = self.bn_momentum_factor
-            if abs(k - 1.0) < 1e-9:
-                return
-            for name, m in module.named_modules():
-                if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.momentum is not None:
-                    self._bn_momenta[name] = m.momentum
-                    m.momentum = 1.0 - (1.0 - m.momentum) ** k
-            if self._bn_momenta:
-                old = sorted(set(self._bn_momenta.values()))
-                LOGGER.info(f"DDP: BatchNorm momentum {old} -> 1-(1-m)^{k:g} for {len(self._bn_momenta)} layers "
-                            f"(each rank runs {k:g}x fewer batches per epoch than the reference)")
-
-        # -- final validation of best.pt: every rank takes part (distributed validation)
-        def _share_best(self):
-            """Several nodes: each node's orchestrator has its own run dir, so the ranks not on node 0
-            lack weights/best.pt, skip the final validation and leave the others waiting in its
-            gather. Rank 0 sends them the file (only to ranks that cannot see it)."""
-            info = [self.best.exists() if RANK == 0 else None]
-            dist.broadcast_object_list(info, 0)
-            need = bool(info[0]) and not self.best.exists()
-            needs = [None] * self.world_size
-            dist.all_gather_object(needs, need)
-            if any(needs):
-                payload = [self.best.read_bytes() if RANK == 0 else None]
-                dist.broadcast_object_list(payload, 0)
-                if need:
-                    self.wdir.mkdir(parents=True, exist_ok=True)
-                    tmp = self.best.with_name(f".{self.best.name}.rank{RANK}.tmp")  # a node's ranks write at once
-                    tmp.write_bytes(payload[0])
-                    tmp.replace(self.best)
-            return need
-
-        def final_eval(self):
-            received = False
-            if self.world_size > 1 and int(os.environ.get("LOCAL_WORLD_SIZE", self.world_size)) < self.world_size:
-                received = self._share_best()
-            try:
-                self._final_eval()
-            finally:
-                if received:
-                    self.best.unlink(missing_ok=True)  # a temporary copy: node 0's run dir has the real one
-
-        def _final_eval(self):
-            if self.device.type != "cpu" or self.world_size <= 1:
-                return super().final_eval()
-            import ultralytics.engine.validator as validator_module
-            from types import SimpleNamespace
-
-            auto_backend, backend_of = validator_module.AutoBackend, validator_module.get_torch_device_backend
-
-            def cpu_auto_backend(*args, device=None, **kwargs):
-                return auto_backend(*args, device=torch.device("cpu"), **kwargs)
-
-            validator_module.AutoBackend = cpu_auto_backend
-            validator_module.get_torch_device_backend = lambda *a, **k: SimpleNamespace(current_device=lambda: 0)
-            try:
-                return super().final_eval()
-            finally:
-                validator_module.AutoBackend, validator_module.get_torch_device_backend = auto_backend, backend_of
-
-        def preprocess_batch(self, batch):
-            if self._probe is not None:
-                self._probe.count(batch)
-            return super().preprocess_batch(batch)
-
-    TorchrunTrainer.__name__ = TorchrunTrainer.__qualname__ = f"Torchrun{base.__name__}"
-    return TorchrunTrainer
-
-
-class RankProbe:
-    """Records, per rank, what the real trainer applied (for tests/test_ddp_effective.py and
-    tests/test_distributed.py). Written atomically after the first batch and every epoch."""
-
-    def __init__(self, trainer):
-        self.rank = int(os.environ.get("RANK", "-1"))
-        self.path = Path(os.environ[PROBE_ENV]) / f"probe-rank{max(self.rank, 0)}.json"
-        self.data: dict = {"rank": self.rank, "epochs": []}
-        self.images = 0
-        self.batches = 0
-        trainer.add_callback("on_train_start", self.on_train_start)
-        trainer.add_callback("on_train_batch_end", self.on_train_batch_end)
-        trainer.add_callback("on_train_epoch_end", self.on_train_epoch_end)
-
-    def count(self, batch) -> None:
-        self.images += int(batch["img"].shape[0])
-        self.batches += 1
-
-    def on_train_start(self, t) -> None:
-        import torch
-        import torch.distributed as dist
-
-        from orchestrator.worker.sync_bn import count_sync
-
-        loader = t.train_loader
-        sampler = loader.sampler
-        groups = [{"param_group": g.get("param_group"), "lr": g.get("initial_lr", g["lr"]),
-                   "weight_decay": g["weight_decay"], "params": len(g["params"])} for g in t.optimizer.param_groups]
-        self.data.update({
-            "world_size": t.world_size,
-            "backend": dist.get_backend() if dist.is_initialized() else None,
-            "device": str(t.device),
-            "amp": bool(t.amp),
-            "bn_mode": t.bn_mode,
-            "batch": t.batch_size,
-            "batch_per_device": loader.batch_size,
-            "nbs": t.args.nbs,
-            "accumulate": t.accumulate,
-            "optimizer": type(t.optimizer).__name__,
-            "param_groups": groups,
-            # what Ultralytics' build_optimizer keeps out of weight decay (its own test: "Norm" in the class name)
-            "norm_layers": sum(1 for m in t.model.modules()
-                               if isinstance(m, tuple(v for k, v in torch.nn.__dict__.items() if "Norm" in k))),
-            "batches_per_epoch": len(loader),
-            "warmup_iterations": t._get_warmup_iterations(len(loader)),
-            "dataset_size": len(loader.dataset),
-            "sampler": type(sampler).__name__ if sampler is not None else None,
-            "samples_per_device": len(sampler) if sampler is not None else len(loader.dataset),
-            "ddp_wrapped": type(t.model).__name__,
-            "sync_bn_layers": count_sync(t.model),
-            "bn_momentum": sorted({m.momentum for m in t.model.modules()
-                                   if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)}),
-            "ema_bn_momentum": sorted({m.momentum for m in t.ema.ema.modules()
-                                       if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)}),
-            "ema_sync_bn_layers": count_sync(t.ema.ema),
-        })
-
-    def on_train_batch_end(self, t) -> None:
-        if "loss_scale" not in self.data and t.loss_items is not None:
-            items = t.loss_items.values() if isinstance(t.loss_items, dict) else t.loss_items
-            total = float(sum(float(v) for v in items))
-            self.data["loss_scale"] = float(t.loss.detach()) / total if total else None
-            self._write()
-
-    def on_train_epoch_end(self, t) -> None:
-        sampler = t.train_loader.sampler
-        indices = [int(i) for i in iter(sampler)] if sampler is not None else None
-        import torch
-
-        bn_sum = sum(float(m.running_mean.double().sum() + m.running_var.double().sum()) for m in t.ema.ema.modules()
-                     if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.track_running_stats)
-        self.data["epochs"].append({"epoch": int(t.epoch), "images": self.images, "batches": self.batches,
-                                    "indices": indices, "ema_bn_stats_sum": bn_sum})
-        self.images = self.batches = 0
-        self._write()
-
-    def _write(self) -> None:
-        from orchestrator.rundir import write_text_atomic
-
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(self.path, json.dumps(self.data, indent=1, default=str))
-
-
 def trainer_factory(resolved: dict):
     """train.train() calls this after the offline setup: the trainer class for this rank."""
     import torch
@@ -407,6 +118,8 @@ def trainer_factory(resolved: dict):
         local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(local_world, 1)))
     from ultralytics.models.yolo.detect import DetectionTrainer
+
+    from orchestrator.worker.ddp_trainer import make_trainer_class
 
     return make_trainer_class(DetectionTrainer, sync_bn=bool(resolved["job"].get("sync_bn", False)),
                               bn_momentum_factor=bn_momentum_factor(resolved["plan"]))
@@ -422,7 +135,9 @@ def main(argv: list[str] | None = None) -> int:
               "use orchestrator.worker.train for one process", file=sys.stderr)
         return 2
     run_dir = Path(argv[0]).resolve()
-    die_with_parent()
+    # the kernel kills this rank when its torchrun agent dies, even by SIGKILL (torchrun starts every
+    # worker in its own session, so signalling the agent's process group misses them)
+    die_with_parent(signal.SIGKILL)
     redirect_output(run_dir, int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0")))
     from orchestrator.worker.train import train
 

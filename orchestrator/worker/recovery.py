@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.rundir import (ENV_SUPERVISOR_PID, ENV_SUPERVISOR_START, EVENTS, EXIT_OOM, LAST, RESUME_PATCHED,
-                                 EventWriter, die_with_parent, is_primary, rank, process_alive, replaced_atomically, write_bytes_atomic)
+                                 EventWriter, die_with_parent, is_primary, process_alive, rank, replaced_atomically,
+                                 write_bytes_atomic)
 from orchestrator.worker import faults
 
 ULTRALYTICS_OOM_LIMIT = 3  # BaseTrainer._do_train: `self._oom_retries >= 3` re-raises
