@@ -52,7 +52,7 @@ def test_steps_ints_and_categoricals():
 
 
 def test_start_is_the_first_enqueue_point_then_the_base_job(tmp_path):
-    from orchestrator.sweep.spec import load_sweep
+    from orchestrator.sweep.loader import load_sweep
 
     path = write_sweep(tmp_path, sampler={"name": "tpe", "startup": "local"},
                        space=space(lr0={"low": 1e-4, "high": 1e-2}, box={"low": 1.0, "high": 20.0},
@@ -68,7 +68,7 @@ def test_startup_trials_stay_near_the_start_then_tpe_takes_over(tmp_path):
     import optuna
 
     from orchestrator.sweep.objective import suggest
-    from orchestrator.sweep.spec import load_sweep
+    from orchestrator.sweep.loader import load_sweep
     from orchestrator.sweep.study import make_sampler
 
     path = write_sweep(tmp_path, sampler={"name": "tpe", "seed": 3, "n_startup_trials": 4, "startup": "local",

@@ -275,7 +275,7 @@ def test_missing_and_empty_sweep_files(tmp_path):
 def test_example_sweep_is_valid():
     """examples/sweep.yaml loads, its base job plans, and its space is what the docs say."""
     from conftest import REPO
-    from orchestrator.sweep.spec import load_sweep
+    from orchestrator.sweep.loader import load_sweep
 
     sweep = load_sweep(REPO / "examples" / "sweep.yaml")
     assert sweep.base.spec.name == "quickstart"
@@ -290,7 +290,7 @@ def test_every_sampler_drives_a_study(tmp_path, sampler):
     import optuna
 
     from orchestrator.sweep.objective import suggest
-    from orchestrator.sweep.spec import load_sweep
+    from orchestrator.sweep.loader import load_sweep
     from orchestrator.sweep.study import make_pruner, make_sampler
 
     multi = sampler == "nsga2"
@@ -314,7 +314,7 @@ def test_every_sampler_drives_a_study(tmp_path, sampler):
 @pytest.mark.parametrize("pruner", [{"name": "median"}, {"name": "hyperband", "min_resource": 1, "max_resource": 3},
                                     {"name": "threshold", "lower": 0.1}, {"name": "none"}])
 def test_every_pruner_builds(pruner):
-    from orchestrator.sweep.spec import PrunerSpec
+    from orchestrator.sweep.config import PrunerSpec
     from orchestrator.sweep.study import make_pruner
 
     assert make_pruner(PrunerSpec.model_validate(pruner)) is not None
@@ -326,7 +326,7 @@ def test_report_of_a_multi_objective_study(tmp_path, monkeypatch):
     import optuna
 
     from orchestrator.sweep import report
-    from orchestrator.sweep.spec import load_sweep
+    from orchestrator.sweep.loader import load_sweep
     from orchestrator.sweep.study import check_url, default_storage, open_study, record_sweep
 
     monkeypatch.chdir(tmp_path)  # runs_dir "runs" is relative to the working directory, as for `submit`

@@ -126,7 +126,7 @@ def test_a_real_sweep_warns_of_an_inert_dimension_before_it_starts(tmp_path):
 def test_median_pruner_waits_half_the_epochs_unless_told(tmp_path):
     """Models trained from scratch all score ~0 in their first epochs: the median pruner's
     default warmup is half the base job's epochs, an explicit value wins."""
-    from orchestrator.sweep.spec import load_sweep
+    from orchestrator.sweep.loader import load_sweep
 
     write_sweep(tmp_path, dict(TINY_JOB, epochs=35, hyp={"optimizer": "SGD", "lr0": 0.01}))
     assert load_sweep(tmp_path / "sweep.yaml").spec.pruner.n_warmup_steps == 17

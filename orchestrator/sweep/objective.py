@@ -25,7 +25,7 @@ from orchestrator.sweep.trial_callback import TRIAL_CALLBACK, TRIAL_RESULT
 if TYPE_CHECKING:
     import optuna
 
-    from orchestrator.sweep.spec import LoadedSweep, Param
+    from orchestrator.sweep.loader import LoadedSweep, Param
 
 
 class TrialFailed(Exception):

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from rich.console import RenderableType
 
     from orchestrator.plan import DataInfo, Plan
-    from orchestrator.sweep.spec import LoadedSweep, Param
+    from orchestrator.sweep.loader import LoadedSweep, Param
 
 
 def _options(component: dict[str, Any]) -> str:

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import optuna
     from rich.console import RenderableType
 
-    from orchestrator.sweep.spec import LoadedSweep
+    from orchestrator.sweep.loader import LoadedSweep
 
 BEST_YAML = "best.yaml"
 SUMMARY_JSON = "summary.json"

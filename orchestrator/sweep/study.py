@@ -22,7 +22,8 @@ from orchestrator.sqlite_wal import enable_wal, is_damaged
 if TYPE_CHECKING:
     import optuna
 
-    from orchestrator.sweep.spec import Heartbeat, LoadedSweep, Param, PrunerSpec, SamplerSpec
+    from orchestrator.sweep.config import Heartbeat, PrunerSpec, SamplerSpec
+    from orchestrator.sweep.loader import LoadedSweep, Param
 
 ENV_STORAGE = "YOLO_ORCH_SWEEP_STORAGE"  # how the storage URL reaches workers and trials (never argv, never files)
 SQLITE_TIMEOUT_S = 60
@@ -212,7 +213,7 @@ def tpe_startup(opts: dict) -> int:
 def make_pruner(spec: "PrunerSpec | dict") -> "optuna.pruners.BasePruner":
     import optuna
 
-    from orchestrator.sweep.spec import PrunerSpec
+    from orchestrator.sweep.config import PrunerSpec
 
     if isinstance(spec, dict):
         spec = PrunerSpec.model_validate(spec)

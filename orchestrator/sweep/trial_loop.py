@@ -25,7 +25,7 @@ from pathlib import Path
 
 from orchestrator.spec.errors import SpecError
 from orchestrator.sweep.objective import TrialFailed, TrialRunner
-from orchestrator.sweep.spec import LoadedSweep, load_sweep
+from orchestrator.sweep.loader import LoadedSweep, load_sweep
 from orchestrator.sweep.study import (ENV_STORAGE, StorageError, done_count, epochs_spent, fail_stale, open_study,
                                       state_counts)
 

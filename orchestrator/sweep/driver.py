@@ -1,0 +1,162 @@
+"""What `yolo-orch sweep` does, without the display: check the request, open or resume the study,
+start K local worker processes (sweep/trial_loop.py: each runs trials as normal runs) and stop
+them on Ctrl-C. The command line (cli/sweep.py) draws the progress and the report."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from orchestrator.spec.errors import SpecError
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+STOP_GRACE_S = 60  # after SIGTERM, how long workers get to fail their running trials cleanly
+
+
+@dataclass
+class SweepRequest:
+    """A validated sweep with its budgets and storage resolved (flags over the sweep file)."""
+
+    sweep: object  # sweep.loader.LoadedSweep
+    base_plan: object  # plan.Plan of the base job
+    url: str
+    n_trials: int
+    timeout: float | None
+    epoch_budget: int | None
+    workers: int
+    notes: list[str] = field(default_factory=list)  # said to the user before anything runs
+
+
+def check_flags(n_trials, timeout, epoch_budget, workers) -> None:
+    problems = []
+    if n_trials is not None and n_trials < 1:
+        problems.append(f"--n-trials: must be at least 1 (got {n_trials})")
+    if timeout is not None and not timeout > 0:
+        problems.append(f"--timeout: must be a positive number of seconds (got {timeout})")
+    if epoch_budget is not None and epoch_budget < 1:
+        problems.append(f"--epoch-budget: must be at least 1 (got {epoch_budget})")
+    if workers is not None and not 1 <= workers <= 256:
+        problems.append(f"--workers: must be between 1 and 256 (got {workers})")
+    if problems:
+        raise SpecError(problems)
+
+
+def prepare(sweep_file: Path, study: str | None = None, storage: str | None = None, n_trials: int | None = None,
+            timeout: float | None = None, epoch_budget: int | None = None,
+            workers: int | None = None) -> SweepRequest:
+    """Validate everything a sweep needs before it runs; SpecError (exit 2) names each problem."""
+    check_flags(n_trials, timeout, epoch_budget, workers)
+    from orchestrator.plan import make_plan
+    from orchestrator.runner import check_launchable
+    from orchestrator.sweep.loader import load_sweep
+    from orchestrator.sweep.study import check_sampler_available, check_url, default_storage
+
+    sweep = load_sweep(sweep_file, study=study)
+    spec = sweep.spec
+    check_sampler_available(spec.sampler)
+    base_plan = make_plan(sweep.base)
+    check_launchable(base_plan)  # the base job must be runnable here
+    url = check_url(storage) if storage else check_url(spec.storage, "storage") if spec.storage else \
+        check_url(default_storage(sweep))
+    request = SweepRequest(sweep, base_plan, url, n_trials or spec.budget.n_trials,
+                           timeout if timeout is not None else spec.budget.timeout,
+                           epoch_budget or spec.budget.epochs, workers or spec.workers)
+    if spec.sampler.name == "grid":
+        size = 1
+        for p in sweep.params:
+            size *= len(p.grid())
+        if request.n_trials > size:
+            request.notes.append(f"grid has {size} points: n_trials {request.n_trials} -> {size}")
+            request.n_trials = size
+    return request
+
+
+def open_for_run(request: SweepRequest):
+    """Create or resume the study, queue the first points; (study, the status line, whether trials
+    remain to run). Raises study.StorageError when the storage cannot be used."""
+    from orchestrator.sweep.study import (done_count, enqueue_initial, epochs_spent, open_study, record_sweep,
+                                          redact, state_counts)
+
+    sweep = request.sweep
+    study = open_study(sweep, request.url, heartbeat=True)
+    record_sweep(study, sweep)
+    queued = enqueue_initial(study, sweep)
+    trials = study.get_trials(deepcopy=False)
+    done = done_count(state_counts(study, trials))
+    spent = epochs_spent(study, trials)
+    status = (f"study [bold]{sweep.study}[/] ({redact(request.url)}): "
+              + (f"resuming with {done} trial(s) done, " if len(trials) - queued else "new, ")
+              + f"target {request.n_trials} complete+pruned; {request.workers} local worker(s)"
+              + (f", timeout {request.timeout:g} s" if request.timeout else "")
+              + (f", epoch budget {request.epoch_budget} ({spent} spent)" if request.epoch_budget else ""))
+    remaining = done < request.n_trials and not (request.epoch_budget and spent >= request.epoch_budget)
+    return study, status, remaining
+
+
+def start_workers(request: SweepRequest) -> list[tuple[subprocess.Popen, Path]]:
+    """K `python -m orchestrator.sweep.trial_loop` processes, each with its log file."""
+    from orchestrator.sweep.study import ENV_STORAGE
+
+    sweep = request.sweep
+    log_dir = sweep.study_dir / "workers"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, ENV_STORAGE: request.url, "YOLO_ORCH_SWEEP_CLI": str(os.getpid()), "PYTHONUNBUFFERED": "1"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_ROOT), env.get("PYTHONPATH")]))
+    started = []
+    for i in range(request.workers):
+        log_path = log_dir / f"{socket.gethostname()}-{os.getpid()}-w{i}.log"
+        cmd = [sys.executable, "-m", "orchestrator.sweep.trial_loop", str(sweep.path), "--study", sweep.study,
+               "--n-trials", str(request.n_trials), "--index", str(i)]
+        if request.timeout:
+            cmd += ["--timeout", str(request.timeout)]
+        if request.epoch_budget:
+            cmd += ["--epoch-budget", str(request.epoch_budget)]
+        with open(log_path, "ab", buffering=0) as log:
+            # same process group as this command: Ctrl-C or a kill of the group reaches the workers;
+            # each trial's training process has its own session and dies with its worker.
+            started.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                             env=env), log_path))
+    return started
+
+
+def stop_workers(procs: list[subprocess.Popen]) -> None:
+    """SIGTERM (their running trials end as FAIL), then SIGKILL after the grace period."""
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    deadline = time.time() + STOP_GRACE_S
+    for p in procs:
+        try:
+            p.wait(timeout=max(1.0, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def progress_of(study, maximize: bool | None) -> tuple[int, str] | None:
+    """(trials done, a status text) from one storage read; None when the database is busy."""
+    from orchestrator.sweep.study import done_count, epochs_spent, fail_stale, state_counts
+
+    try:
+        fail_stale(study)  # a dead worker's trial turns FAIL (and is retried) even while all others train
+        trials = study.get_trials(deepcopy=False)
+    except Exception:  # noqa: BLE001 - a busy database: try again next tick
+        return None
+    c = state_counts(study, trials)
+    info = (f"running {c['RUNNING']}  pruned {c['PRUNED']}  failed {c['FAIL']}  "
+            f"epochs {epochs_spent(study, trials)}  {_best_text(trials, maximize)}")
+    return done_count(c), info
+
+
+def _best_text(trials: list, maximize: bool | None) -> str:
+    """`study.best_value` from already-fetched trials: the best COMPLETE value of a single objective."""
+    values = [t.value for t in trials if t.state.name == "COMPLETE"] if maximize is not None else []
+    if not values:
+        return ""
+    return f"best {(max if maximize else min)(values):.5g}"
