@@ -16,6 +16,7 @@ import pytest
 
 from conftest import run_cli
 from orchestrator import doctor
+from orchestrator.doctor import gpu_processes, runtime, services
 from orchestrator.rundir import process_identity
 
 SECRET = "wandb-key-0123456789abcdef0123456789abcdef"
@@ -49,7 +50,7 @@ def test_broken_torchvision_fails_with_the_fix(tmp_path, monkeypatch):
     shim = _broken_torchvision(tmp_path)
     repo = Path(__file__).resolve().parents[1]
     monkeypatch.setenv("PYTHONPATH", f"{shim}{os.pathsep}{repo}")
-    check = doctor.check_torch(doctor.probe_torch())
+    check = runtime.check_torch(runtime.probe_torch())
     assert check.status == "fail"
     assert "operator torchvision::nms does not exist" in check.detail
     assert "torchvision" in check.fix and "pip install" in check.fix
@@ -67,8 +68,8 @@ def test_doctor_exit_code_1_on_failure(tmp_path):
 
 def test_parse_nvidia_smi_csv():
     text = "pid, used_gpu_memory [MiB]\n1234, 5120 MiB\n99, [N/A]\n"
-    assert doctor.parse_smi_csv(text) == [{"pid": 1234, "used_mib": 5120}, {"pid": 99, "used_mib": None}]
-    assert doctor.parse_smi_csv("No running processes found\n") == []
+    assert gpu_processes.parse_smi_csv(text) == [{"pid": 1234, "used_mib": 5120}, {"pid": 99, "used_mib": None}]
+    assert gpu_processes.parse_smi_csv("No running processes found\n") == []
 
 
 def _fake_smi(tmp_path: Path, pids: list[int]) -> str:
@@ -87,14 +88,14 @@ def test_gpu_processes_foreign_and_orphans(tmp_path):
     orphan = subprocess.Popen(sleep, env={**os.environ, "YOLO_ORCH_SUPERVISOR_PID": str(dead.pid),
                                           "YOLO_ORCH_SUPERVISOR_START": "gone:1"})
     try:
-        check = doctor.check_gpu_processes(tmp_path / "runs", _fake_smi(tmp_path, [os.getpid(), foreign.pid]))
+        check = gpu_processes.check_gpu_processes(tmp_path / "runs", _fake_smi(tmp_path, [os.getpid(), foreign.pid]))
         assert check.status == "warn"
         assert f"pid {foreign.pid} (2048 MiB)" in check.detail and f"kill {foreign.pid}" in check.fix
         assert f"pid {os.getpid()} " not in check.detail  # this process is ours
-        check = doctor.check_gpu_processes(tmp_path / "runs", _fake_smi(tmp_path, [foreign.pid, orphan.pid]))
+        check = gpu_processes.check_gpu_processes(tmp_path / "runs", _fake_smi(tmp_path, [foreign.pid, orphan.pid]))
         assert check.status == "fail" and f"kill {orphan.pid}" in check.fix
         assert "orphaned yolo-orch" in check.detail
-        check = doctor.check_gpu_processes(tmp_path / "runs", _fake_smi(tmp_path, []))
+        check = gpu_processes.check_gpu_processes(tmp_path / "runs", _fake_smi(tmp_path, []))
         assert check.status == "pass"
     finally:
         for p in (foreign, orphan):
@@ -103,19 +104,19 @@ def test_gpu_processes_foreign_and_orphans(tmp_path):
 
 
 def test_storage_checks_hide_the_password(tmp_path, monkeypatch):
-    for env in doctor.STORAGE_ENVS:
+    for env in services.STORAGE_ENVS:
         monkeypatch.delenv(env, raising=False)
-    assert doctor.check_storage(None).status == "pass"
+    assert services.check_storage(None).status == "pass"
     url = "postgresql://alice:hunter2secret@127.0.0.1:1/optuna"
-    check = doctor.check_storage(url)
+    check = services.check_storage(url)
     assert check.status == "fail" and "hunter2secret" not in check.detail + check.fix
     assert "alice:***@127.0.0.1:1" in check.detail
     monkeypatch.setenv("YOLO_ORCH_STORAGE", f"sqlite:///{tmp_path}/s.db")
-    assert doctor.check_storage(None).status == "pass"  # created on first use
+    assert services.check_storage(None).status == "pass"  # created on first use
     import sqlite3
 
     sqlite3.connect(tmp_path / "s.db").close()
-    check = doctor.check_storage(None)
+    check = services.check_storage(None)
     assert check.status == "pass" and "reachable" in check.detail
 
 
@@ -129,32 +130,32 @@ def test_wandb_and_disk(tmp_path, monkeypatch):
         server.bind(("127.0.0.1", 0))
         server.listen()
         monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{server.getsockname()[1]}")
-        check = doctor.check_wandb()
+        check = services.check_wandb()
     assert check.status == "pass" and "API key configured" in check.detail and "reachable" in check.detail
     assert SECRET not in json.dumps(doctor.as_json([check]))
     closed = socket.socket()
     closed.bind(("127.0.0.1", 0))
     monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{closed.getsockname()[1]}")
     closed.close()
-    check = doctor.check_wandb()
+    check = services.check_wandb()
     assert check.status == "warn" and "unreachable" in check.detail and "runs will log offline" in check.detail
     assert "wandb sync" in check.fix and check.data["reachable"] is False
     monkeypatch.setenv("WANDB_MODE", "offline")  # offline configured: no probe, nothing touches the network
-    check = doctor.check_wandb()
+    check = services.check_wandb()
     assert check.status == "pass" and "reachable" not in check.data
-    assert doctor.check_disk(tmp_path / "runs").status == "pass"
-    assert doctor.check_disk(tmp_path / "runs", warn_gib=1e9, fail_gib=0).status == "warn"
-    assert doctor.check_disk(tmp_path / "runs", warn_gib=1e9, fail_gib=1e9).status == "fail"
+    assert services.check_disk(tmp_path / "runs").status == "pass"
+    assert services.check_disk(tmp_path / "runs", warn_gib=1e9, fail_gib=0).status == "warn"
+    assert services.check_disk(tmp_path / "runs", warn_gib=1e9, fail_gib=1e9).status == "fail"
 
 
 def test_registry_check(tmp_path, monkeypatch):
     monkeypatch.delenv("YOLO_ORCH_REGISTRY", raising=False)
-    assert "does not exist yet" in doctor.check_registry(tmp_path / "runs").detail
+    assert "does not exist yet" in services.check_registry(tmp_path / "runs").detail
     from orchestrator.registry import Registry
 
     with Registry.open(tmp_path / "runs") as reg:
         reg.add_run("x", job="j", run_dir=tmp_path)
-    check = doctor.check_registry(tmp_path / "runs")
+    check = services.check_registry(tmp_path / "runs")
     assert check.status == "pass" and "1 runs" in check.detail and "journal wal" in check.detail
     assert process_identity(os.getpid())
 
@@ -164,5 +165,5 @@ def test_storage_check_takes_the_url_sweep_takes(pg_url):
     """`postgresql://` (no driver named) is what `sweep` accepts and the docs show: doctor picks the
     installed driver as sweep does instead of failing on a missing psycopg."""
     assert pg_url.startswith("postgresql://")
-    check = doctor.check_storage(pg_url)
+    check = services.check_storage(pg_url)
     assert check.status == "pass" and "reachable" in check.detail, check.detail
