@@ -66,6 +66,20 @@ class Plan:
             out["launch"] = self.launch
         return out
 
+    def resolved_document(self, run_id: str, run_dir: Path | None, wandb_mode: str) -> dict[str, Any]:
+        """job.resolved.yaml for a run of this plan: the job, the plan with the reference-scale
+        hyperparameters, and where the run lives (rundir.py names the file)."""
+        plan_json = self.as_json()
+        plan_json["hyp"] = self.hyp
+        return {
+            "run_id": run_id,
+            "run_dir": str(run_dir) if run_dir is not None else None,
+            "job_file": str(self.job.path) if self.job.path else None,
+            "wandb_mode": wandb_mode,
+            "job": self.job.spec.model_dump(mode="json"),
+            "plan": plan_json,
+        }
+
 
 def describe_data(job: LoadedJob) -> DataInfo:
     """The job's dataset: classes, training images and a label check (spec/dataset.py). Label problems

@@ -231,15 +231,33 @@ class Registry:
     def update(self, run_id: str, *, note: str | None = None, **fields: Any) -> dict:
         """Set columns. `metrics`/`tags` may be dicts; `note="..."` appends to the notes list;
         `pid=...` records that process's identity too (likewise `worker_pid`)."""
+        if self._set(run_id, fields, note) == 0:
+            raise RegistryError(f"run '{run_id}' is not in the registry {self.path}")
+        return self._get_raw(run_id)
+
+    def transition(self, run_id: str, expected: str | tuple[str, ...], *, note: str | None = None,
+                   **fields: Any) -> bool:
+        """Compare-and-set: `update` only while the row's state is `expected` (one of them).
+        False when another process changed it first (e.g. two `resume` of one run)."""
+        expected = (expected,) if isinstance(expected, str) else tuple(expected)
+        with self._lock:
+            row = self._conn.execute("SELECT state FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise RegistryError(f"run '{run_id}' is not in the registry {self.path}")
+        return row["state"] in expected and self._set(run_id, fields, note, expected) == 1
+
+    def _set(self, run_id: str, fields: dict[str, Any], note: str | None,
+             expected: tuple[str, ...] | None = None) -> int:
+        """One write transaction: the columns, an appended note; only in an `expected` state when
+        given. Returns the rows changed (0 or 1)."""
         unknown = set(fields) - UPDATABLE
         if unknown:
             raise ValueError(f"unknown registry field(s): {', '.join(sorted(unknown))}")
         if "state" in fields:
             _check_state(fields["state"])
-        if "pid" in fields and "pid_start" not in fields:
-            fields["pid_start"] = process_identity(fields["pid"])
-        if "worker_pid" in fields and "worker_start" not in fields:
-            fields["worker_start"] = process_identity(fields["worker_pid"])
+        for pid_key, start_key in (("pid", "pid_start"), ("worker_pid", "worker_start")):
+            if pid_key in fields and start_key not in fields:
+                fields[start_key] = process_identity(fields[pid_key])
         for key in JSON_COLUMNS & fields.keys():
             if fields[key] is not None and not isinstance(fields[key], str):
                 fields[key] = json.dumps(fields[key], default=str)
@@ -248,43 +266,12 @@ class Registry:
             if note:
                 old = c.execute("SELECT notes FROM runs WHERE id = ?", (run_id,)).fetchone()
                 if old is None:
-                    raise RegistryError(f"run '{run_id}' is not in the registry {self.path}")
-                notes = json.loads(old["notes"] or "[]") + [{"time": time.time(), "text": note}]
-                fields["notes"] = json.dumps(notes)
-            sets = ", ".join(f"{k} = ?" for k in fields)
-            cur = c.execute(f"UPDATE runs SET {sets} WHERE id = ?", [*fields.values(), run_id])
-            if cur.rowcount == 0:
-                raise RegistryError(f"run '{run_id}' is not in the registry {self.path}")
-        return self._get_raw(run_id)
-
-    def transition(self, run_id: str, expected: str | tuple[str, ...], *, note: str | None = None,
-                   **fields: Any) -> bool:
-        """Compare-and-set: apply `fields` only while the row's state is `expected` (one of them).
-        False when another process changed it first (e.g. two `resume` of one run)."""
-        expected = (expected,) if isinstance(expected, str) else tuple(expected)
-        with self._lock:
-            row = self._conn.execute("SELECT state FROM runs WHERE id = ?", (run_id,)).fetchone()
-        if row is None:
-            raise RegistryError(f"run '{run_id}' is not in the registry {self.path}")
-        if row["state"] not in expected:
-            return False
-        if "pid" in fields and "pid_start" not in fields:
-            fields["pid_start"] = process_identity(fields["pid"])
-        for key in JSON_COLUMNS & fields.keys():
-            if fields[key] is not None and not isinstance(fields[key], str):
-                fields[key] = json.dumps(fields[key], default=str)
-        fields["updated_at"] = time.time()
-        if "state" in fields:
-            _check_state(fields["state"])
-        with self._write() as c:
-            if note:
-                old = c.execute("SELECT notes FROM runs WHERE id = ?", (run_id,)).fetchone()
+                    return 0
                 fields["notes"] = json.dumps(json.loads(old["notes"] or "[]") + [{"time": time.time(), "text": note}])
             sets = ", ".join(f"{k} = ?" for k in fields)
-            marks = ", ".join("?" for _ in expected)
-            cur = c.execute(f"UPDATE runs SET {sets} WHERE id = ? AND state IN ({marks})",
-                            [*fields.values(), run_id, *expected])
-        return cur.rowcount == 1
+            where, args = ("", []) if expected is None else (f" AND state IN ({', '.join('?' for _ in expected)})",
+                                                              list(expected))
+            return c.execute(f"UPDATE runs SET {sets} WHERE id = ?{where}", [*fields.values(), run_id, *args]).rowcount
 
     def note(self, run_id: str, text: str) -> dict:
         return self.update(run_id, note=text)

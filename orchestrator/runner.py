@@ -75,20 +75,6 @@ def write_data_yaml(plan: Plan, run_dir: Path) -> None:
     plan.train_args["data"] = str(run_dir / DATA_YAML)
 
 
-def resolved_document(plan: Plan, run_id: str, run_dir: Path, wandb_mode: str) -> dict:
-    spec = plan.job.spec
-    plan_json = plan.as_json()
-    plan_json["hyp"] = plan.hyp
-    return {
-        "run_id": run_id,
-        "run_dir": str(run_dir),
-        "job_file": str(plan.job.path) if plan.job.path else None,
-        "wandb_mode": wandb_mode,
-        "job": spec.model_dump(mode="json"),
-        "plan": plan_json,
-    }
-
-
 def open_registry(run_dir: Path) -> Registry:
     """The registry of a run: `<runs_dir>/registry.db` (run_dir = runs_dir/job/run_id), or $YOLO_ORCH_REGISTRY."""
     return Registry.open(Path(run_dir).parents[1])
@@ -110,7 +96,7 @@ def create_run(plan: Plan, runs_dir: Path | None = None, tags: dict | None = Non
     run_dir.mkdir(parents=True, exist_ok=False)
     write_data_yaml(plan, run_dir)
     mode, _ = resolve_mode(spec.wandb)
-    write_text_atomic(run_dir / RESOLVED, dump_yaml(resolved_document(plan, run_id, run_dir, mode)))
+    write_text_atomic(run_dir / RESOLVED, dump_yaml(plan.resolved_document(run_id, run_dir, mode)))
     with registry:
         registry.add_run(run_id, job=spec.name, run_dir=run_dir, devices=plan.devices.text, tags=tags,
                          epochs=spec.epochs)

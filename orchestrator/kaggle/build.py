@@ -24,7 +24,7 @@ from orchestrator.devices import DeviceSpecError, parse_devices
 from orchestrator.spec.errors import SpecError
 from orchestrator.spec.kaggle import KaggleOptions
 from orchestrator.spec.dataset import dataset_root
-from orchestrator.rundir import dump_yaml, new_run_id
+from orchestrator.rundir import RESOLVED, dump_yaml, new_run_id, write_json_atomic, write_text_atomic
 from orchestrator.spec.loader import LoadedJob, read_yaml_file
 
 RUNNER_TEMPLATE = Path(__file__).with_name("kernel_runner.py")
@@ -207,8 +207,36 @@ def build(job: LoadedJob, opts: BuildOptions) -> BuildResult:
         warnings.append("hyp.optimizer is auto: Ultralytics then ignores lr0/momentum and the scaler's values; "
                         "pin an optimizer (e.g. SGD or AdamW) for scaled TPU runs")
     data = data_bundle(plan, job, settings)
-    model = model_bundle(job)
+    session = session_number(opts)
+    slug = md.kernel_slug(job.spec.name, session, base=settings.kernel)
+    wheels = settings.wheels_dataset or f"{owner}/yolo-orch-wheels"
+    meta = md.kernel_metadata(owner, slug, machine_shape=settings.machine_shape,
+                              enable_internet=settings.enable_internet,
+                              dataset_sources=[wheels] + ([settings.dataset] if data["kind"] == "yaml" else []),
+                              kernel_sources=[opts.resume_from] if opts.resume_from else [])
+    problems = md.validate_kernel_metadata(meta)
+    if problems:
+        raise SpecError([f"kernel-metadata.json: {p}" for p in problems])
+    run_id = opts.run_id or new_run_id()
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", run_id):
+        raise SpecError(f"--run-id: {run_id!r} must be letters, digits, '.', '_', '-'")
+    mode = wandb_mode_for(job, settings.enable_internet, warnings)
+    resolved = plan.resolved_document(run_id, None, mode)  # run_dir: set inside the kernel
+    resolved["kaggle"] = {"kernel": meta["id"], "session": session, "resume_from": opts.resume_from,
+                          **settings.model_dump(mode="json")}
+    bundle = session_bundle(plan, settings, resolved, meta["id"], session, opts.resume_from, data, model_bundle(job),
+                            wheels)
+    folder = Path(opts.out) if opts.out else Path("kaggle") / slug
+    folder.mkdir(parents=True, exist_ok=True)
+    files = [folder / md.KERNEL_METADATA, folder / md.CODE_FILE, folder / RESOLVED]
+    write_json_atomic(files[0], meta)
+    write_text_atomic(files[1], render_runner(bundle))
+    write_text_atomic(files[2], dump_yaml(resolved))
+    return BuildResult(folder.resolve(), meta, bundle, files, warnings)
 
+
+def session_number(opts: BuildOptions) -> int:
+    """This session's number: given, or one more than the kernel it resumes (`<slug>-sN`)."""
     session = opts.session
     if session is None:
         session = 1
@@ -221,44 +249,24 @@ def build(job: LoadedJob, opts: BuildOptions) -> BuildResult:
         raise SpecError(f"--resume-from: expected OWNER/KERNEL (got {opts.resume_from!r})")
     if session > 1 and not opts.resume_from:
         raise SpecError("--resume-from: a later session must name the previous session's kernel (OWNER/KERNEL)")
-    slug = md.kernel_slug(job.spec.name, session, base=settings.kernel)
-    wheels = settings.wheels_dataset or f"{owner}/yolo-orch-wheels"
-    sources = [wheels] + ([settings.dataset] if data["kind"] == "yaml" else [])
-    meta = md.kernel_metadata(owner, slug, machine_shape=settings.machine_shape,
-                              enable_internet=settings.enable_internet, dataset_sources=sources,
-                              kernel_sources=[opts.resume_from] if opts.resume_from else [])
-    problems = md.validate_kernel_metadata(meta)
-    if problems:
-        raise SpecError([f"kernel-metadata.json: {p}" for p in problems])
+    return session
 
-    run_id = opts.run_id or new_run_id()
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", run_id):
-        raise SpecError(f"--run-id: {run_id!r} must be letters, digits, '.', '_', '-'")
-    mode = wandb_mode_for(job, settings.enable_internet, warnings)
-    plan_json = plan.as_json()
-    plan_json["hyp"] = plan.hyp
-    resolved = {
-        "run_id": run_id,
-        "run_dir": None,  # set inside the kernel
-        "job_file": str(job.path) if job.path else None,
-        "wandb_mode": mode,
-        "job": job.spec.model_dump(mode="json"),
-        "plan": plan_json,
-        "kaggle": {"kernel": meta["id"], "session": session, "resume_from": opts.resume_from,
-                   **settings.model_dump(mode="json")},
-    }
-    bundle = {
+
+def session_bundle(plan, settings: KaggleOptions, resolved: dict, kernel: str, session: int, resume_from: str | None,
+                   data: dict, model: dict, wheels: str) -> dict:
+    """Everything the kernel's runner needs, embedded in it (worker/kaggle_session.py reads it)."""
+    return {
         "format": 1,
-        "job_name": job.spec.name,
-        "run_id": run_id,
-        "kernel": meta["id"],
+        "job_name": plan.job.spec.name,
+        "run_id": resolved["run_id"],
+        "kernel": kernel,
         "session": session,
-        "resume_from": opts.resume_from,
+        "resume_from": resume_from,
         "devices": plan.devices.text,
         "device_kind": plan.devices.kind,
         "world_size": plan.devices.world_size,
-        "epochs": job.spec.epochs,
-        "wandb_mode": mode,
+        "epochs": plan.job.spec.epochs,
+        "wandb_mode": resolved["wandb_mode"],
         "max_boxes": settings.max_boxes,
         "bf16": settings.bf16,
         "kaggle": {"session_hours": settings.session_hours, "margin_minutes": settings.margin_minutes,
@@ -269,23 +277,6 @@ def build(job: LoadedJob, opts: BuildOptions) -> BuildResult:
         "resolved": resolved,
         "built_by": {"yolo_orch": __version__, "time": datetime.now(timezone.utc).isoformat(timespec="seconds")},
     }
-    runner = render_runner(bundle)
-
-    folder = Path(opts.out) if opts.out else Path("kaggle") / slug
-    folder.mkdir(parents=True, exist_ok=True)
-    files = [
-        md.write_json(folder / md.KERNEL_METADATA, meta),
-        _write(folder / md.CODE_FILE, runner),
-        _write(folder / md.RESOLVED_FILE, dump_yaml(resolved)),
-    ]
-    return BuildResult(folder.resolve(), meta, bundle, files, warnings)
-
-
-def _write(path: Path, text: str) -> Path:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-    return path
 
 
 def read_bundle(folder: Path) -> dict:

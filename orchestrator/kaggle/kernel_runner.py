@@ -79,13 +79,6 @@ def find(root: Path, pattern: str, max_depth: int = MAX_DEPTH) -> list[Path]:
     return out
 
 
-def dirs_named(root: Path, name: str, max_depth: int = 4) -> list[Path]:
-    out: list[Path] = []
-    for depth in range(max_depth):
-        out += [p for p in sorted(root.glob("/".join(["*"] * depth + [name]))) if p.is_dir()]
-    return out
-
-
 def installed(name: str) -> str | None:
     try:
         return importlib.metadata.version(name)

@@ -13,9 +13,7 @@ Facts they encode (docs/kaggle.md has the sources):
 
 from __future__ import annotations
 
-import json
 import re
-from pathlib import Path
 from typing import Any
 
 from orchestrator.spec.kaggle import MACHINE_SHAPES, REF_PATTERN, SLUG_PATTERN
@@ -23,10 +21,8 @@ from orchestrator.spec.kaggle import MACHINE_SHAPES, REF_PATTERN, SLUG_PATTERN
 KERNEL_METADATA = "kernel-metadata.json"
 DATASET_METADATA = "dataset-metadata.json"
 CODE_FILE = "run_kaggle.py"
-RESOLVED_FILE = "job.resolved.yaml"
 SLUG_MAX = 50
 FORBIDDEN_KEYS = ("docker_image", "docker_image_pinning_type", "enable_gpu", "enable_tpu")
-TPU_SHAPES = ("TpuV5E8", "TpuV6E8")
 TPU_CORES = {"TpuV5E8": 8, "TpuV6E8": 8}
 
 
@@ -130,10 +126,3 @@ def validate_dataset_metadata(meta: dict[str, Any]) -> list[str]:
     if not meta.get("licenses"):
         problems.append("licenses: at least one, e.g. [{\"name\": \"other\"}]")
     return problems
-
-
-def write_json(path: Path, data: Any) -> Path:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    tmp.replace(path)
-    return path

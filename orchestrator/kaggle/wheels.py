@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.kaggle import metadata as md
+from orchestrator.rundir import write_json_atomic
 from orchestrator.spec.errors import SpecError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -240,12 +241,12 @@ def build_wheels(opts: WheelsOptions, dry_run: bool = False) -> WheelsResult:
             cmd = download_command(opts, pins, folder)
             commands.append(cmd)
             _run(cmd, "download")
-    md.write_json(folder / md.DATASET_METADATA, meta)
+    write_json_atomic(folder / md.DATASET_METADATA, meta)
     wheels = sorted(p.name for p in folder.glob("*.whl"))
     manifest = {"python": opts.python_version, "platforms": list(opts.platforms), "requirements": requirements,
                 "image": {"torch": opts.torch, "torchvision": opts.torchvision, "torch_xla": KAGGLE_TPU_IMAGE["torch_xla"]},
                 "excluded": excluded, "wheels": wheels, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    md.write_json(folder / MANIFEST, manifest)
+    write_json_atomic(folder / MANIFEST, manifest)
     return WheelsResult(folder.resolve(), wheels, excluded, commands, meta, time.time() - started, notes)
 
 

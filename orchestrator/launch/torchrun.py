@@ -30,7 +30,6 @@ from orchestrator.spec.errors import SpecError
 
 WORKER_MODULE = "orchestrator.worker.ddp"
 RDZV_BACKENDS = ("static", "c10d")
-DEFAULT_PORT = 29500
 
 
 def parse_endpoint(text: str) -> tuple[str, int]:

@@ -8,7 +8,6 @@ reads its verdict from `trial.json` in the run directory and tells Optuna."""
 from __future__ import annotations
 
 import copy
-import inspect
 import json
 import os
 import socket
@@ -87,20 +86,10 @@ def sweep_section(sweep: "LoadedSweep", trial: "optuna.Trial", params: dict[str,
     }
 
 
-def _create_run(plan, tags: dict):
-    from orchestrator import runner
-
-    if "tags" in inspect.signature(runner.create_run).parameters:
-        return runner.create_run(plan, tags=tags)
-    return runner.create_run(plan)
-
-
 def _mark_pruned(run_id: str, run_dir: Path, note: str) -> None:
     """The registry row of a pruned trial says `pruned` (the run itself finished cleanly)."""
-    try:
-        from orchestrator.runner import open_registry
-    except ImportError:  # a runner without a registry
-        return
+    from orchestrator.runner import open_registry
+
     try:
         with open_registry(run_dir) as reg:
             reg.update(run_id, state="pruned", note=note)
@@ -121,7 +110,7 @@ class TrialRunner:
     def __call__(self, trial: "optuna.Trial"):
         import optuna
 
-        from orchestrator.runner import execute
+        from orchestrator.runner import create_run, execute
 
         sweep = self.sweep
         params = suggest(trial, sweep.params)
@@ -132,7 +121,7 @@ class TrialRunner:
             self._data = plan.data
         except SpecError as exc:
             raise TrialFailed(f"sampled values make an invalid job: {'; '.join(exc.problems)}") from None
-        run_id, run_dir = _create_run(plan, {"study": sweep.study, "trial": trial.number})
+        run_id, run_dir = create_run(plan, tags={"study": sweep.study, "trial": trial.number})
         resolved = load_resolved(run_dir)
         resolved["sweep"] = sweep_section(sweep, trial, params)
         resolved[CALLBACKS] = [TRIAL_CALLBACK]  # the training process reports to Optuna through it
