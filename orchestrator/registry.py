@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from orchestrator.rundir import completed_epochs, process_alive, process_identity
+from orchestrator.rundir import RESULTS, SUMMARY, completed_epochs, process_alive, process_identity
 from orchestrator.sqlite_wal import enable_wal, is_busy, is_damaged
 
 STATES = ("queued", "running", "finished", "failed", "killed", "pruned")
@@ -365,7 +365,7 @@ class Registry:
 
 def _vanished_outcome(row: dict) -> tuple[str, str, dict]:
     who = f"pid {row['pid']}" + (f", worker pid {row['worker_pid']}" if row["worker_pid"] else "")
-    summary = Path(row["run_dir"]) / "summary.json" if row.get("run_dir") else None
+    summary = Path(row["run_dir"]) / SUMMARY if row.get("run_dir") else None
     if summary is not None and summary.is_file():
         try:
             data = json.loads(summary.read_text())
@@ -377,7 +377,7 @@ def _vanished_outcome(row: dict) -> tuple[str, str, dict]:
                      "epochs_done": data.get("epochs_completed")})
     when = "before the worker started" if row["state"] == "queued" else "while running"
     extra = {}
-    if row.get("run_dir") and (Path(row["run_dir"]) / "results.csv").is_file():
+    if row.get("run_dir") and (Path(row["run_dir"]) / RESULTS).is_file():
         extra["epochs_done"] = completed_epochs(row["run_dir"])  # epochs Ultralytics recorded (and checkpointed)
     return "killed", f"process vanished {when} ({who}: kill -9, crash or reboot); `yolo-orch resume` continues it", extra
 

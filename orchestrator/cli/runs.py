@@ -19,8 +19,8 @@ from rich.table import Table
 
 from orchestrator.cli.common import out, print_json
 from orchestrator.registry import ACTIVE, STATES, Registry, RegistryError, registry_path
+from orchestrator.rundir import BEST, EVENTS, LAST, LOG, RESOLVED, RESULTS, SUMMARY, load_own_yaml
 from orchestrator.spec.errors import SpecError
-from orchestrator.rundir import load_own_yaml
 
 STATE_STYLE = {"queued": "cyan", "running": "bold blue", "finished": "green", "failed": "red",
                "killed": "yellow", "pruned": "magenta"}
@@ -133,13 +133,13 @@ def runs_cmd(
 def show_info(row: dict) -> dict:
     run_dir = Path(row["run_dir"] or "")
     info: dict = {"run": row, "summary": None, "plan": None, "recoveries": None, "last_epoch": None, "files": {}}
-    summary = run_dir / "summary.json"
+    summary = run_dir / SUMMARY
     if summary.is_file():
         try:
             info["summary"] = json.loads(summary.read_text())
         except ValueError:
             pass
-    resolved = run_dir / "job.resolved.yaml"
+    resolved = run_dir / RESOLVED
     if resolved.is_file():
         doc = load_own_yaml(resolved.read_text()) or {}
         plan = doc.get("plan") or {}
@@ -152,7 +152,7 @@ def show_info(row: dict) -> dict:
             "job_file": doc.get("job_file"),
         }
         info["recoveries"] = {"oom": (doc.get("oom") or {}).get("history", []), "resumes": doc.get("resumes", [])}
-    events = run_dir / "events.jsonl"
+    events = run_dir / EVENTS
     if events.is_file():
         for line in reversed(events.read_text(errors="replace").splitlines()):
             try:
@@ -162,7 +162,7 @@ def show_info(row: dict) -> dict:
             if event.get("event") == "epoch":
                 info["last_epoch"] = event
                 break
-    for name in ("train.log", "events.jsonl", "weights/last.pt", "weights/best.pt", "results.csv"):
+    for name in (LOG, EVENTS, str(LAST), str(BEST), RESULTS):
         p = run_dir / name
         info["files"][name] = str(p) if p.exists() else None
     return info
@@ -219,7 +219,7 @@ def show_cmd(
         rows.append(("note", f"{_time(note.get('time'))}  {note.get('text')}"))
     rows.append(("run dir", row.get("run_dir") or "-"))
     for name, path in info["files"].items():
-        if path and name in ("weights/last.pt", "weights/best.pt"):
+        if path and name in (str(LAST), str(BEST)):
             rows.append((name.split("/")[-1], path))
     for k, v in rows:
         table.add_row(k, v)
@@ -249,7 +249,7 @@ def logs_cmd(
     """Print a run's train.log (the training process's stdout and stderr)."""
     reg = open_registry(runs_dir, registry)
     row = find_run(reg, run)
-    log = Path(row["run_dir"] or "") / "train.log"
+    log = Path(row["run_dir"] or "") / LOG
     if not log.is_file() and not (follow and row["state"] in ACTIVE):
         reg.close()
         raise SpecError(f"RUN: {row['id']} has no log yet ({log})")

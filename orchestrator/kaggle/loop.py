@@ -22,10 +22,9 @@ from typing import Any, Callable
 
 from orchestrator.kaggle import tool
 from orchestrator.kaggle.build import BuildOptions, build
-from orchestrator.rundir import new_run_id
+from orchestrator.rundir import RESOLVED, SUMMARY, WEIGHTS, load_own_yaml, new_run_id, write_json_atomic
 from orchestrator.spec.errors import SpecError
 from orchestrator.spec.loader import LoadedJob
-from orchestrator.rundir import load_own_yaml
 
 RESUME = "resume.json"
 
@@ -84,7 +83,7 @@ def unpack_run(tarball: Path, run_dir: Path) -> int:
 
 def localize(run_dir: Path) -> None:
     """Point the pulled run's files at this machine's run directory."""
-    resolved = run_dir / "job.resolved.yaml"
+    resolved = run_dir / RESOLVED
     if resolved.is_file():
         import yaml
 
@@ -92,14 +91,14 @@ def localize(run_dir: Path) -> None:
         doc.setdefault("kaggle", {})["kernel_run_dir"] = doc.get("run_dir")
         doc["run_dir"] = str(run_dir)
         resolved.write_text(yaml.safe_dump(doc, sort_keys=False))
-    summary = run_dir / "summary.json"
+    summary = run_dir / SUMMARY
     if summary.is_file():
         data = json.loads(summary.read_text())
         for key in ("best", "last"):
             if data.get(key):
-                local = run_dir / "weights" / Path(data[key]).name
+                local = run_dir / WEIGHTS / Path(data[key]).name
                 data[key] = str(local) if local.exists() else None
-        summary.write_text(json.dumps(data, indent=2) + "\n")
+        write_json_atomic(summary, data)
 
 
 class Registry:

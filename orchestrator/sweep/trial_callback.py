@@ -26,6 +26,7 @@ from typing import Any
 
 from orchestrator.rundir import float_or_none, is_primary, write_json_atomic
 from orchestrator.sweep.study import ENV_STORAGE
+from orchestrator.worker.callbacks import EpochBoundary
 
 TRIAL_RESULT = "trial.json"
 
@@ -40,7 +41,7 @@ def objective_value(trainer, metric: str) -> float | None:
     return float_or_none((trainer.metrics or {}).get(metric))
 
 
-class TrialReporter:
+class TrialReporter(EpochBoundary):
     def __init__(self, run_dir: Path, sweep: dict, storage_url: str | None):
         self.run_dir = run_dir
         self.sweep = sweep
@@ -51,7 +52,6 @@ class TrialReporter:
         self.history: list[dict[str, Any]] = []  # {"step", "values", "fitness"}
         self.final_metrics: dict[str, float] = {}
         self.pruned_step: int | None = None
-        self._in_epoch = False
 
     # ---- optuna
     def _open_trial(self):
@@ -78,14 +78,10 @@ class TrialReporter:
             print(f"sweep: cannot open trial {self.sweep['trial']} in the study storage: {exc}", flush=True)
         self._wandb_config()
 
-    def on_train_epoch_end(self, trainer) -> None:
-        self._in_epoch = True
-
     def on_fit_epoch_end(self, trainer) -> None:
-        if not self._in_epoch:  # the final validation of best.pt: not an epoch
+        if not self.fit_ends_epoch():  # the final validation of best.pt: not an epoch
             self.final_metrics = {k: float_or_none(v) for k, v in (trainer.metrics or {}).items()}
             return
-        self._in_epoch = False
         if not is_primary():
             return
         step = int(trainer.epoch) + 1

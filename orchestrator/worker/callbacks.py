@@ -19,24 +19,34 @@ def epoch_metrics(trainer) -> dict[str, float]:
     return {k: round(float(v), 6) for k, v in metrics.items()}
 
 
-class EpochReporter:
-    """Emits one `epoch` event per training epoch. Ultralytics fires on_fit_epoch_end
-    once more for the final validation of best.pt (with epoch+1, see
-    BaseTrainer.final_eval); that call has no on_train_epoch_end before it, is not
-    counted as an epoch and is reported as the `final_eval` event instead."""
+class EpochBoundary:
+    """Tells a real epoch's on_fit_epoch_end from the one Ultralytics fires once more for the final
+    validation of best.pt (with epoch+1, see BaseTrainer.final_eval): that call has no
+    on_train_epoch_end before it."""
+
+    _in_epoch = False
+
+    def on_train_epoch_end(self, trainer) -> None:
+        self._in_epoch = True
+
+    def fit_ends_epoch(self) -> bool:
+        """Call once in on_fit_epoch_end: True after a training epoch, False for the final validation."""
+        real, self._in_epoch = self._in_epoch, False
+        return real
+
+
+class EpochReporter(EpochBoundary):
+    """Emits one `epoch` event per training epoch; the final validation of best.pt is not counted
+    as an epoch and is reported as the `final_eval` event instead."""
 
     def __init__(self, events: EventWriter | None, sinks: list[Callable[[int, dict], None]] = ()):
         self.events = events
         self.sinks = list(sinks)
         self.seen: set[int] = set()
         self.started = time.time()
-        self._in_epoch = False
         self.final_metrics: dict[str, float] | None = None
         self._batches = 0
         self._last_progress = 0.0
-
-    def on_train_epoch_end(self, trainer) -> None:
-        self._in_epoch = True
 
     def on_train_epoch_start(self, trainer) -> None:
         self._batches = 0
@@ -63,12 +73,11 @@ class EpochReporter:
                              world_size=trainer.world_size)
 
     def on_fit_epoch_end(self, trainer) -> None:
-        if not self._in_epoch:
+        if not self.fit_ends_epoch():
             self.final_metrics = {k: round(float(v), 6) for k, v in (trainer.metrics or {}).items()}
             if self.events:
                 self.events.emit("final_eval", metrics=self.final_metrics)
             return
-        self._in_epoch = False
         epoch = int(trainer.epoch)
         self.seen.add(epoch)
         metrics = epoch_metrics(trainer)

@@ -113,8 +113,9 @@ def trainer_factory(resolved: dict):
     """train.train() calls this after the offline setup: the trainer class for this rank."""
     import torch
 
-    devices = str(resolved["plan"]["devices"])
-    if devices == "cpu" or devices.startswith("cpu:") or "xcpu:" in devices:
+    from orchestrator.worker.train import on_cpu
+
+    if on_cpu(resolved["plan"]):
         local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(local_world, 1)))
     from ultralytics.models.yolo.detect import DetectionTrainer

@@ -19,6 +19,12 @@ from orchestrator.rundir import (ENV, EVENTS, EXIT_NOT_RESUMABLE, EXIT_OOM, Even
 from orchestrator.worker.offline import disable_integrations, prepare_env, skip_amp_download_check
 
 
+def on_cpu(plan: dict) -> bool:
+    """The plan's devices are CPUs (cpu, cpu:N, MxN on CPU nodes: Mxcpu:N)."""
+    devices = str(plan["devices"])
+    return devices == "cpu" or devices.startswith("cpu:") or "xcpu:" in devices
+
+
 def environment_info() -> dict:
     import torch
     import torchvision
@@ -59,7 +65,7 @@ def train(run_dir: Path, trainer_factory=None) -> int:
     from ultralytics import YOLO
 
     disable_integrations()
-    if plan["devices"] not in ("cpu",) and not plan["devices"].startswith("cpu:") and "xcpu:" not in plan["devices"]:
+    if not on_cpu(plan):
         skip_amp_download_check()
 
     try:
