@@ -162,6 +162,22 @@ def check_xla_data(effective: dict[str, Any], devices: DeviceSpec) -> None:
                         f"(drop_last), which needs at least {b * world} training images; the dataset has {size}")
 
 
+def scale_for(spec, hyp: dict[str, Any], nc: int | None, train_images: int | None, target_spec: DeviceSpec,
+              policy: str, max_batch_per_device: int | None = None) -> ScaleResult:
+    """The scaler's result for a job on `target_spec` (make_plan; replan.py for a resume or an OOM
+    restart): on XLA targets with the data checked against the fixed batches and the precision the
+    XLA worker trains with (it reads `effective.precision`)."""
+    reference, target = scaler_inputs(spec, hyp, nc, train_images, target_spec, max_batch_per_device)
+    try:
+        scaled = scale(reference, target, policy)
+    except ScalingError as exc:
+        raise SpecError(exc.problems) from None
+    if target_spec.kind in XLA_KINDS:
+        check_xla_data(scaled.effective, target_spec)
+        scaled.effective["precision"] = "bf16" if xla_bf16(spec, target_spec) else "fp32"
+    return scaled
+
+
 def make_plan(job: LoadedJob, devices: str | None = None, policy: str | None = None,
               data: DataInfo | None = None) -> Plan:
     """`data`: this job's data already described (`describe_data` counts the training images, a
@@ -171,11 +187,7 @@ def make_plan(job: LoadedJob, devices: str | None = None, policy: str | None = N
     target_spec = parse_devices(devices or spec.target.devices)
     hyp = resolve_hyp(job)
     data = data or describe_data(job)
-    reference, target = scaler_inputs(spec, hyp, data.nc, data.train_images, target_spec)
-    try:
-        scaled = scale(reference, target, policy or spec.scaling.policy)
-    except ScalingError as exc:
-        raise SpecError(exc.problems) from None
+    scaled = scale_for(spec, hyp, data.nc, data.train_images, target_spec, policy or spec.scaling.policy)
 
     args: dict[str, Any] = {
         "model": str(job.resolve_path(spec.model)) if job.resolve_path(spec.model).is_file() else spec.model,
@@ -191,9 +203,6 @@ def make_plan(job: LoadedJob, devices: str | None = None, policy: str | None = N
     args.update(hyp)
     args.update(scaled.passed)
     args.update(spec.overrides)
-    if target_spec.kind in XLA_KINDS:
-        check_xla_data(scaled.effective, target_spec)
-        scaled.effective["precision"] = "bf16" if xla_bf16(spec, target_spec) else "fp32"
     return Plan(
         job=job,
         devices=target_spec,

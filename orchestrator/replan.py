@@ -26,8 +26,6 @@ from orchestrator import launch
 from orchestrator import plan as planmod
 from orchestrator.rundir import (LAST, RESOLVED, RESUME_PATCHED, completed_epochs, dump_yaml, load_resolved,
                                  write_text_atomic)
-from orchestrator.scaling.scaler import scale
-from orchestrator.scaling.types import ScalingError
 from orchestrator.devices import DeviceSpecError, parse_devices
 from orchestrator.spec.errors import SpecError
 from orchestrator.spec.job import JobSpec
@@ -53,12 +51,8 @@ def replan(resolved: dict, devices: str | None = None, max_batch_per_device: int
     caps = [c for c in (max_batch_per_device, (resolved.get("oom") or {}).get("max_batch_per_device")) if c]
     cap = min(caps) if caps else None
     data = old.get("data") or {}
-    reference, target = planmod.scaler_inputs(spec, old["hyp"], data.get("nc"), data.get("train_images"),
-                                              target_spec, cap)
-    try:
-        scaled = scale(reference, target, old.get("policy") or spec.scaling.policy)
-    except ScalingError as exc:
-        raise SpecError(exc.problems) from None
+    scaled = planmod.scale_for(spec, old["hyp"], data.get("nc"), data.get("train_images"), target_spec,
+                               old.get("policy") or spec.scaling.policy, cap)
     args = dict(old["train_args"])
     args.update(scaled.passed)
     args["device"] = target_spec.ultralytics_device()

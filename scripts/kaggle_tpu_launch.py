@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -37,9 +38,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--kernel", help="kernel slug (default yolo-orch-<job name>)")
     p.add_argument("--session-hours", type=float)
     p.add_argument("--margin-minutes", type=float)
-    p.add_argument("--internet", action=argparse.BooleanOptionalAction, default=None)
-    p.add_argument("--max-boxes", type=int)
-    p.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--internet", dest="enable_internet", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--max-boxes", type=int, help="XLA per-image box limit (default: the job's xla.max_boxes)")
+    p.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
+                   help="bf16 autocast (default: the job's xla.bf16, else on for a TPU)")
     p.add_argument("--runs-dir", type=Path)
     p.add_argument("--run-id", help="continue this run (with --resume-from)")
     p.add_argument("--resume-from", help="OWNER/KERNEL of the last finished session")
@@ -72,12 +74,10 @@ def main(argv: list[str] | None = None) -> int:
         for line in exc.problems:
             console.print(line, markup=False, highlight=False)
         return 2
+    # every build option of `yolo-orch kaggle build` has a flag of the same name here
+    build = BuildOptions(**{f.name: getattr(ns, f.name) for f in fields(BuildOptions) if hasattr(ns, f.name)})
     opts = LaunchOptions(
-        build=BuildOptions(owner=ns.owner, machine_shape=ns.machine_shape, wheels_dataset=ns.wheels_dataset,
-                           data_dataset=ns.data_dataset, kernel=ns.kernel, devices=ns.devices, run_id=ns.run_id,
-                           resume_from=ns.resume_from, session_hours=ns.session_hours,
-                           margin_minutes=ns.margin_minutes, enable_internet=ns.internet, max_boxes=ns.max_boxes,
-                           bf16=ns.bf16),
+        build=build,
         runs_dir=ns.runs_dir, poll_s=ns.poll, max_sessions=ns.max_sessions,
         session_timeout_h=ns.session_timeout_hours,
     )

@@ -129,6 +129,26 @@ def test_build_options_and_job_block(tmp_path):
     assert bundle["kaggle"]["session_hours"] == 12 and bundle["kaggle"]["margin_minutes"] == 30
 
 
+def test_xla_settings_come_from_the_jobs_xla_section(tmp_path):
+    """One XLA path: the kernel trains with the precision and box limit the plan shows for the
+    target (the job's `xla:` section, bf16 on a TPU when unset), and the flags override them."""
+    res, out = build(tmp_path)
+    assert res.returncode == 0, res.stderr
+    bundle = bundle_of(out)
+    assert bundle["bf16"] is True and bundle["max_boxes"] == 32
+    assert bundle["resolved"]["plan"]["scaling"]["effective"]["precision"] == "bf16"
+    res, out = build(tmp_path, "--no-bf16", "--max-boxes", "64")
+    assert res.returncode == 0, res.stderr
+    bundle = bundle_of(out)
+    assert bundle["bf16"] is False and bundle["max_boxes"] == 64
+    assert bundle["resolved"]["plan"]["scaling"]["effective"]["precision"] == "fp32"
+    assert bundle["resolved"]["job"]["xla"] == {"max_boxes": 64, "bf16": False}
+    res, out = build(tmp_path, job=kaggle_job(tmp_path, kaggle={"bf16": True}))
+    assert res.returncode == 2 and "moved to the job's `xla:` section" in res.stderr and "Traceback" not in res.stderr
+    res, out = build(tmp_path, "--max-boxes", "0")
+    assert res.returncode == 2 and "xla.max_boxes" in res.stderr
+
+
 def test_build_data_yaml_needs_a_kaggle_dataset(tmp_path):
     from orchestrator.data.synth import generate_dataset
 

@@ -129,3 +129,13 @@ def test_example_jobs_are_valid():
             continue
         assert result.returncode == 0, (job, result.stderr)
 
+
+
+def test_the_stock_defaults_are_ultralytics_own():
+    """scaling/ultralytics_math.DEFAULTS (the job spec's reference and the scaler's inputs default to
+    them) are the installed Ultralytics' default.yaml values."""
+    from orchestrator.scaling.ultralytics_math import DEFAULTS
+    from orchestrator.spec.ultralytics_cfg import default_cfg
+
+    stock = default_cfg()
+    assert {key: stock[key] for key in DEFAULTS} == DEFAULTS

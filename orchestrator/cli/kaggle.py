@@ -52,8 +52,8 @@ def build_cmd(
     session_hours: Optional[float] = typer.Option(None, "--session-hours", help="Kaggle session limit (default 9)."),
     margin_minutes: Optional[float] = typer.Option(None, "--margin-minutes", help="Stop this early (default 20)."),
     internet: Optional[bool] = typer.Option(None, "--internet/--no-internet", help="Kernel internet (default off)."),
-    max_boxes: Optional[int] = typer.Option(None, "--max-boxes", help="XLA per-image box limit (default 32)."),
-    bf16: Optional[bool] = typer.Option(None, "--bf16/--no-bf16", help="bf16 autocast on the TPU."),
+    max_boxes: Optional[int] = typer.Option(None, "--max-boxes", help="XLA per-image box limit (default: the job's xla.max_boxes, 32)."),
+    bf16: Optional[bool] = typer.Option(None, "--bf16/--no-bf16", help="bf16 autocast (default: the job's xla.bf16, else on for a TPU)."),
     set_: Optional[list[str]] = typer.Option(None, "--set", help="Override a job field: KEY=VALUE (dotted keys)."),
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output on stdout."),
 ) -> None:

@@ -11,6 +11,7 @@ secret store, Kaggle credentials stay with the `kaggle` CLI on this machine.
 
 from __future__ import annotations
 
+import dataclasses
 import pprint
 import re
 from dataclasses import dataclass, field
@@ -76,7 +77,7 @@ def kaggle_settings(job: LoadedJob, opts: BuildOptions) -> KaggleOptions:
     changes = {
         "machine_shape": opts.machine_shape, "wheels_dataset": opts.wheels_dataset, "dataset": opts.data_dataset,
         "kernel": opts.kernel, "session_hours": opts.session_hours, "margin_minutes": opts.margin_minutes,
-        "enable_internet": opts.enable_internet, "max_boxes": opts.max_boxes, "bf16": opts.bf16,
+        "enable_internet": opts.enable_internet,
     }
     base.update({k: v for k, v in changes.items() if v is not None})
     from pydantic import ValidationError
@@ -87,6 +88,23 @@ def kaggle_settings(job: LoadedJob, opts: BuildOptions) -> KaggleOptions:
         return KaggleOptions.model_validate(base)
     except ValidationError as exc:
         raise SpecError(format_pydantic_errors(exc, prefix="kaggle")) from None
+
+
+def with_xla_options(job: LoadedJob, opts: BuildOptions) -> LoadedJob:
+    """The job with `--max-boxes` / `--bf16` over its `xla:` section (validated)."""
+    changes = {k: v for k, v in (("max_boxes", opts.max_boxes), ("bf16", opts.bf16)) if v is not None}
+    if not changes:
+        return job
+    from pydantic import ValidationError
+
+    from orchestrator.spec.errors import format_pydantic_errors
+    from orchestrator.spec.job import XlaOptions
+
+    try:
+        xla = XlaOptions.model_validate({**job.spec.xla.model_dump(), **changes})
+    except ValidationError as exc:
+        raise SpecError(format_pydantic_errors(exc, prefix="xla")) from None
+    return dataclasses.replace(job, spec=job.spec.model_copy(update={"xla": xla}))
 
 
 def resolve_owner(opts: BuildOptions) -> str:
@@ -200,6 +218,7 @@ def build(job: LoadedJob, opts: BuildOptions) -> BuildResult:
     if shape_note:
         warnings.append(shape_note)
     owner = resolve_owner(opts)
+    job = with_xla_options(job, opts)
     devices = target_devices(job, opts, settings.machine_shape, warnings)
     plan = make_plan(job, devices=devices)
     warnings += plan.warnings
@@ -267,8 +286,8 @@ def session_bundle(plan, settings: KaggleOptions, resolved: dict, kernel: str, s
         "world_size": plan.devices.world_size,
         "epochs": plan.job.spec.epochs,
         "wandb_mode": resolved["wandb_mode"],
-        "max_boxes": settings.max_boxes,
-        "bf16": settings.bf16,
+        "max_boxes": plan.job.spec.xla.max_boxes,
+        "bf16": plan.scaled.effective.get("precision") == "bf16",  # the plan's (plan.xla_bf16)
         "kaggle": {"session_hours": settings.session_hours, "margin_minutes": settings.margin_minutes,
                    "wheels_dataset": wheels, "dataset": settings.dataset if data["kind"] == "yaml" else None,
                    "machine_shape": settings.machine_shape, "enable_internet": settings.enable_internet},

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.devices import DeviceSpec
+from orchestrator.scaling import ultralytics_math as um
 
 POLICIES = ("auto", "linear", "sqrt", "table", "none")
 
@@ -23,17 +24,17 @@ class ReferenceHyp:
     """What the hyperparameters were tuned with (reference scale)."""
 
     world_size: int = 1  # devices (processes) the reference ran on
-    batch: int = 16  # TOTAL batch over all devices, as Ultralytics' `batch`
-    nbs: int = 64
-    optimizer: str = "auto"
-    lr0: float = 0.01
-    lrf: float = 0.01
-    momentum: float = 0.937
-    weight_decay: float = 0.0005
-    warmup_epochs: float = 3.0
-    warmup_momentum: float = 0.8
-    warmup_bias_lr: float = 0.1
-    epochs: int = 100
+    batch: int = um.DEFAULTS["batch"]  # TOTAL batch over all devices, as Ultralytics' `batch`
+    nbs: int = um.DEFAULTS["nbs"]
+    optimizer: str = um.DEFAULTS["optimizer"]
+    lr0: float = um.DEFAULTS["lr0"]
+    lrf: float = um.DEFAULTS["lrf"]
+    momentum: float = um.DEFAULTS["momentum"]
+    weight_decay: float = um.DEFAULTS["weight_decay"]
+    warmup_epochs: float = um.DEFAULTS["warmup_epochs"]
+    warmup_momentum: float = um.DEFAULTS["warmup_momentum"]
+    warmup_bias_lr: float = um.DEFAULTS["warmup_bias_lr"]
+    epochs: int = um.DEFAULTS["epochs"]
     nc: int | None = None  # number of classes, when known
     dataset_size: int | None = None  # training images, when known
 

@@ -24,6 +24,11 @@ ADAM_FAMILY = frozenset({"Adam", "Adamax", "AdamW", "NAdam", "RAdam", "RMSprop"}
 # Weight decay added to the gradient (torch's coupled L2), not to the weights (AdamW's decoupled decay).
 COUPLED_L2 = frozenset({"SGD", "MuSGD", "Adam", "Adamax", "NAdam", "RAdam", "RMSprop"})
 
+# ultralytics/cfg/default.yaml: the stock values of what the scaler reads (the job spec's reference and
+# the scaler's inputs default to them; tests/test_spec.py checks them against the installed package).
+DEFAULTS = {"batch": 16, "nbs": 64, "epochs": 100, "optimizer": "auto", "lr0": 0.01, "lrf": 0.01, "momentum": 0.937,
+            "weight_decay": 0.0005, "warmup_epochs": 3.0, "warmup_momentum": 0.8, "warmup_bias_lr": 0.1}
+
 # ultralytics/cfg/__init__.py CFG_FRACTION_KEYS: check_cfg rejects values outside [0.0, 1.0].
 FRACTION_KEYS = frozenset({"lr0", "lrf", "momentum", "weight_decay", "warmup_momentum", "warmup_bias_lr"})
 

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from orchestrator.data import SYNTH_MAX_IMAGES, SYNTH_MAX_IMGSZ
 from orchestrator.devices import DeviceSpecError, parse_devices
 from orchestrator.scaling.types import POLICIES
+from orchestrator.scaling.ultralytics_math import DEFAULTS
 from orchestrator.spec.kaggle import KaggleOptions
 
 OPTIMIZERS = ("auto", "SGD", "MuSGD", "Adam", "Adamax", "AdamW", "NAdam", "RAdam", "RMSProp")
@@ -95,8 +96,8 @@ class Reference(Strict):
     """The hardware the hyperparameters were tuned on."""
 
     devices: str = "1"
-    batch: int = Field(default=16, ge=1, le=65536, description="TOTAL batch over all reference devices")
-    nbs: int = Field(default=64, ge=1, le=65536)
+    batch: int = Field(default=DEFAULTS["batch"], ge=1, le=65536, description="TOTAL batch over all reference devices")
+    nbs: int = Field(default=DEFAULTS["nbs"], ge=1, le=65536)
 
     _devices = field_validator("devices", mode="before")(classmethod(lambda cls, v: _check_devices(v)))
 
@@ -156,7 +157,7 @@ class JobSpec(Strict):
     task: Literal["detect"] = "detect"
     model: str = Field(default="yolo11n.yaml", min_length=1)
     data: str | DataSource
-    epochs: int = Field(default=100, ge=1, le=100000)
+    epochs: int = Field(default=DEFAULTS["epochs"], ge=1, le=100000)
     imgsz: int = Field(default=640, ge=32, le=8192)
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
     deterministic: bool = True

@@ -1,5 +1,6 @@
 """`kaggle:` in a job: where the job's data and the offline wheels live on Kaggle, and the
-session limits. Every field is optional; `yolo-orch kaggle build` options override them."""
+session limits. Every field is optional; `yolo-orch kaggle build` options override them. The XLA
+settings (max_boxes, bf16) are the job's `xla:` section, as for every XLA target."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Optional
 
 import re
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 # Kaggle refs: "owner/slug", both parts lower-case letters, digits and hyphens.
 REF_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,49}/[a-z0-9][a-z0-9-]{1,48}[a-z0-9]$"
@@ -36,8 +37,15 @@ class KaggleOptions(BaseModel):
     session_hours: float = Field(default=9.0, gt=0.0, le=24.0, description="Kaggle's session limit")
     margin_minutes: float = Field(default=20.0, ge=0.0, le=600.0,
                                   description="stop this long before the session limit (checkpoint, tar, upload)")
-    max_boxes: int = Field(default=32, ge=1, le=4096, description="XLA fixed per-image box limit")
-    bf16: bool = Field(default=False, description="bf16 autocast on the TPU")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved_to_xla(cls, data):
+        moved = [k for k in ("max_boxes", "bf16") if isinstance(data, dict) and k in data]
+        if moved:
+            raise ValueError(f"{', '.join(moved)} moved to the job's `xla:` section (xla.{moved[0]}), which every "
+                             "XLA target reads, Kaggle's TPU too")
+        return data
 
     @field_validator("dataset", "wheels_dataset")
     @classmethod

@@ -20,11 +20,8 @@ from orchestrator.worker.train import environment_info, run_dir_main
 def train(run_dir: Path) -> int:
     resolved = load_resolved(run_dir)
     plan = resolved["plan"]
-    kind_tpu = plan["devices"].startswith("tpu")
-    os.environ.setdefault("PJRT_DEVICE", "TPU" if kind_tpu else "CPU")
-    xla_opts = resolved["job"].get("xla") or {}
-    bf16 = xla_opts.get("bf16")
-    bf16 = kind_tpu if bf16 is None else bool(bf16)
+    os.environ.setdefault("PJRT_DEVICE", "TPU" if plan["devices"].startswith("tpu") else "CPU")
+    bf16 = plan["scaling"]["effective"]["precision"] == "bf16"  # chosen by the plan (plan.xla_bf16)
     prepare_env()
     import ultralytics  # noqa: F401 - settings must exist before disabling integrations
 
@@ -48,7 +45,7 @@ def train(run_dir: Path) -> int:
     exit_code = 1
     try:
         result = train_xla(dict(plan["train_args"]), run_dir, world_size=int(plan["world_size"]),
-                           max_boxes=int(xla_opts.get("max_boxes", 32)), bf16=bf16, callbacks=callbacks)
+                           max_boxes=int(resolved["job"]["xla"]["max_boxes"]), bf16=bf16, callbacks=callbacks)
         finish_run(run_dir, events, epochs=resolved["job"]["epochs"], started=started,
                    epochs_completed=int(result.get("epochs_completed") or len(reporter.seen)),
                    metrics={k: v for k, v in result.items() if k.startswith("metrics/") or k == "fitness"},
