@@ -46,6 +46,7 @@ EXIT_NOT_RESUMABLE = 3  # the checkpoint it was told to resume from cannot be re
 # does): the sweep's pruning callback comes in this way, so the training process never imports
 # the sweep.
 CALLBACKS = "callbacks"
+ENV_CALLBACKS = "YOLO_ORCH_CALLBACKS"  # more of them, comma-separated, from the environment (tests' fault hooks)
 
 # ---------------------------------------------------------------- the supervisor's identity, in the child's env
 ENV_SUPERVISOR_PID = "YOLO_ORCH_SUPERVISOR_PID"

@@ -15,7 +15,10 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+HELPERS = Path(__file__).resolve().parent / "helpers"
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(HELPERS))  # fake_kaggle, wandb_records, ...
+FAULT_HOOKS = "tests.helpers.faults:attach"  # every training process of the tests can inject faults
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -26,6 +29,7 @@ def isolated_cache(tmp_path_factory):
     os.environ["YOLO_ORCH_CACHE"] = str(cache)
     os.environ.pop("WANDB_API_KEY", None)
     os.environ.setdefault("WANDB_SILENT", "true")
+    os.environ["YOLO_ORCH_CALLBACKS"] = FAULT_HOOKS
     yield cache
     if old is None:
         os.environ.pop("YOLO_ORCH_CACHE", None)
@@ -165,3 +169,76 @@ def read_only_view(tmp_path):
     yield view
     for mnt in reversed(mounts):
         subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+# ---------------------------------------------------------------- sweeps
+
+# The pruned trial is guaranteed by the parameters, not by luck: the box loss gain multiplies
+# val/box_loss (about 0.5 at box 0.5, about 47 at box 50), and the threshold pruner cuts any
+# trial whose val/box_loss exceeds 10 at its first epoch. Trial 1 is enqueued with box 50.
+SWEEP = {
+    "study": "tiny-sweep",
+    "base": "job.yaml",
+    "space": {"hyp": {"box": {"choices": [0.5, 50.0]}, "lr0": {"low": 1.0e-3, "high": 1.0e-2, "log": True}}},
+    "objective": {"metric": "val/box_loss"},
+    "sampler": {"name": "tpe", "seed": 0},
+    "pruner": {"name": "threshold", "upper": 10.0},
+    "budget": {"n_trials": 4},
+    "heartbeat": {"interval": 2},
+    "enqueue": [{"hyp": {"box": 0.5, "lr0": 0.002}}, {"hyp": {"box": 50.0, "lr0": 0.002}}],
+}
+
+
+def write_sweep(folder: Path, name: str = "sweep.yaml", job_changes: dict | None = None, **changes) -> Path:
+    write_job(folder, **{"epochs": 2, **(job_changes or {})})
+    data = json.loads(json.dumps(SWEEP))
+    data.update(changes)
+    path = folder / name
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def space(**hyp) -> dict:
+    return {"hyp": hyp}
+
+
+def processes_mentioning(text: str) -> list[int]:
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            zombie = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+        except (OSError, IndexError):
+            continue
+        if text in cmdline and not zombie:
+            pids.append(int(proc.name))
+    return pids
+
+
+# ---------------------------------------------------------------- Kaggle kernels (the `kaggle` CLI is faked)
+
+TINY_MODEL = REPO / "orchestrator" / "worker" / "xla" / "tiny-det.yaml"
+
+
+def kaggle_job(tmp_path: Path, **changes) -> Path:
+    job = json.loads(json.dumps(TINY_JOB))
+    # 2 images per core: the XLA loader drops short batches, so 8 cores need 16 images (the plan checks)
+    job.update(model=str(TINY_MODEL), target={"devices": "tpu:8", "batch": 16})
+    job["hyp"]["optimizer"] = "AdamW"
+    job.update(changes)
+    return write_job(tmp_path, job)
+
+
+def build(tmp_path: Path, *args, env: dict | None = None, job: Path | None = None):
+    job = job or kaggle_job(tmp_path)
+    out = tmp_path / "kernel"
+    res = run_cli("kaggle", "build", job, "--out", out, "--owner", "alice", "--json", *args, cwd=tmp_path, env=env)
+    return res, out
+
+
+def bundle_of(folder: Path) -> dict:
+    from orchestrator.kaggle.build import read_bundle
+
+    return read_bundle(folder)

@@ -3,7 +3,7 @@
 Pure python (no torch, no ultralytics import). Each function mirrors one place in the
 Ultralytics source, read in 8.4.190 (``ultralytics/engine/trainer.py`` and
 ``ultralytics/data/build.py``); the function named in each docstring is the one copied.
-``tests/test_scaler_vs_ultralytics.py`` builds real trainers and checks these against them.
+``tests/e2e/test_scaler_vs_ultralytics.py`` builds real trainers and checks these against them.
 
 Notation: ``batch`` is Ultralytics' ``batch`` argument, the TOTAL over all devices.
 """
@@ -25,7 +25,7 @@ ADAM_FAMILY = frozenset({"Adam", "Adamax", "AdamW", "NAdam", "RAdam", "RMSprop"}
 COUPLED_L2 = frozenset({"SGD", "MuSGD", "Adam", "Adamax", "NAdam", "RAdam", "RMSprop"})
 
 # ultralytics/cfg/default.yaml: the stock values of what the scaler reads (the job spec's reference and
-# the scaler's inputs default to them; tests/test_spec.py checks them against the installed package).
+# the scaler's inputs default to them; tests/unit/test_spec.py checks them against the installed package).
 DEFAULTS = {"batch": 16, "nbs": 64, "epochs": 100, "optimizer": "auto", "lr0": 0.01, "lrf": 0.01, "momentum": 0.937,
             "weight_decay": 0.0005, "warmup_epochs": 3.0, "warmup_momentum": 0.8, "warmup_bias_lr": 0.1}
 

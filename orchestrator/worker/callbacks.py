@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from orchestrator.rundir import CALLBACKS, EventWriter, float_or_none
+from orchestrator.rundir import CALLBACKS, ENV_CALLBACKS, EventWriter, float_or_none
 
 PROGRESS_EVERY_S = 1.0
 
@@ -96,10 +96,12 @@ class EpochReporter(EpochBoundary):
 
 
 def attach_named(model, run_dir, resolved: dict) -> None:
-    """The hooks job.resolved.yaml names (rundir.CALLBACKS), each "module:function", imported by
-    name so that the training process depends on none of them."""
+    """The hooks job.resolved.yaml names (rundir.CALLBACKS) and then $YOLO_ORCH_CALLBACKS, each
+    "module:function", imported by name so that the training process depends on none of them."""
     import importlib
+    import os
 
-    for name in resolved.get(CALLBACKS) or []:
+    from_env = [n.strip() for n in os.environ.get(ENV_CALLBACKS, "").split(",") if n.strip()]
+    for name in list(resolved.get(CALLBACKS) or []) + from_env:
         module, _, function = name.partition(":")
         getattr(importlib.import_module(module), function)(model, run_dir, resolved)

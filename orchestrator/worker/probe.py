@@ -1,7 +1,7 @@
 """A measuring hook for torchrun ranks: with YOLO_ORCH_PROBE_DIR set, every rank writes
 probe-rank<R>.json there: what the real trainer applied (batch per device, accumulate, optimizer
 param groups, warmup iterations, loss scale, BatchNorm momenta) and the sample indices its sampler
-gave it each epoch. tests/test_ddp_effective.py and tests/test_distributed.py compare these with
+gave it each epoch. tests/e2e/test_ddp_effective.py and tests/e2e/test_distributed.py compare these with
 the plan; a user can read them the same way."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ PROBE_ENV = "YOLO_ORCH_PROBE_DIR"
 
 
 class RankProbe:
-    """Records, per rank, what the real trainer applied (for tests/test_ddp_effective.py and
-    tests/test_distributed.py). Written atomically after the first batch and every epoch."""
+    """Records, per rank, what the real trainer applied (for tests/e2e/test_ddp_effective.py and
+    tests/e2e/test_distributed.py). Written atomically after the first batch and every epoch."""
 
     def __init__(self, trainer):
         self.rank = rank()

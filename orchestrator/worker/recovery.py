@@ -25,7 +25,6 @@ from typing import Any
 from orchestrator.rundir import (ENV_SUPERVISOR_PID, ENV_SUPERVISOR_START, EVENTS, EXIT_OOM, LAST, RESUME_PATCHED,
                                  EventWriter, die_with_parent, is_primary, process_alive, rank, replaced_atomically,
                                  write_bytes_atomic)
-from orchestrator.worker import faults
 
 ULTRALYTICS_OOM_LIMIT = 3  # BaseTrainer._do_train: `self._oom_retries >= 3` re-raises
 OOM_MARKERS = ("out of memory", "CUBLAS_STATUS_ALLOC_FAILED")
@@ -176,7 +175,6 @@ def attach(model, run_dir: Path) -> None:
     model.add_callback("on_pretrain_routine_start", _atomic_checkpoints)
     model.add_callback("on_train_epoch_start", _disable_ultralytics_oom_halving)
     model.add_callback("on_pretrain_routine_end", _sync_resumed_optimizer)
-    faults.attach(model, run_dir)
 
 
 # ---------------------------------------------------------------- die with the orchestrator

@@ -20,7 +20,7 @@ masked computation over all (image, gt, anchor) entries:
 Everything else (anchors, decoding, the assigner's top-k / conflict resolution / target scores,
 the gains ``box``/``cls``/``dfl``, class weights, the ``* batch_size``) is Ultralytics' own code,
 inherited unchanged, so on the same batch the loss equals ``v8DetectionLoss`` (see
-``tests/test_xla_loss.py``). Padded gt rows are all zeros, exactly like the rows Ultralytics
+``tests/unit/test_xla_loss.py``). Padded gt rows are all zeros, exactly like the rows Ultralytics
 itself pads with; padding to ``max_boxes`` instead of the batch maximum changes nothing.
 """
 

@@ -1,4 +1,7 @@
-"""Test-only fault injection, switched on by environment variables read in the worker.
+"""Test-only fault injection inside the training process, switched on by environment variables.
+The tests load it by name (YOLO_ORCH_CALLBACKS=tests.helpers.faults:attach, set in conftest.py), as
+the worker loads any named hook (worker/callbacks.attach_named); without the variables below it
+does nothing.
 
 YOLO_ORCH_FAULT_OOM="epoch=E[,step=I][,above=B][,rank=R]"
     Raise torch.cuda.OutOfMemoryError inside Ultralytics' forward/backward `try` block (from
@@ -31,7 +34,7 @@ def parse(text: str) -> dict[str, float]:
     return out
 
 
-def attach(model, run_dir: Path) -> None:
+def attach(model, run_dir: Path, resolved: dict | None = None) -> None:
     oom = os.environ.get(ENV_OOM)
     if oom:
         model.add_callback("on_train_epoch_start", _OomFault(parse(oom), run_dir))

@@ -12,7 +12,7 @@ PREPARE = "from orchestrator.worker.offline import prepare_env; prepare_env()"
 def test_ranks_preparing_a_fresh_config_dir_at_once_all_succeed(tmp_path):
     for attempt in range(5):  # the race needs the processes to overlap; a few fresh dirs make it likely
         config = tmp_path / f"ultralytics-config-{attempt}"
-        env = {**os.environ, "YOLO_CONFIG_DIR": str(config), "PYTHONPATH": str(Path(__file__).parents[1])}
+        env = {**os.environ, "YOLO_CONFIG_DIR": str(config), "PYTHONPATH": str(Path(__file__).parents[2])}
         procs = [subprocess.Popen([sys.executable, "-c", PREPARE], env=env, stderr=subprocess.PIPE, text=True)
                  for _ in range(8)]
         errors = [p.communicate(timeout=120)[1] for p in procs]

@@ -16,7 +16,7 @@ import yaml
 from conftest import REPO, cli_env, run_cli, write_job
 
 pytestmark = pytest.mark.slow
-NETGUARD = REPO / "tests" / "netguard"
+NETGUARD = REPO / "tests" / "helpers" / "netguard"
 
 
 def only_run_dir(tmp_path: Path) -> Path:

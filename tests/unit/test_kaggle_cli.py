@@ -9,8 +9,7 @@ import os
 from pathlib import Path
 
 import fake_kaggle as fk
-from conftest import run_cli
-from test_kaggle_build import build
+from conftest import build, run_cli
 
 from orchestrator.kaggle.tool import parse_status
 

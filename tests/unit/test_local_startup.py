@@ -12,7 +12,7 @@ import pytest
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
 from orchestrator.sweep.local_startup import near
-from test_sweep import space, write_sweep
+from conftest import space, write_sweep
 
 
 def draws(center, dist, scale=0.1, n=4000, seed=0):

@@ -12,35 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, TINY_JOB, cli_env, run_cli, write_job
+from conftest import TINY_JOB, build, bundle_of, cli_env, kaggle_job, run_cli
 from fake_kaggle import FAKE_KEY
 
 from orchestrator.kaggle import metadata as md
-
-TINY_MODEL = REPO / "orchestrator" / "worker" / "xla" / "tiny-det.yaml"
-
-
-def kaggle_job(tmp_path: Path, **changes) -> Path:
-    job = json.loads(json.dumps(TINY_JOB))
-    # 2 images per core: the XLA loader drops short batches, so 8 cores need 16 images (the plan checks)
-    job.update(model=str(TINY_MODEL), target={"devices": "tpu:8", "batch": 16})
-    job["hyp"]["optimizer"] = "AdamW"
-    job.update(changes)
-    return write_job(tmp_path, job)
-
-
-def build(tmp_path: Path, *args, env: dict | None = None, job: Path | None = None):
-    job = job or kaggle_job(tmp_path)
-    out = tmp_path / "kernel"
-    res = run_cli("kaggle", "build", job, "--out", out, "--owner", "alice", "--json", *args, cwd=tmp_path, env=env)
-    return res, out
-
-
-def bundle_of(folder: Path) -> dict:
-    from orchestrator.kaggle.build import read_bundle
-
-    return read_bundle(folder)
-
 
 # ---------------------------------------------------------------- metadata
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import cli_env, write_job
+from conftest import cli_env, processes_mentioning, write_job
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 def start_sweep(sweep: Path, url: str, cwd: Path, log: Path) -> subprocess.Popen:
@@ -28,21 +28,6 @@ def start_sweep(sweep: Path, url: str, cwd: Path, log: Path) -> subprocess.Popen
     return subprocess.Popen([sys.executable, "-m", "orchestrator", "sweep", str(sweep), "--storage", url,
                              "--workers", "1", "--json"], cwd=cwd, env=cli_env(), stdout=subprocess.PIPE,
                             stderr=open(log, "wb"), start_new_session=True)
-
-
-def processes_mentioning(text: str) -> list[int]:
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            zombie = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-        except (OSError, IndexError):
-            continue
-        if text in cmdline and not zombie:
-            pids.append(int(proc.name))
-    return pids
 
 
 def test_two_workers_one_killed_mid_trial(tmp_path, pg_url):

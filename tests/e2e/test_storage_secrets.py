@@ -12,7 +12,7 @@ import pytest
 
 from conftest import run_cli
 from orchestrator.urls import redact_text, redact_url
-from test_sweep import write_sweep
+from conftest import write_sweep
 
 SECRET = "Hunter2Secret"
 # (the form, a URL holding SECRET; {db} is the database)

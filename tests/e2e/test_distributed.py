@@ -263,7 +263,7 @@ def test_sync_bn_on_cpu_ranks(tmp_path):
 def test_sync_bn_equals_one_batchnorm_over_the_global_batch(tmp_path):
     """GlooSyncBatchNorm in 2 gloo processes == nn.BatchNorm2d on the concatenated batch: outputs,
     input gradients, weight/bias gradients (summed over ranks) and running statistics."""
-    script = REPO / "tests" / "helpers_sync_bn.py"
+    script = REPO / "tests" / "helpers" / "helpers_sync_bn.py"
     out = subprocess.run([sys.executable, str(script), str(tmp_path), str(_free_port())], env=cli_env(),
                          capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]

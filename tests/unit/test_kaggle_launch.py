@@ -12,8 +12,7 @@ import tarfile
 from pathlib import Path
 
 import fake_kaggle as fk
-from conftest import REPO, cli_env
-from test_kaggle_build import kaggle_job
+from conftest import REPO, cli_env, kaggle_job
 
 from orchestrator.kaggle.build import read_bundle
 from orchestrator.rundir import SESSION_RESUME

@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "orchestrator"
+PACKAGE = Path(__file__).resolve().parents[2] / "orchestrator"
 
 # Each part of the package (a top-level module or folder) and the parts it may import.
 # The root package (`orchestrator`: its version) may be imported by any.

@@ -1,7 +1,7 @@
 """XLA backend end to end on XLA:CPU (single process): compile-once, outputs, validation, resume,
 CLI, bf16.
 
-Run: PJRT_DEVICE=CPU python -m pytest tests/test_xla_*.py -q -x
+Run: PJRT_DEVICE=CPU python -m pytest tests/*/test_xla_*.py -q -x
 
 All XLA work runs in ONE child process (this file run as a script, ``--drive DIR``), like the
 orchestrator's launcher runs the backend. Two reasons: torch_xla must be initialized before the
@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 os.environ.setdefault("YOLO_OFFLINE", "1")
@@ -492,4 +492,4 @@ if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--drive":
         _drive(Path(sys.argv[2]))
     else:
-        sys.exit("usage: python tests/test_xla_train.py --drive OUT_DIR")
+        sys.exit("usage: python tests/e2e/test_xla_train.py --drive OUT_DIR")

@@ -217,7 +217,7 @@ def test_registry_cli_paths_import_no_torch(tmp_path):
         "heavy = [m for m in ('torch', 'ultralytics', 'torchvision') if m in sys.modules]\n"
         "print('HEAVY', heavy)\n"
     )
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     env.pop("YOLO_ORCH_REGISTRY", None)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -236,7 +236,7 @@ def test_logs_follow_until_the_run_ends(tmp_path):
         with Registry.open(runs) as r:
             r.add_run(d.name, job="tiny", run_dir=d, pid=_dead_pid())
             r.update(d.name, state="running", worker_pid=worker.pid)
-        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), YOLO_ORCH_REGISTRY="")
+        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]), YOLO_ORCH_REGISTRY="")
         follow = subprocess.Popen([sys.executable, "-m", "orchestrator", "logs", d.name, "--follow", "--runs-dir",
                                    str(runs)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         time.sleep(3)

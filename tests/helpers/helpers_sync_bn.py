@@ -1,4 +1,4 @@
-"""Run by tests/test_distributed.py: GlooSyncBatchNorm over 2 gloo processes vs one nn.BatchNorm2d
+"""Run by tests/e2e/test_distributed.py: GlooSyncBatchNorm over 2 gloo processes vs one nn.BatchNorm2d
 over the concatenated batch. Usage: python helpers_sync_bn.py OUT_DIR PORT (prints SYNC_BN_OK)."""
 
 from __future__ import annotations

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, cli_env
-from test_kaggle_build import build, kaggle_job
+from conftest import REPO, build, cli_env, kaggle_job
 
 from orchestrator.kaggle.build import read_bundle
 

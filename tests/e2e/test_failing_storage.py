@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from conftest import run_cli, write_job
-from test_sweep import write_sweep
+from conftest import write_sweep
 
 NO_ENV_REGISTRY = {"YOLO_ORCH_REGISTRY": ""}
 

@@ -48,7 +48,7 @@ def _broken_torchvision(tmp_path: Path) -> Path:
 
 def test_broken_torchvision_fails_with_the_fix(tmp_path, monkeypatch):
     shim = _broken_torchvision(tmp_path)
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     monkeypatch.setenv("PYTHONPATH", f"{shim}{os.pathsep}{repo}")
     check = runtime.check_torch(runtime.probe_torch())
     assert check.status == "fail"
@@ -59,7 +59,7 @@ def test_broken_torchvision_fails_with_the_fix(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_doctor_exit_code_1_on_failure(tmp_path):
     shim = _broken_torchvision(tmp_path)
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     r = run_cli("doctor", "--runs-dir", tmp_path / "runs", cwd=tmp_path, timeout=300,
                 env={"PYTHONPATH": f"{shim}{os.pathsep}{repo}"})
     assert r.returncode == 1, r.stdout + r.stderr

@@ -81,7 +81,7 @@ def test_deterministic_across_processes(tmp_path, small):
         "import sys; from orchestrator.data.synth import generate_dataset; "
         f"generate_dataset(sys.argv[1], **{SMALL!r})"
     )
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     subprocess.run([sys.executable, "-c", code, str(tmp_path / "p")], check=True, cwd=repo)
     assert _tree_digest(tmp_path / "p") == _tree_digest(small.parent)
 
@@ -314,12 +314,12 @@ def test_light_import():
         "bad = {'torch', 'ultralytics', 'cv2'} & set(sys.modules); "
         "assert not bad, bad"
     )
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     subprocess.run([sys.executable, "-c", code], check=True, cwd=repo)
 
 
 def test_example_data_yaml_matches_generator(tmp_path):
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     example = yaml.safe_load((repo / "datasets" / "synth-shapes.yaml").read_text())
     generated = yaml.safe_load(generate_dataset(tmp_path / "synth-shapes").read_text())
     assert example["path"] == "/tmp/yolo-orch/datasets/synth-shapes"
@@ -329,7 +329,7 @@ def test_example_data_yaml_matches_generator(tmp_path):
 
 
 def test_module_cli(tmp_path):
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     cmd = [sys.executable, "-m", "orchestrator.data.synth", str(tmp_path / "c"), "--images", "3",
            "--val-images", "2", "--imgsz", "32"]
     r = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, check=True)

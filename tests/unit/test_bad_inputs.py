@@ -1,4 +1,4 @@
-"""The bad-input corpus (tests/bad_inputs/cases.yaml): malformed job and sweep files and CLI
+"""The bad-input corpus (tests/unit/bad_inputs/cases.yaml): malformed job and sweep files and CLI
 invocations. Each must exit 2 with a message naming the field, no traceback, within 2 seconds,
 and leave no run directory, registry or dataset behind."""
 

@@ -13,32 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import TINY_JOB, cli_env, run_cli, write_job
-
-# The pruned trial is guaranteed by the parameters, not by luck: the box loss gain multiplies
-# val/box_loss (about 0.5 at box 0.5, about 47 at box 50), and the threshold pruner cuts any
-# trial whose val/box_loss exceeds 10 at its first epoch. Trial 1 is enqueued with box 50.
-SWEEP = {
-    "study": "tiny-sweep",
-    "base": "job.yaml",
-    "space": {"hyp": {"box": {"choices": [0.5, 50.0]}, "lr0": {"low": 1.0e-3, "high": 1.0e-2, "log": True}}},
-    "objective": {"metric": "val/box_loss"},
-    "sampler": {"name": "tpe", "seed": 0},
-    "pruner": {"name": "threshold", "upper": 10.0},
-    "budget": {"n_trials": 4},
-    "heartbeat": {"interval": 2},
-    "enqueue": [{"hyp": {"box": 0.5, "lr0": 0.002}}, {"hyp": {"box": 50.0, "lr0": 0.002}}],
-}
-
-
-def write_sweep(folder: Path, name: str = "sweep.yaml", job_changes: dict | None = None, **changes) -> Path:
-    write_job(folder, **{"epochs": 2, **(job_changes or {})})
-    data = json.loads(json.dumps(SWEEP))
-    data.update(changes)
-    path = folder / name
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
-
+from conftest import TINY_JOB, cli_env, processes_mentioning, run_cli, space, write_job, write_sweep
 
 def sweep_json(result) -> dict:
     assert result.returncode == 0, (result.returncode, result.stdout[-2000:], result.stderr[-4000:])
@@ -187,10 +162,6 @@ def test_trial_is_a_wandb_run_grouped_by_study(tmp_path):
     assert run["config"]["sweep"]["trial"] == 0
     assert run["summary"]["sweep/state"] == "complete"
     assert run["summary"]["sweep/objective"] == pytest.approx(trial["values"][0], rel=1e-5)
-
-
-def space(**hyp) -> dict:
-    return {"hyp": hyp}
 
 
 @pytest.mark.parametrize(
@@ -373,7 +344,6 @@ def test_kill9_of_the_sweep_command_ends_its_workers_and_the_trial_is_retried(tm
 
     import optuna
 
-    from test_sweep_postgres import processes_mentioning
 
     sweep = write_sweep(tmp_path, budget={"n_trials": 2}, enqueue=[{"hyp": {"box": 0.5, "lr0": 0.002}}],
                         pruner={"name": "none"})

@@ -1,6 +1,6 @@
 """A hand-written data.yaml read as Ultralytics reads it: a relative `path:` resolved like Ultralytics
 (current folder, the user's datasets_dir), else beside the yaml, and handed to the trainer as an
-absolute root; labels checked at plan time (errors in tests/bad_inputs, warnings here); a folder that
+absolute root; labels checked at plan time (errors in tests/unit/bad_inputs, warnings here); a folder that
 is not an image folder stops the walk instead of reading the whole disk."""
 
 from __future__ import annotations

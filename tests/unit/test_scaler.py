@@ -356,7 +356,7 @@ def test_optimizer_auto_target_would_differ_warning():
 
 
 def test_tpu_v3_8_per_core_batch():
-    """Precision is the plan's (it knows the job's xla.bf16): tests/test_plan_equals_trainer.py."""
+    """Precision is the plan's (it knows the job's xla.bf16): tests/unit/test_plan_cli.py."""
     r = scale(SGD_REF, tgt("tpu:8"))
     assert r.effective["world_size"] == 8 and r.effective["batch_per_device"] == 16
     assert r.passed["batch"] == 128
