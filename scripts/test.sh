@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install the test environment (idempotent) and run the whole test suite.
 #   scripts/test.sh                 # everything (what CI runs)
-#   scripts/test.sh -m "not slow"   # the fast subset, a few minutes
+#   scripts/test.sh tests/unit      # no training: about 2 minutes (tests/e2e: the rest)
+#   scripts/test.sh -m "not slow"   # everything that trains nothing or little
 # Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
