@@ -149,6 +149,11 @@ class Registry:
         """`Registry.open("runs")`, `Registry.open("/x/registry.db")` or `Registry.open()`."""
         return cls(registry_path(path_or_runs_dir))
 
+    @classmethod
+    def of_run(cls, run_dir: str | os.PathLike) -> "Registry":
+        """The registry of a run: `<runs_dir>/registry.db` (run_dir = runs_dir/job/run_id), or $YOLO_ORCH_REGISTRY."""
+        return cls.open(Path(run_dir).parents[1])
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()

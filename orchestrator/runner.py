@@ -75,11 +75,6 @@ def write_data_yaml(plan: Plan, run_dir: Path) -> None:
     plan.train_args["data"] = str(run_dir / DATA_YAML)
 
 
-def open_registry(run_dir: Path) -> Registry:
-    """The registry of a run: `<runs_dir>/registry.db` (run_dir = runs_dir/job/run_id), or $YOLO_ORCH_REGISTRY."""
-    return Registry.open(Path(run_dir).parents[1])
-
-
 def create_run(plan: Plan, runs_dir: Path | None = None, tags: dict | None = None) -> tuple[str, Path]:
     """Everything is validated by now: create the run dir, write the resolved job and add the
     registry row (state queued). `tags` (sweeps: {"study": name, "trial": n}) go into the row."""
@@ -123,7 +118,7 @@ def supervise(run_id: str, run_dir: Path, launcher: str, oom_retries: int = 0,
     """Start the worker, tail its events, keep the registry row current; after a CUDA OOM,
     re-plan with half the per-device batch (same images per step) and restart, up to `oom_retries`."""
     refuse_symlinks(run_dir)
-    registry = open_registry(run_dir)
+    registry = Registry.of_run(run_dir)
     events_path = run_dir / EVENTS
     tail = EventTail(events_path)
     tail.offset = events_path.stat().st_size if events_path.exists() else 0  # earlier attempts: not replayed
@@ -249,7 +244,7 @@ def prepare_resume_row(row: dict, devices: str | None = None) -> dict:
     run_dir = Path(row["run_dir"] or "")
     if row.get("run_dir"):
         refuse_symlinks(run_dir)  # before the row is claimed: a refusal changes nothing
-    registry = open_registry(run_dir) if row.get("run_dir") else None
+    registry = Registry.of_run(run_dir) if row.get("run_dir") else None
     if registry is None or row["state"] not in ("killed", "failed"):
         return replan.prepare_resume(row, devices)  # raises the right message
     with registry:

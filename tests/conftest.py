@@ -18,7 +18,8 @@ REPO = Path(__file__).resolve().parents[1]
 HELPERS = Path(__file__).resolve().parent / "helpers"
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HELPERS))  # fake_kaggle, wandb_records, ...
-FAULT_HOOKS = "tests.helpers.faults:attach"  # every training process of the tests can inject faults
+# every training process of the tests can inject faults and, when asked, record what it applied
+TEST_HOOKS = "tests.helpers.faults:attach,tests.helpers.rank_probe:attach"
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -29,7 +30,7 @@ def isolated_cache(tmp_path_factory):
     os.environ["YOLO_ORCH_CACHE"] = str(cache)
     os.environ.pop("WANDB_API_KEY", None)
     os.environ.setdefault("WANDB_SILENT", "true")
-    os.environ["YOLO_ORCH_CALLBACKS"] = FAULT_HOOKS
+    os.environ["YOLO_ORCH_CALLBACKS"] = TEST_HOOKS
     yield cache
     if old is None:
         os.environ.pop("YOLO_ORCH_CACHE", None)

@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from orchestrator.cli.common import check_devices_flag, human, print_json
-from orchestrator.cli.runs import RegistryOption, RunsDirOption, find_run, open_registry
+from orchestrator.cli.runs import RegistryOption, RunsDirOption, find_run, existing_registry
 
 
 def resume_cmd(
@@ -22,7 +22,7 @@ def resume_cmd(
 ) -> None:
     """Resume a killed or failed run at the epoch it reached (same resolved job and run directory)."""
     check_devices_flag(devices)
-    with open_registry(runs_dir, registry) as reg:
+    with existing_registry(runs_dir, registry) as reg:
         row = find_run(reg, run)
 
     from orchestrator.runner import prepare_resume_row, resume_run

@@ -31,7 +31,7 @@ RegistryOption = typer.Option(None, "--registry", help="Registry file (default: 
                               "$YOLO_ORCH_REGISTRY).")
 
 
-def open_registry(runs_dir: Path, registry: Optional[Path]) -> Registry:
+def existing_registry(runs_dir: Path, registry: Optional[Path]) -> Registry:
     """Read commands never create a registry (nor the runs folder)."""
     path = registry_path(registry if registry is not None else runs_dir)
     if not path.is_file():
@@ -117,7 +117,7 @@ def runs_cmd(
     path = registry_path(registry if registry is not None else runs_dir)
     rows = []
     if path.is_file():
-        with open_registry(runs_dir, registry) as reg:
+        with existing_registry(runs_dir, registry) as reg:
             rows = reg.list(state=state, study=study, job=job, limit=limit)
     if json_out:
         print_json(rows)
@@ -175,7 +175,7 @@ def show_cmd(
     registry: Optional[Path] = RegistryOption,
 ) -> None:
     """Show one run: registry row, plan, metrics, recoveries, files."""
-    with open_registry(runs_dir, registry) as reg:
+    with existing_registry(runs_dir, registry) as reg:
         row = find_run(reg, run)
     info = show_info(row)
     if json_out:
@@ -247,7 +247,7 @@ def logs_cmd(
     registry: Optional[Path] = RegistryOption,
 ) -> None:
     """Print a run's train.log (the training process's stdout and stderr)."""
-    reg = open_registry(runs_dir, registry)
+    reg = existing_registry(runs_dir, registry)
     row = find_run(reg, run)
     log = Path(row["run_dir"] or "") / LOG
     if not log.is_file() and not (follow and row["state"] in ACTIVE):

@@ -88,10 +88,10 @@ def sweep_section(sweep: "LoadedSweep", trial: "optuna.Trial", params: dict[str,
 
 def _mark_pruned(run_id: str, run_dir: Path, note: str) -> None:
     """The registry row of a pruned trial says `pruned` (the run itself finished cleanly)."""
-    from orchestrator.runner import open_registry
+    from orchestrator.registry import Registry
 
     try:
-        with open_registry(run_dir) as reg:
+        with Registry.of_run(run_dir) as reg:
             reg.update(run_id, state="pruned", note=note)
     except Exception as exc:  # noqa: BLE001 - the registry is a record, never a reason to fail a trial
         print(f"warning: could not mark run {run_id} pruned in the registry: {exc}", flush=True)

@@ -21,8 +21,8 @@ Process hygiene and logs: every rank dies with its torchrun agent (PR_SET_PDEATH
 `rank<RANK>.log` into the run dir, and the first rank of each node (LOCAL_RANK 0) also tees to
 torchrun's stdout, i.e. the run's train.log.
 
-The trainer class itself is in worker/ddp_trainer.py (it imports torch); worker/probe.py records
-what each rank really applied.
+The trainer class itself is in worker/ddp_trainer.py (it imports torch). The tests check what each
+rank really applied with a hook loaded by name (tests/helpers/rank_probe.py).
 """
 
 from __future__ import annotations

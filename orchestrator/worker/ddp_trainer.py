@@ -13,7 +13,6 @@ import torch.distributed as dist
 import torch.nn.parallel
 from ultralytics.utils import LOCAL_RANK, LOGGER, RANK
 
-from orchestrator.worker.probe import PROBE_ENV, RankProbe
 from orchestrator.worker.sync_bn import convert_sync_batchnorm, count_sync, revert_sync_batchnorm
 
 BN_ENV = "YOLO_ORCH_DDP_BN"  # "match" (default): BN running statistics as in one process; "stock": Ultralytics as is
@@ -50,7 +49,6 @@ class TorchrunTrainerMixin:
         if match:
             self.add_callback("on_train_epoch_end", lambda t: t._average_bn_statistics())
         self._bn_momenta: dict[str, float] = {}
-        self._probe = RankProbe(self) if os.environ.get(PROBE_ENV) else None
 
     # -- process group
     def _setup_ddp(self):
@@ -171,10 +169,6 @@ class TorchrunTrainerMixin:
         finally:
             validator_module.AutoBackend, validator_module.get_torch_device_backend = auto_backend, backend_of
 
-    def preprocess_batch(self, batch):
-        if self._probe is not None:
-            self._probe.count(batch)
-        return super().preprocess_batch(batch)
 
 
 def _nn_with_ddp(wrap):

@@ -7,7 +7,7 @@ Also: BatchNorm weights stay out of weight decay, and BatchNorm momentum is scal
 statistics follow the same number of epochs as at the reference (docs/distributed.md, Parity).
 
 The worker records what the trainer applied when YOLO_ORCH_PROBE_DIR is set
-(orchestrator/worker/probe.py RankProbe). Extends tests/e2e/test_scaler_vs_ultralytics.py (world size 1)."""
+(tests/helpers/rank_probe.py, loaded by name in every rank). Extends tests/e2e/test_scaler_vs_ultralytics.py (world size 1)."""
 
 from __future__ import annotations
 

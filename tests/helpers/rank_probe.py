@@ -1,8 +1,8 @@
-"""A measuring hook for torchrun ranks: with YOLO_ORCH_PROBE_DIR set, every rank writes
-probe-rank<R>.json there: what the real trainer applied (batch per device, accumulate, optimizer
-param groups, warmup iterations, loss scale, BatchNorm momenta) and the sample indices its sampler
-gave it each epoch. tests/e2e/test_ddp_effective.py and tests/e2e/test_distributed.py compare these with
-the plan; a user can read them the same way."""
+"""A measuring hook for the tests, loaded by name in every training process (YOLO_ORCH_CALLBACKS,
+set in conftest.py): with YOLO_ORCH_PROBE_DIR set, every rank writes probe-rank<R>.json there:
+what the real trainer applied (batch per device, accumulate, optimizer param groups, warmup
+iterations, loss scale, BatchNorm momenta) and the sample indices its sampler gave it each epoch.
+tests/e2e/test_ddp_effective.py and tests/e2e/test_distributed.py compare these with the plan."""
 
 from __future__ import annotations
 
@@ -20,18 +20,28 @@ class RankProbe:
     tests/e2e/test_distributed.py). Written atomically after the first batch and every epoch."""
 
     def __init__(self, trainer):
+        """`trainer`: the Ultralytics trainer, or the YOLO model before training (whose callbacks
+        the trainer copies)."""
         self.rank = rank()
         self.path = Path(os.environ[PROBE_ENV]) / f"probe-rank{max(self.rank, 0)}.json"
         self.data: dict = {"rank": self.rank, "epochs": []}
         self.images = 0
         self.batches = 0
+        trainer.add_callback("on_pretrain_routine_start", self.count_batches)
         trainer.add_callback("on_train_start", self.on_train_start)
         trainer.add_callback("on_train_batch_end", self.on_train_batch_end)
         trainer.add_callback("on_train_epoch_end", self.on_train_epoch_end)
 
-    def count(self, batch) -> None:
-        self.images += int(batch["img"].shape[0])
-        self.batches += 1
+    def count_batches(self, t) -> None:
+        """Count every batch the trainer preprocesses (the images this rank really trained on)."""
+        preprocess = t.preprocess_batch
+
+        def counted(batch):
+            self.images += int(batch["img"].shape[0])
+            self.batches += 1
+            return preprocess(batch)
+
+        t.preprocess_batch = counted
 
     def on_train_start(self, t) -> None:
         import torch
@@ -48,7 +58,7 @@ class RankProbe:
             "backend": dist.get_backend() if dist.is_initialized() else None,
             "device": str(t.device),
             "amp": bool(t.amp),
-            "bn_mode": t.bn_mode,
+            "bn_mode": getattr(t, "bn_mode", None),
             "batch": t.batch_size,
             "batch_per_device": loader.batch_size,
             "nbs": t.args.nbs,
@@ -94,3 +104,8 @@ class RankProbe:
     def _write(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(self.path, json.dumps(self.data, indent=1, default=str))
+
+
+def attach(model, run_dir: Path, resolved: dict | None = None) -> None:
+    if os.environ.get(PROBE_ENV):
+        RankProbe(model)
