@@ -27,7 +27,6 @@ class RankProbe:
         self.data: dict = {"rank": self.rank, "epochs": []}
         self.images = 0
         self.batches = 0
-        trainer.add_callback("on_pretrain_routine_start", self.count_batches)
         trainer.add_callback("on_train_start", self.on_train_start)
         trainer.add_callback("on_train_batch_end", self.on_train_batch_end)
         trainer.add_callback("on_train_epoch_end", self.on_train_epoch_end)
@@ -44,6 +43,7 @@ class RankProbe:
         t.preprocess_batch = counted
 
     def on_train_start(self, t) -> None:
+        self.count_batches(t)  # every rank runs on_train_start, before its first batch
         import torch
         import torch.distributed as dist
 
