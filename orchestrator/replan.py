@@ -24,12 +24,11 @@ from pathlib import Path
 
 from orchestrator import launch
 from orchestrator import plan as planmod
+from orchestrator.devices import DeviceSpecError, parse_devices
 from orchestrator.rundir import (LAST, RESOLVED, RESUME_PATCHED, completed_epochs, dump_yaml, load_resolved,
                                  write_text_atomic)
-from orchestrator.devices import DeviceSpecError, parse_devices
 from orchestrator.spec.errors import SpecError
 from orchestrator.spec.job import JobSpec
-
 
 
 def save_resolved(run_dir: Path, resolved: dict) -> None:

@@ -126,8 +126,6 @@ def pg_url():
         admin.close()
 
 
-
-
 # ------------------------------------------------------------------ real filesystems that fail
 def _mount(args: list[str], what: str) -> None:
     r = subprocess.run(["mount", *args], capture_output=True, text=True)

@@ -241,8 +241,9 @@ def build(job: LoadedJob, opts: BuildOptions) -> BuildResult:
         raise SpecError(f"--run-id: {run_id!r} must be letters, digits, '.', '_', '-'")
     mode = wandb_mode_for(job, settings.enable_internet, warnings)
     resolved = plan.resolved_document(run_id, None, mode)  # run_dir: set inside the kernel
-    resolved["kaggle"] = {"kernel": meta["id"], "session": session, "resume_from": opts.resume_from,
-                          **settings.model_dump(mode="json")}
+    # the settings first: their `kernel` is the base slug, this session's kernel is meta["id"]
+    resolved["kaggle"] = {**settings.model_dump(mode="json"), "kernel": meta["id"], "session": session,
+                          "resume_from": opts.resume_from}
     bundle = session_bundle(plan, settings, resolved, meta["id"], session, opts.resume_from, data, model_bundle(job),
                             wheels)
     folder = Path(opts.out) if opts.out else Path("kaggle") / slug

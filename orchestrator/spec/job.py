@@ -78,8 +78,6 @@ class HypBlock(Hyperparameters):
     preset: Optional[str] = None
 
 
-
-
 class SynthData(Strict):
     images: int = Field(default=128, ge=1, le=SYNTH_MAX_IMAGES)
     val_images: int = Field(default=32, ge=1, le=SYNTH_MAX_IMAGES)

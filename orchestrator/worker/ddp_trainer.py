@@ -170,7 +170,6 @@ class TorchrunTrainerMixin:
             validator_module.AutoBackend, validator_module.get_torch_device_backend = auto_backend, backend_of
 
 
-
 def _nn_with_ddp(wrap):
     """A faithful copy of the `torch.nn` module whose `parallel.DistributedDataParallel` is `wrap`.
 

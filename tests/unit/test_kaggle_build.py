@@ -101,6 +101,7 @@ def test_build_options_and_job_block(tmp_path):
     assert meta["dataset_sources"] == ["bob/wheels"]
     bundle = bundle_of(out)
     assert bundle["session"] == 2 and bundle["resume_from"] == "alice/yolo-orch-tiny" and bundle["run_id"] == "r1"
+    assert bundle["resolved"]["kaggle"]["kernel"] == bundle["kernel"] == "alice/yolo-orch-tiny-s2"
     assert bundle["kaggle"]["session_hours"] == 12 and bundle["kaggle"]["margin_minutes"] == 30
 
 

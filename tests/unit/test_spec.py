@@ -130,7 +130,6 @@ def test_example_jobs_are_valid():
         assert result.returncode == 0, (job, result.stderr)
 
 
-
 def test_the_stock_defaults_are_ultralytics_own():
     """scaling/ultralytics_math.DEFAULTS (the job spec's reference and the scaler's inputs default to
     them) are the installed Ultralytics' default.yaml values."""
