@@ -58,9 +58,10 @@ sweep_cli.register(app)  # yolo-orch sweep (docs/sweeps.md)
 kaggle_cli.register(app)  # yolo-orch kaggle build|wheels|push|status|pull|quota (docs/kaggle.md)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """The `yolo-orch` command (`argv`: its arguments, default sys.argv[1:])."""
     try:
-        app(standalone_mode=True)
+        app(args=argv, standalone_mode=True)
     except SpecError as exc:
         fail(exc.problems)
     except RegistryUnusable as exc:

@@ -1,4 +1,4 @@
-"""`yolo-orch kaggle build|wheels|push|status|pull|quota`: Kaggle TPU kernels.
+"""`yolo-orch kaggle build|launch|wheels|push|status|pull|quota`: Kaggle TPU kernels.
 
 Light: nothing here imports torch; `push`/`status`/`pull`/`quota` run the official `kaggle`
 CLI and turn its failures (missing, not authenticated, refused) into one line and exit 2."""
@@ -14,7 +14,8 @@ import typer
 from orchestrator.cli.common import fail, human, print_json
 
 kaggle_app = typer.Typer(
-    help="Kaggle TPU: build a kernel folder, the offline wheels dataset; push, status, pull, quota.",
+    help="Kaggle TPU: build a kernel folder, launch a job end to end, the offline wheels dataset; push, status, "
+         "pull, quota.",
     no_args_is_help=True,
 )
 
@@ -36,36 +37,61 @@ def _kernel_ref(value: str) -> str:
     fail([f"KERNEL: expected OWNER/KERNEL or a folder with kernel-metadata.json (got {value!r})"])
 
 
+# The build options, declared once: `build` and `launch` take them all (kaggle/build.BuildOptions).
+JOB_FILE = typer.Argument(..., help="Job spec YAML.")
+MACHINE_SHAPE = typer.Option(None, "--machine-shape", help="Kaggle accelerator (default TpuV5E8).")
+OWNER = typer.Option(None, "--owner", help="Kaggle user (default: KAGGLE_USERNAME / kaggle.json).")
+WHEELS_DATASET = typer.Option(None, "--wheels-dataset", help="OWNER/SLUG of the wheels dataset.")
+DATA_DATASET = typer.Option(None, "--data-dataset", help="OWNER/SLUG of the data yaml's dataset.")
+RESUME_FROM = typer.Option(None, "--resume-from", help="OWNER/KERNEL of the previous session.")
+RUN_ID = typer.Option(None, "--run-id", help="Run id (default: a new one; keep it across sessions).")
+DEVICES = typer.Option(None, "--devices", "-d", help="tpu:N or xla:cpu (default: tpu:8 on TpuV5E8).")
+KERNEL = typer.Option(None, "--kernel", help="Kernel slug (default yolo-orch-<job name>).")
+SESSION_HOURS = typer.Option(None, "--session-hours", help="Kaggle session limit (default 9).")
+MARGIN_MINUTES = typer.Option(None, "--margin-minutes", help="Stop this early (default 20).")
+INTERNET = typer.Option(None, "--internet/--no-internet", help="Kernel internet (default off).")
+MAX_BOXES = typer.Option(None, "--max-boxes", help="XLA per-image box limit (default: the job's xla.max_boxes, 32).")
+BF16 = typer.Option(None, "--bf16/--no-bf16", help="bf16 autocast (default: the job's xla.bf16, else on for a TPU).")
+SETS = typer.Option(None, "--set", help="Override a job field: KEY=VALUE (dotted keys).")
+
+
+def _build_options(**values):
+    from orchestrator.kaggle.build import BuildOptions
+
+    values["enable_internet"] = values.pop("internet")
+    return BuildOptions(**values)
+
+
 @kaggle_app.command("build")
 def build_cmd(
-    job_file: Path = typer.Argument(..., help="Job spec YAML."),
+    job_file: Path = JOB_FILE,
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Kernel folder to write (default kaggle/<kernel slug>)."),
-    machine_shape: Optional[str] = typer.Option(None, "--machine-shape", help="Kaggle accelerator (default TpuV5E8)."),
-    owner: Optional[str] = typer.Option(None, "--owner", help="Kaggle user (default: KAGGLE_USERNAME / kaggle.json)."),
-    wheels_dataset: Optional[str] = typer.Option(None, "--wheels-dataset", help="OWNER/SLUG of the wheels dataset."),
-    data_dataset: Optional[str] = typer.Option(None, "--data-dataset", help="OWNER/SLUG of the data yaml's dataset."),
-    resume_from: Optional[str] = typer.Option(None, "--resume-from", help="OWNER/KERNEL of the previous session."),
+    machine_shape: Optional[str] = MACHINE_SHAPE,
+    owner: Optional[str] = OWNER,
+    wheels_dataset: Optional[str] = WHEELS_DATASET,
+    data_dataset: Optional[str] = DATA_DATASET,
+    resume_from: Optional[str] = RESUME_FROM,
     session: Optional[int] = typer.Option(None, "--session", help="Session number (default 1, or previous + 1)."),
-    run_id: Optional[str] = typer.Option(None, "--run-id", help="Run id (default: a new one; keep it across sessions)."),
-    devices: Optional[str] = typer.Option(None, "--devices", "-d", help="tpu:N or xla:cpu (default: tpu:8 on TpuV5E8)."),
-    kernel: Optional[str] = typer.Option(None, "--kernel", help="Kernel slug (default yolo-orch-<job name>)."),
-    session_hours: Optional[float] = typer.Option(None, "--session-hours", help="Kaggle session limit (default 9)."),
-    margin_minutes: Optional[float] = typer.Option(None, "--margin-minutes", help="Stop this early (default 20)."),
-    internet: Optional[bool] = typer.Option(None, "--internet/--no-internet", help="Kernel internet (default off)."),
-    max_boxes: Optional[int] = typer.Option(None, "--max-boxes", help="XLA per-image box limit (default: the job's xla.max_boxes, 32)."),
-    bf16: Optional[bool] = typer.Option(None, "--bf16/--no-bf16", help="bf16 autocast (default: the job's xla.bf16, else on for a TPU)."),
-    set_: Optional[list[str]] = typer.Option(None, "--set", help="Override a job field: KEY=VALUE (dotted keys)."),
+    run_id: Optional[str] = RUN_ID,
+    devices: Optional[str] = DEVICES,
+    kernel: Optional[str] = KERNEL,
+    session_hours: Optional[float] = SESSION_HOURS,
+    margin_minutes: Optional[float] = MARGIN_MINUTES,
+    internet: Optional[bool] = INTERNET,
+    max_boxes: Optional[int] = MAX_BOXES,
+    bf16: Optional[bool] = BF16,
+    set_: Optional[list[str]] = SETS,
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output on stdout."),
 ) -> None:
     """Write a ready kernel folder: kernel-metadata.json, the runner script, the resolved job."""
-    from orchestrator.kaggle.build import BuildOptions, build, describe
+    from orchestrator.kaggle.build import build, describe
     from orchestrator.spec.loader import load_job
 
     job = load_job(job_file, sets=set_ or [])
-    result = build(job, BuildOptions(
+    result = build(job, _build_options(
         out=out, owner=owner, machine_shape=machine_shape, wheels_dataset=wheels_dataset, data_dataset=data_dataset,
         resume_from=resume_from, kernel=kernel, session=session, run_id=run_id, devices=devices,
-        session_hours=session_hours, margin_minutes=margin_minutes, enable_internet=internet, max_boxes=max_boxes,
+        session_hours=session_hours, margin_minutes=margin_minutes, internet=internet, max_boxes=max_boxes,
         bf16=bf16,
     ))
     console = human(json_out)
@@ -79,6 +105,100 @@ def build_cmd(
     if result.bundle["wandb_mode"] == "online":
         console.print("W&B online: attach the WANDB_API_KEY secret to this kernel once in Kaggle's editor "
                       "(Add-ons > Secrets); without it the kernel logs offline.", highlight=False)
+
+
+@kaggle_app.command("launch")
+def launch_cmd(
+    job_file: Path = JOB_FILE,
+    machine_shape: Optional[str] = MACHINE_SHAPE,
+    owner: Optional[str] = OWNER,
+    wheels_dataset: Optional[str] = WHEELS_DATASET,
+    data_dataset: Optional[str] = DATA_DATASET,
+    resume_from: Optional[str] = RESUME_FROM,
+    run_id: Optional[str] = RUN_ID,
+    devices: Optional[str] = DEVICES,
+    kernel: Optional[str] = KERNEL,
+    session_hours: Optional[float] = SESSION_HOURS,
+    margin_minutes: Optional[float] = MARGIN_MINUTES,
+    internet: Optional[bool] = INTERNET,
+    max_boxes: Optional[int] = MAX_BOXES,
+    bf16: Optional[bool] = BF16,
+    set_: Optional[list[str]] = SETS,
+    runs_dir: Optional[Path] = typer.Option(None, "--runs-dir", help="Where the run directory goes (default: the job's)."),
+    poll: float = typer.Option(60.0, "--poll", help="Seconds between status checks."),
+    max_sessions: int = typer.Option(20, "--max-sessions", help="Give up after this many sessions."),
+    session_timeout_hours: Optional[float] = typer.Option(None, "--session-timeout-hours",
+                                                          help="Give up on a session after this long."),
+) -> None:
+    """Train a job on Kaggle end to end: build, push, poll, pull into runs/<job>/<run id>/, and push the
+    next session while the job's epochs are not done. Exit 0 finished, 1 a session failed, 130
+    interrupted (the kernel may still run: the printed command continues)."""
+    from orchestrator.kaggle.loop import LaunchOptions
+    from orchestrator.spec.loader import load_job
+
+    tool = _tool()
+    try:
+        tool.executable()
+        tool.require_credentials()
+    except tool.KaggleCliError as exc:
+        fail([str(exc)])
+    job = load_job(job_file, sets=set_ or [])
+    build_opts = _build_options(
+        owner=owner, machine_shape=machine_shape, wheels_dataset=wheels_dataset, data_dataset=data_dataset,
+        resume_from=resume_from, kernel=kernel, run_id=run_id, devices=devices, session_hours=session_hours,
+        margin_minutes=margin_minutes, internet=internet, max_boxes=max_boxes, bf16=bf16,
+    )
+    opts = LaunchOptions(build=build_opts, runs_dir=runs_dir, poll_s=poll, max_sessions=max_sessions,
+                         session_timeout_h=session_timeout_hours)
+    raise typer.Exit(_launch_with_progress(job, opts))
+
+
+def _launch_with_progress(job, opts) -> int:
+    """kaggle/loop.launch with a progress bar over the job's epochs; the exit code."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from orchestrator.kaggle.loop import launch
+
+    epochs = job.spec.epochs
+    with Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=Console(stderr=True)) as progress:
+        task = progress.add_task(f"{job.spec.name} epochs", total=epochs, status="building")
+        shown: set[str] = set()
+
+        def on_event(e: dict) -> None:
+            kind, s = e["event"], e.get("session")
+            say = progress.console.print
+            if kind == "built":
+                for w in e.get("warnings", []):
+                    if w not in shown:
+                        shown.add(w)
+                        say(f"[yellow]warning:[/] {w}", highlight=False)
+                progress.update(task, status=f"session {s}: built {e['kernel']}")
+            elif kind == "pushed":
+                say(f"session {s}: pushed {e['kernel']}" + (f" -> {e['url']}" if e.get("url") else ""),
+                    highlight=False, markup=False)
+                progress.update(task, status=f"session {s}: pushed")
+            elif kind == "status":
+                progress.update(task, status=f"session {s}: {e['state']} ({e['elapsed'] / 60:.0f} min)")
+            elif kind == "pulled":
+                progress.update(task, status=f"session {s}: pulled {len(e['files'])} files")
+            elif kind == "session":
+                r = e.get("resume") or {}
+                progress.update(task, completed=int(r.get("epochs_done") or 0),
+                                status=f"session {s}: {r.get('state', e['status'])}")
+                say(f"session {s} ({e['kernel']}): {e['status']}, {r.get('epochs_done', '?')}/{epochs} epochs, "
+                    f"{r.get('state', '-')}", highlight=False, markup=False)
+
+        outcome = launch(job, opts, on_event=on_event)
+    print(f"run {job.spec.name}/{outcome.run_id}: {outcome.state} -> {outcome.run_dir}")
+    if outcome.message:
+        print(outcome.message)
+    metrics = (outcome.resume or {}).get("metrics") or {}
+    for key in ("metrics/mAP50(B)", "metrics/mAP50-95(B)"):
+        if key in metrics:
+            print(f"  {key} {metrics[key]:.4f}")
+    return {"finished": 0, "killed": 130}.get(outcome.state, 1)
 
 
 @kaggle_app.command("wheels")

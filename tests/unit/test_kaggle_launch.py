@@ -1,6 +1,7 @@
-"""scripts/kaggle_tpu_launch.py against a fake `kaggle` CLI: build, push, poll, pull into the
-run directory, registry row, and one resume cycle (a session that stopped before the job's
-epochs were done -> a second push with kernel_sources = the first kernel)."""
+"""`yolo-orch kaggle launch` (and scripts/kaggle_tpu_launch.py, which wraps it) against a fake
+`kaggle` CLI: build, push, poll, pull into the run directory, registry row, and one resume cycle
+(a session that stopped before the job's epochs were done -> a second push with kernel_sources =
+the first kernel)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import subprocess
 import sys
 import tarfile
 from pathlib import Path
+
+import pytest
 
 import fake_kaggle as fk
 from conftest import REPO, cli_env, kaggle_job
@@ -56,9 +59,13 @@ def session_output(run_id: str, session: int, epochs_done: int, epochs: int) -> 
     return {"resume.json": json.dumps(resume), tar: run_tarball(run_id, epochs_done, epochs, done)}
 
 
-def launch(tmp_path: Path, env: dict, *args) -> subprocess.CompletedProcess:
+ENTRIES = {"cli": [sys.executable, "-m", "orchestrator", "kaggle", "launch"], "script": [sys.executable, str(SCRIPT)]}
+
+
+def launch(tmp_path: Path, env: dict, *args, entry: str = "cli") -> subprocess.CompletedProcess:
+    """`yolo-orch kaggle launch JOB ...`, or the script that wraps it."""
     job = kaggle_job(tmp_path, epochs=2)
-    return subprocess.run([sys.executable, str(SCRIPT), str(job), "--runs-dir", str(tmp_path / "runs"),
+    return subprocess.run([*ENTRIES[entry], str(job), "--runs-dir", str(tmp_path / "runs"),
                            "--run-id", RUN_ID, "--poll", "0", *args],
                           env=fk.clean_env(cli_env(env)), capture_output=True, text=True, timeout=300, cwd=tmp_path)
 
@@ -73,11 +80,12 @@ def registry_row(tmp_path: Path) -> dict:
         reg.close()
 
 
-def test_launch_resumes_in_a_second_session_until_done(tmp_path):
+@pytest.mark.parametrize("entry", ["cli", "script"])
+def test_launch_resumes_in_a_second_session_until_done(tmp_path, entry):
     env = fk.install(tmp_path)
     fk.stage_output(env, "yolo-orch-tiny", session_output(RUN_ID, 1, 1, 2))  # stopped before the limit
     fk.stage_output(env, "yolo-orch-tiny-s2", session_output(RUN_ID, 2, 2, 2))
-    res = launch(tmp_path, env)
+    res = launch(tmp_path, env, entry=entry)
     assert res.returncode == 0, res.stdout + res.stderr
     assert f"run tiny/{RUN_ID}: finished" in res.stdout
     assert "2/2 epochs in 2 session(s)" in res.stdout
