@@ -316,6 +316,8 @@ def pull_cmd(
                       f"{state.get('state')}" + ("" if state.get("done") else " (not done: build with --resume-from "
                                                   f"{ref} --run-id {state.get('run_id')} and push)"),
                       highlight=False, markup=False)
+        if state.get("state") == "failed" and state.get("reason"):
+            console.print(f"why: {state['reason']}", highlight=False, markup=False)
 
 
 @kaggle_app.command("quota")

@@ -8,7 +8,8 @@ What it does, in order:
  1. finds the attached datasets by glob under the input root (their mount paths vary):
     the wheels dataset (yolo_orch-*.whl), the data dataset, and, when this session resumes
     an earlier one, that session's output (resume.json + the run tarball);
- 2. installs yolo-orch, Ultralytics and their dependencies OFFLINE from the wheels folder
+ 2. checks the accelerator: a kernel built for a TPU that landed on another image stops here,
+    within a minute, with one line saying what it expected and what it found; then installs yolo-orch, Ultralytics and their dependencies OFFLINE from the wheels folder
     (`pip install --no-index --find-links`), with a constraints file pinning the image's
     torch / torchvision / torch_xla so they are never replaced;
  3. W&B: online logging needs the WANDB_API_KEY secret attached to THIS kernel once in
@@ -154,15 +155,55 @@ def restore(previous: dict, run_dir: Path) -> None:
         f"{previous['state'].get('epochs')} epochs) from {previous['tarball']}")
 
 
-# ---------------------------------------------------------------- 2. offline install
+# ---------------------------------------------------------------- 2. the accelerator, then the offline install
 
-def install(input_root: Path, scratch: Path, with_wandb: bool) -> None:
-    if env_flag("YOLO_ORCH_KAGGLE_SKIP_INSTALL"):
+# torch_xla of the image opens the accelerator in a child process (which then lets it go): on a TPU
+# VM it reports TPU and the cores; elsewhere it fails within seconds (e.g. "libtpu not found").
+ACCELERATOR_PROBE = ("import torch_xla, torch_xla.runtime as xr; "
+                     "print(xr.device_type(), xr.global_runtime_device_count())")
+ACCELERATOR_PROBE_S = 60
+
+
+def check_accelerator() -> None:
+    """Stop at once, with one line, when this kernel is not on the accelerator the job was built
+    for: a CPU or GPU image (a pinned docker_image, no TPU quota left) would otherwise train on a
+    CPU until the session limit."""
+    kind, devices, shape = BUNDLE["device_kind"], BUNDLE["devices"], BUNDLE["kaggle"].get("machine_shape")
+    if kind not in ("tpu", "xla_cpu"):
+        return
+    expected = f"expected a TPU for {devices} (machine_shape {shape})" if kind == "tpu" else \
+        f"expected torch_xla for {devices}"
+    if importlib.util.find_spec("torch_xla") is None:
+        raise RunnerError(f"{expected}; found an image without torch_xla (a CPU or GPU image: a pinned docker_image, "
+                          "or no TPU quota left?); nothing trained")
+    if kind != "tpu":
+        return
+    env = dict(os.environ, PJRT_DEVICE="TPU")
+    try:
+        proc = subprocess.run([sys.executable, "-c", ACCELERATOR_PROBE], env=env, capture_output=True, text=True,
+                              timeout=ACCELERATOR_PROBE_S)
+    except subprocess.TimeoutExpired:
+        raise RunnerError(f"{expected}; found none: torch_xla did not open a TPU within {ACCELERATOR_PROBE_S} s; "
+                          "nothing trained") from None
+    lines = [ln.strip() for ln in (proc.stderr or "").splitlines() if ln.strip()]
+    words = proc.stdout.split()
+    if proc.returncode != 0 or len(words) < 2 or words[-2] != "TPU":
+        found = lines[-1] if proc.returncode != 0 and lines else " ".join(words[-2:]) or "no device"
+        raise RunnerError(f"{expected}; found none: torch_xla says {found[:300]!r}; nothing trained")
+    cores = int(words[-1])
+    if cores < int(BUNDLE["world_size"]):
+        raise RunnerError(f"{expected}; found {cores} TPU core(s), fewer than the plan's {BUNDLE['world_size']}; "
+                          "nothing trained")
+    log(f"accelerator: TPU, {cores} cores")
+
+
+def install(folder: Path | None, scratch: Path, with_wandb: bool) -> None:
+    """`folder`: the wheels folder; None: YOLO_ORCH_KAGGLE_SKIP_INSTALL (use the yolo-orch already importable)."""
+    if folder is None:
         if importlib.util.find_spec("orchestrator") is None:
             raise RunnerError("YOLO_ORCH_KAGGLE_SKIP_INSTALL is set but yolo-orch (orchestrator) is not importable")
         log("install skipped (YOLO_ORCH_KAGGLE_SKIP_INSTALL): using the yolo-orch already importable")
         return
-    folder = wheels_dir(input_root)
     before = {name: installed(name) for name in PROTECTED}
     pins = [f"{name}=={ver}" for name, ver in before.items() if ver]
     constraints = scratch / "constraints.txt"
@@ -233,8 +274,9 @@ def wandb_setup(env: dict) -> str:
 
 # ---------------------------------------------------------------- 5. outputs
 
-def package(run_dir: Path, working: Path, rc: int, wall_s: float) -> dict:
-    """Tar the run directory into the working folder and write resume.json / summary.json there."""
+def package(run_dir: Path, working: Path, rc: int, wall_s: float, reason: str | None = None) -> dict:
+    """Tar the run directory into the working folder and write resume.json / summary.json there.
+    `reason`: why the session failed before training (it becomes resume.json's reason)."""
     working.mkdir(parents=True, exist_ok=True)
     name, run_id = BUNDLE["job_name"], BUNDLE["run_id"]
     tar_name = f"{name}-{run_id}.tar.gz"
@@ -247,6 +289,8 @@ def package(run_dir: Path, working: Path, rc: int, wall_s: float) -> dict:
                  "reason": f"the training process exited with code {rc} before writing resume.json"}
     if rc != 0 and state.get("state") != "failed":
         state.update(state="failed", done=False, reason=f"the training process exited with code {rc}")
+    if reason:
+        state.update(state="failed", done=False, reason=reason)
     state.update(tarball=tar_name, kernel=BUNDLE["kernel"], session=BUNDLE["session"], exit_code=rc,
                  session_wall_s=round(wall_s, 1), time=time.time())
     if run_dir.is_dir():
@@ -284,14 +328,17 @@ def main() -> int:
         f"devices {BUNDLE['devices']}; input {input_root}, output {working}")
     log(f"session limit {limits['session_hours']} h, margin {limits['margin_minutes']} min: "
         f"no epoch starts that would end after {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(deadline))}")
-    rc = EXIT_SETUP
+    rc, reason = EXIT_SETUP, None
     try:
         previous = previous_session(input_root)
         if previous:
             restore(previous, run_dir)
         elif run_dir.exists():
             shutil.rmtree(run_dir)
-        install(input_root, scratch, with_wandb=BUNDLE.get("wandb_mode") != "disabled")
+        wheels = None if env_flag("YOLO_ORCH_KAGGLE_SKIP_INSTALL") else wheels_dir(input_root)
+        if not env_flag("YOLO_ORCH_KAGGLE_CHECK_INSTALL"):  # (an install check trains nothing)
+            check_accelerator()
+        install(wheels, scratch, with_wandb=BUNDLE.get("wandb_mode") != "disabled")
         if env_flag("YOLO_ORCH_KAGGLE_CHECK_INSTALL"):
             return check_install()
         env = dict(os.environ)
@@ -308,8 +355,8 @@ def main() -> int:
         rc = subprocess.call(cmd, env=env)
     except RunnerError as exc:
         print(f"[yolo-orch] ERROR: {exc}", file=sys.stderr, flush=True)
-        rc = EXIT_SETUP
-    state = package(run_dir, working, rc, time.time() - started)
+        rc, reason = EXIT_SETUP, str(exc)
+    state = package(run_dir, working, rc, time.time() - started, reason)
     return 0 if state.get("state") in ("finished", "paused") else (rc or 1)
 
 

@@ -60,6 +60,30 @@ def test_missing_wheels_dataset_is_a_clear_error_with_outputs(tmp_path):
     assert state["state"] == "failed" and state["done"] is False and state["exit_code"] == 3
 
 
+def test_a_kernel_without_its_tpu_stops_within_a_minute_with_one_line(tmp_path):
+    """A TPU kernel that lands on another image (here: this CPU machine, torch_xla without libtpu)
+    stops before installing or training, says what it expected and what it found, and leaves the
+    reason in resume.json, which `yolo-orch kaggle pull` and the launch loop show."""
+    import time
+
+    res, folder = build(tmp_path)  # tpu:8 on TpuV5E8
+    assert res.returncode == 0, res.stderr
+    env = layout(tmp_path)
+    wheels = Path(env["KAGGLE_INPUT_DIR"]) / "yolo-orch-wheels"
+    wheels.mkdir()
+    (wheels / "yolo_orch-0.0.0-py3-none-any.whl").write_bytes(b"never installed")
+    started = time.time()
+    out = run_runner(folder, env, timeout=120)
+    assert time.time() - started < 60
+    assert out.returncode == 3, out.stdout + out.stderr
+    errors = [ln for ln in out.stderr.splitlines() if "ERROR" in ln]
+    assert len(errors) == 1 and "expected a TPU for tpu:8 (machine_shape TpuV5E8)" in errors[0], out.stderr
+    assert "found none" in errors[0] and "nothing trained" in errors[0] and "Traceback" not in out.stderr
+    assert "installing" not in out.stdout  # stopped before the install
+    state = json.loads((Path(env["KAGGLE_WORKING_DIR"]) / "resume.json").read_text())
+    assert state["state"] == "failed" and state["done"] is False and "expected a TPU" in state["reason"]
+
+
 def test_resume_without_the_previous_output_attached_is_a_clear_error(tmp_path):
     res, folder = build(tmp_path, "--resume-from", "alice/yolo-orch-tiny", "--run-id", "r9")
     assert res.returncode == 0, res.stderr
