@@ -35,6 +35,7 @@ LAST = WEIGHTS / "last.pt"
 BEST = WEIGHTS / "best.pt"
 RESUME_PATCHED = WEIGHTS / "resume.pt"  # last.pt with the current plan's train args (a re-planned resume)
 SESSION_RESUME = WEIGHTS / "session_resume.pt"  # the checkpoint a Kaggle session kept at its deadline
+XLA_COMPILE_CACHE = "xla_cache"  # torch_xla's compiled graphs, carried to the next Kaggle session
 
 # ---------------------------------------------------------------- exit codes of the training process
 EXIT_OOM = 75  # out of memory (EX_TEMPFAIL): the orchestrator re-plans with half the batch and restarts

@@ -28,8 +28,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from orchestrator.rundir import (EVENTS, LAST, RESOLVED, SESSION_RESUME, SUMMARY, EventWriter, completed_epochs,
-                                 dump_yaml, run_summary, write_json_atomic, write_text_atomic)
+from orchestrator.rundir import (EVENTS, LAST, RESOLVED, SESSION_RESUME, SUMMARY, XLA_COMPILE_CACHE, EventWriter,
+                                 completed_epochs, dump_yaml, run_summary, write_json_atomic, write_text_atomic)
 from orchestrator.worker.kaggle_deadline import STOP_FILE, SessionDeadline
 
 RESUME_FILE = "resume.json"
@@ -220,8 +220,11 @@ def run_session(bundle: dict, run_dir: Path, deadline: float, input_root: Path, 
 
     from orchestrator.worker.xla.run import train_xla
 
+    # on a TPU the compiled graphs go into the run directory: the next session restores them with
+    # the run and does not compile again (XLA:CPU cannot read them back)
+    cache = run_dir / XLA_COMPILE_CACHE if kind == "tpu" else None
     result = train_xla(args, run_dir, world_size=int(bundle["world_size"]), max_boxes=int(bundle["max_boxes"]),
-                       bf16=bool(bundle["bf16"]), callbacks=callbacks, resume=resume)
+                       bf16=bool(bundle["bf16"]), callbacks=callbacks, resume=resume, compile_cache=cache)
     stop_file = run_dir / STOP_FILE
     paused = stop_file.is_file()
     done_epochs = int(result.get("epochs_completed") or completed_epochs(run_dir))

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from orchestrator.rundir import ENV, EVENTS, EventWriter, finish_run, load_resolved, write_json_atomic
+from orchestrator.rundir import ENV, EVENTS, EventWriter, cache_dir, finish_run, load_resolved, write_json_atomic
 from orchestrator.worker.offline import disable_integrations, prepare_env
 from orchestrator.worker.train import environment_info, run_dir_main
 
@@ -20,7 +20,8 @@ from orchestrator.worker.train import environment_info, run_dir_main
 def train(run_dir: Path) -> int:
     resolved = load_resolved(run_dir)
     plan = resolved["plan"]
-    os.environ.setdefault("PJRT_DEVICE", "TPU" if plan["devices"].startswith("tpu") else "CPU")
+    on_tpu = plan["devices"].startswith("tpu")
+    os.environ.setdefault("PJRT_DEVICE", "TPU" if on_tpu else "CPU")
     bf16 = plan["scaling"]["effective"]["precision"] == "bf16"  # chosen by the plan (plan.xla_bf16)
     prepare_env()
     import ultralytics  # noqa: F401 - settings must exist before disabling integrations
@@ -45,7 +46,8 @@ def train(run_dir: Path) -> int:
     exit_code = 1
     try:
         result = train_xla(dict(plan["train_args"]), run_dir, world_size=int(plan["world_size"]),
-                           max_boxes=int(resolved["job"]["xla"]["max_boxes"]), bf16=bf16, callbacks=callbacks)
+                           max_boxes=int(resolved["job"]["xla"]["max_boxes"]), bf16=bf16,
+                           compile_cache=cache_dir() / "xla-compile" if on_tpu else None, callbacks=callbacks)
         finish_run(run_dir, events, epochs=resolved["job"]["epochs"], started=started,
                    epochs_completed=int(result.get("epochs_completed") or len(reporter.seen)),
                    metrics={k: v for k, v in result.items() if k.startswith("metrics/") or k == "fitness"},

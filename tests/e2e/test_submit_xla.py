@@ -31,3 +31,32 @@ def test_submit_on_xla_cpu(tmp_path):
     assert summary["xla"]["xla/compile_count"] >= 1
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     assert [e["event"] for e in events].count("epoch") == 1
+
+
+def test_the_compile_cache_is_written_where_it_is_asked(tmp_path):
+    """train_xla(compile_cache=DIR) starts torch_xla's persistent cache before any computation, so
+    the graphs land in DIR (a Kaggle TPU session keeps it in the run directory, which travels to the
+    next session). XLA:CPU writes the cache but cannot read it back ("Deserializing serialized
+    executable not supported"), so the second-session saving is a TPU-only effect."""
+    import subprocess
+    import sys
+
+    from conftest import cli_env
+
+    code = """
+import sys
+from pathlib import Path
+from orchestrator.data.synth import generate_dataset
+from orchestrator.worker.xla.run import train_xla
+out = Path(sys.argv[1])
+data = generate_dataset(out / "data", images=4, val_images=2, classes=2, imgsz=32, seed=0)
+args = dict(model=sys.argv[2], data=str(data), epochs=1, imgsz=32, batch=2, nbs=2, workers=0, optimizer="SGD",
+            lr0=0.01, warmup_epochs=0, plots=False, seed=0, deterministic=True)
+train_xla(args, out / "run", compile_cache=out / "run" / "xla_cache")
+"""
+    model = str(REPO / "orchestrator" / "worker" / "xla" / "tiny-det.yaml")
+    res = subprocess.run([sys.executable, "-c", code, str(tmp_path), model], env=cli_env({"PJRT_DEVICE": "CPU"}),
+                         capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stderr[-3000:]
+    cached = list((tmp_path / "run" / "xla_cache").iterdir())
+    assert cached, "no compiled graph in the cache folder"

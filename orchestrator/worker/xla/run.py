@@ -56,6 +56,10 @@ def _run_process(index: int, payload: dict) -> dict | None:
     """Body of one training process (index = core ordinal)."""
     import torch_xla.runtime as xr
 
+    if payload.get("compile_cache"):
+        # before any XLA computation in this process; compiled graphs are written there and read
+        # back by a later process (a resumed Kaggle session) instead of compiled again
+        xr.initialize_cache(payload["compile_cache"], readonly=False)
     world, rank = payload["world_size"], index
     if world > 1:
         world, rank = xr.world_size(), xr.global_ordinal()
@@ -89,6 +93,7 @@ def train_xla(
     bf16: bool = False,
     callbacks: dict[str, list] | None = None,
     resume: bool = False,
+    compile_cache: Path | None = None,
 ) -> dict:
     """Train an Ultralytics detection model on XLA devices; return the final metrics dict.
 
@@ -105,6 +110,8 @@ def train_xla(
             ``.epoch``, ``.metrics``, ``.fitness`` and may set ``.stop = True``. With
             ``world_size > 1`` they must be picklable (they run in the master process).
         resume: continue ``run_dir/weights/last.pt`` at its epoch + 1 (optimizer, EMA restored).
+        compile_cache: torch_xla's persistent compilation cache folder (TPU; XLA:CPU writes it but
+            cannot read it back: "Deserializing serialized executable not supported").
 
     Returns:
         The metrics of the final validation of best.pt (metrics/precision(B), metrics/recall(B),
@@ -124,6 +131,7 @@ def train_xla(
         "bf16": bool(bf16),
         "callbacks": callbacks,
         "resume": bool(resume),
+        "compile_cache": str(compile_cache) if compile_cache else None,
     }
     if world_size <= 1:
         return _run_process(0, payload)
