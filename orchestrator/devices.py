@@ -9,8 +9,9 @@ Grammar (one string, as in ``--devices`` and ``target.devices``):
     N           the first N GPUs (N >= 1; "0" means GPU 0, as in Ultralytics)
     MxN         M nodes with N GPUs each (torchrun, one per node)
     Mxcpu:N     M nodes with N CPU processes each (gloo; multi-node on machines without GPUs)
-    tpu:N       N TPU cores (torch-xla, one process per core)
-    xla:cpu     one XLA process on the host CPU (tests the TPU code path)
+    tpu:N       N TPU cores (torch-xla: one process, SPMD over the cores)
+    xla:cpu     one XLA:CPU device (the TPU code path on the host CPU)
+    xla:cpu:N   N virtual XLA:CPU devices in one process, SPMD as on a TPU's cores
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ class DeviceSpec:
         return self.text
 
 
-_USAGE = "expected cpu, cpu:N, 0, cuda:K, 0,1,2,3, N, MxN, Mxcpu:N, tpu:N or xla:cpu"
+_USAGE = "expected cpu, cpu:N, 0, cuda:K, 0,1,2,3, N, MxN, Mxcpu:N, tpu:N, xla:cpu or xla:cpu:N"
 
 
 def parse_devices(value: str | int) -> DeviceSpec:
@@ -64,6 +65,10 @@ def parse_devices(value: str | int) -> DeviceSpec:
         return DeviceSpec("cpu", 1, text=text)
     if text in ("xla:cpu", "xla_cpu"):
         return DeviceSpec("xla_cpu", 1, text="xla:cpu")
+    m = re.fullmatch(r"xla:cpu:(\d+)", text)
+    if m:
+        n = _positive(m.group(1), text)
+        return DeviceSpec("xla_cpu", n, text="xla:cpu" if n == 1 else text)
     m = re.fullmatch(r"cpu:(\d+)", text)
     if m:
         return DeviceSpec("cpu", _positive(m.group(1), text), text=text)

@@ -47,6 +47,9 @@ def check_launchable(plan: Plan) -> None:
             f"target.devices: '{plan.devices.text}' needs the '{plan.launcher}' launcher, which this version "
             "does not provide yet; use 'cpu' or one GPU"
         )
+    missing = launch.unavailable(plan.launcher, plan.devices)
+    if missing:
+        raise SpecError(f"target.devices: {missing}")
 
 
 def ensure_data(plan: Plan) -> None:

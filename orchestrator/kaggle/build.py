@@ -127,12 +127,12 @@ def target_devices(job: LoadedJob, opts: BuildOptions, shape: str, warnings: lis
     cores = md.TPU_CORES.get(shape)
     if spec.kind not in ("tpu", "xla_cpu"):
         if not cores:
-            raise SpecError(f"--devices: the Kaggle launcher trains with the XLA backend; give tpu:N or xla:cpu "
+            raise SpecError(f"--devices: the Kaggle launcher trains with the XLA backend; give tpu:N, xla:cpu or xla:cpu:N "
                             f"(got {requested!r} with machine_shape {shape})")
         if not opts.devices:
             warnings.append(f"target.devices {requested!r} is not an XLA target; using tpu:{cores} ({shape})")
         else:
-            raise SpecError(f"--devices: {requested!r} is not an XLA target; use tpu:{cores} or xla:cpu")
+            raise SpecError(f"--devices: {requested!r} is not an XLA target; use tpu:{cores}, xla:cpu or xla:cpu:N")
         return f"tpu:{cores}"
     if spec.kind == "tpu" and cores and spec.world_size > cores:
         raise SpecError(f"--devices: {shape} has {cores} TPU cores; tpu:{spec.world_size} does not fit")

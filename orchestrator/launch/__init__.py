@@ -30,3 +30,8 @@ def launcher_for(devices: DeviceSpec) -> str:
 
 def command(launcher: str, run_dir: Path) -> list[str]:
     return COMMANDS[launcher](run_dir)
+
+
+def unavailable(launcher: str, devices: DeviceSpec) -> str | None:
+    """Why `launcher` cannot start on this machine (a missing package), or None."""
+    return xla.unavailable(devices) if launcher == "xla" else None

@@ -9,7 +9,7 @@ from typing import Any
 
 from orchestrator.scaling import evidence
 from orchestrator.scaling import ultralytics_math as um
-from orchestrator.scaling.effective import fmt
+from orchestrator.scaling.effective import XLA_KINDS, fmt
 from orchestrator.scaling.rules import Rule
 
 LINEAR_LIMIT_IMAGES = 8192  # linear scaling held up to ~8k images per step on ImageNet (Goyal et al.)
@@ -113,7 +113,7 @@ def target_warnings(ref, devices, passed: dict[str, Any], eff: dict[str, Any], r
     warmup, b = passed["warmup_epochs"], passed["batch"] // devices.world_size
     if warmup > um.warmup_epochs_applied(warmup, ref.epochs):
         out.append(f"warmup_epochs {fmt(warmup)} is capped by Ultralytics at epochs - 1 = {max(ref.epochs - 1, 0)}")
-    if b < ref.batch // ref.world_size:
+    if b < ref.batch // ref.world_size and devices.kind not in XLA_KINDS:  # SPMD: BatchNorm sees the whole batch
         out.append(
             f"per-device batch {ref.batch // ref.world_size} -> {b}: BatchNorm statistics are per device "
             "(Ultralytics has no SyncBatchNorm) and get noisier with fewer images per device"
@@ -131,8 +131,9 @@ def target_warnings(ref, devices, passed: dict[str, Any], eff: dict[str, Any], r
         )
     if devices.kind == "tpu":
         out.append(
-            f"tpu: batch {b} per core x {devices.world_size} cores, bf16; Ultralytics itself has no XLA path: the "
-            "orchestrator's XLA worker applies these same Ultralytics formulas"
+            f"tpu: batch {b} per core x {devices.world_size} cores in one process (SPMD: each step is one device's "
+            "step with the whole batch, BatchNorm included); Ultralytics itself has no XLA path: the orchestrator's "
+            "XLA worker applies these same Ultralytics formulas"
         )
     if devices.nodes > 1:
         out.append(

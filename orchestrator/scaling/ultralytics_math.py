@@ -110,12 +110,13 @@ def images_per_batch(dataset_size: int, batch_per_dev: int, world_size: int) -> 
 
 
 def xla_samples_per_device(dataset_size: int, world_size: int) -> int:
-    """orchestrator/worker/xla/data.py: a DistributedSampler with drop_last=True on several cores."""
+    """The samples each XLA device trains on per epoch: its shard of the global batches (SPMD)."""
     return dataset_size // max(world_size, 1)
 
 
 def xla_batches_per_epoch(dataset_size: int, batch_per_dev: int, world_size: int) -> int:
-    """orchestrator/worker/xla/data.py: fixed batches, the loader drops the short last one (a new graph)."""
+    """orchestrator/worker/xla/data.py: global batches of batch_per_dev x devices, the short last one
+    dropped (it would be a new graph): floor(D / (b W)) = floor(floor(D / W) / b)."""
     return xla_samples_per_device(dataset_size, world_size) // batch_per_dev if batch_per_dev > 0 else 0
 
 

@@ -186,6 +186,8 @@ def run_session(bundle: dict, run_dir: Path, deadline: float, input_root: Path, 
     (run_dir / STOP_FILE).unlink(missing_ok=True)
     kind = bundle["device_kind"]
     os.environ.setdefault("PJRT_DEVICE", "TPU" if kind == "tpu" else "CPU")
+    if kind == "xla_cpu":  # xla:cpu:N: N virtual XLA:CPU devices (SPMD as on the TPU's cores)
+        os.environ["CPU_NUM_DEVICES"] = str(bundle["world_size"])
     from orchestrator.worker.offline import prepare_env
 
     prepare_env()  # offline Ultralytics: before it is imported

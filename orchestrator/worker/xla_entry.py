@@ -1,4 +1,4 @@
-"""The training process for XLA targets (`xla:cpu`, `tpu:N`): the same run directory
+"""The training process for XLA targets (`xla:cpu`, `xla:cpu:N`, `tpu:N`): the same run directory
 contract as worker/train.py (env.json, events.jsonl, summary.json), with the
 fixed-shape XLA backend (orchestrator/worker/xla) instead of Ultralytics' own loop.
 
@@ -22,6 +22,8 @@ def train(run_dir: Path) -> int:
     plan = resolved["plan"]
     on_tpu = plan["devices"].startswith("tpu")
     os.environ.setdefault("PJRT_DEVICE", "TPU" if on_tpu else "CPU")
+    if not on_tpu:  # xla:cpu:N: N virtual XLA:CPU devices, before torch_xla starts
+        os.environ["CPU_NUM_DEVICES"] = str(plan["world_size"])
     bf16 = plan["scaling"]["effective"]["precision"] == "bf16"  # chosen by the plan (plan.xla_bf16)
     prepare_env()
     import ultralytics  # noqa: F401 - settings must exist before disabling integrations

@@ -16,11 +16,17 @@ from orchestrator.devices import DeviceSpecError, parse_devices
         ("2x8", "cuda", 16, "0,1,2,3,4,5,6,7"),
         ("tpu:8", "tpu", 8, "cpu"),
         ("xla:cpu", "xla_cpu", 1, "cpu"),
+        ("xla:cpu:4", "xla_cpu", 4, "cpu"),
     ],
 )
 def test_parse(text, kind, world, device):
     spec = parse_devices(text)
     assert (spec.kind, spec.world_size, spec.ultralytics_device()) == (kind, world, device)
+
+
+def test_xla_cpu_devices_name_one_device_as_xla_cpu():
+    assert parse_devices("xla:cpu:1").text == "xla:cpu"
+    assert parse_devices("XLA:CPU:4").text == "xla:cpu:4" and not parse_devices("xla:cpu:4").nodes > 1
 
 
 def test_nodes_split():

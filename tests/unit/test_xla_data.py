@@ -58,29 +58,20 @@ def test_boxes_over_max_boxes_are_truncated_with_one_warning(train_set, caplog):
 
 def test_loader_needs_a_full_batch(train_set):
     with pytest.raises(ValueError, match="at least"):
-        build_train_loader(train_set, batch_size=8, workers=0, max_boxes=4, world_size=2, rank=0)
-
-
-def test_sharded_loader_splits_the_data(train_set):
-    a = build_train_loader(train_set, batch_size=2, workers=0, max_boxes=4, world_size=2, rank=0)
-    b = build_train_loader(train_set, batch_size=2, workers=0, max_boxes=4, world_size=2, rank=1)
-    assert len(a) == len(b) == (10 // 2) // 2
-    ia, ib = list(a.sampler), list(b.sampler)
-    assert not set(ia) & set(ib)
+        build_train_loader(train_set, batch_size=16, workers=0, max_boxes=4)
 
 
 @pytest.mark.parametrize("world,batch", [(1, 3), (2, 2), (3, 1), (4, 2)])
 def test_plan_counts_the_xla_loaders_batches(train_set, world, batch):
     """The plan's batches per epoch (and so warmup and accumulation) for an XLA target are the XLA
-    loader's: a sampler that drops the remainder on several cores, then only full batches."""
+    loader's: global batches of batch x devices (SPMD shards them), only full ones."""
     from orchestrator.scaling.effective import effective_values
 
     passed = {"batch": batch * world, "nbs": 64, "optimizer": "SGD", "lr0": 0.01, "momentum": 0.9,
               "weight_decay": 0.0005, "warmup_epochs": 3.0, "warmup_bias_lr": 0.1}
     eff = effective_values(passed, world, epochs=10, dataset_size=len(train_set), kind="tpu")
-    loaders = [build_train_loader(train_set, batch_size=batch, workers=0, max_boxes=4, world_size=world, rank=r)
-               for r in range(world)]
-    assert {len(loader) for loader in loaders} == {eff["batches_per_epoch"]}
-    assert eff["samples_per_device"] == (len(loaders[0].sampler) if world > 1 else len(train_set))
+    loader = build_train_loader(train_set, batch_size=batch * world, workers=0, max_boxes=4)
+    assert len(loader) == eff["batches_per_epoch"]
+    assert eff["samples_per_device"] == len(train_set) // world
     assert eff["images_per_step"] == batch * world * eff["accumulate"]
     assert eff["warmup_iterations"] == round(3.0 * eff["batches_per_epoch"])

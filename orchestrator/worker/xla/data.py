@@ -119,52 +119,29 @@ class HostBatches:
             yield batch
 
 
-def build_train_loader(
-    dataset,
-    batch_size: int,
-    workers: int,
-    max_boxes: int,
-    *,
-    world_size: int = 1,
-    rank: int = 0,
-    seed: int = 0,
-):
+def build_train_loader(dataset, batch_size: int, workers: int, max_boxes: int, *, seed: int = 0):
     """Ultralytics-style ``InfiniteDataLoader`` over ``dataset`` with fixed batches.
 
     Like ``ultralytics.data.build.build_dataloader`` (same worker seeding, persistent workers,
-    ``reset()`` for close_mosaic) but always ``drop_last=True``, a ``DistributedSampler`` with an
-    explicit replica count (no torch.distributed process group needed under XLA) and the padded
-    collate. ``batch_size`` is per process.
+    ``reset()`` for close_mosaic) but always ``drop_last=True`` and the padded collate.
+    ``batch_size`` is the global batch (per-device batch x devices): under SPMD one process loads it
+    and the trainer shards it over the devices.
     """
     import os
 
-    from torch.utils.data import distributed
-
     from ultralytics.data.build import InfiniteDataLoader, seed_worker
 
-    if len(dataset) < batch_size * world_size:
-        raise ValueError(
-            f"XLA training needs at least batch*world_size={batch_size * world_size} train images "
-            f"(drop_last), got {len(dataset)}"
-        )
-    sampler = (
-        distributed.DistributedSampler(
-            dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=seed, drop_last=True
-        )
-        if world_size > 1
-        else None
-    )
-    samples = len(sampler) if sampler is not None else len(dataset)
-    batches = samples // batch_size
+    if len(dataset) < batch_size:
+        raise ValueError(f"XLA training needs at least batch={batch_size} train images (drop_last), got {len(dataset)}")
+    batches = len(dataset) // batch_size
     nw = min(os.cpu_count() or 1, max(int(workers), 0), 0 if batches <= 1 else batches)
     generator = torch.Generator()
-    generator.manual_seed((6148914691236517205 + rank + seed) % (1 << 64))
+    generator.manual_seed((6148914691236517205 + seed) % (1 << 64))  # Ultralytics' seed for rank 0
     return InfiniteDataLoader(
         dataset=dataset,
         batch_size=batch_size,
-        shuffle=sampler is None,
+        shuffle=True,
         num_workers=nw,
-        sampler=sampler,
         prefetch_factor=4 if nw > 0 else None,
         pin_memory=False,
         collate_fn=PaddedCollate(dataset.collate_fn, max_boxes),

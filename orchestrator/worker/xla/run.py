@@ -1,6 +1,8 @@
-"""Run the XLA backend: ``train_xla(args, run_dir, ...)`` in this process (one device) or one process
-per TPU core (``torch_xla.launch``), and its command line ``python -m orchestrator.worker.xla.run``.
-torch_xla is imported only when a training starts."""
+"""Run the XLA backend: ``train_xla(args, run_dir, ...)`` in this process, on one XLA device or on
+several with SPMD (every TPU core of the VM, or N virtual XLA:CPU devices), and its command line
+``python -m orchestrator.worker.xla.run``. One process drives every device: torch_xla's
+multi-process path (one process per core, ``torch_xla.launch``) is not used: on these machines its
+rendezvous hangs on XLA:CPU, so it could never be tested, while SPMD runs here for real."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from orchestrator.rundir import LAST
+from orchestrator.rundir import LAST, write_text_atomic
 
 from .metrics import trainer_result
 from .trainer import XLADetectionTrainer
@@ -52,36 +54,19 @@ def _overrides(args: dict, run_dir: Path, resume: bool) -> dict:
     return o
 
 
-def _run_process(index: int, payload: dict) -> dict | None:
-    """Body of one training process (index = core ordinal)."""
+def start_runtime(devices: int, compile_cache: Path | None = None) -> None:
+    """Before any XLA computation in this process: the persistent compilation cache (compiled graphs
+    written there are read back by a later process: a resumed Kaggle session) and, for several
+    devices, SPMD (one process drives them all). Raises RuntimeError when fewer devices exist."""
     import torch_xla.runtime as xr
 
-    if payload.get("compile_cache"):
-        # before any XLA computation in this process; compiled graphs are written there and read
-        # back by a later process (a resumed Kaggle session) instead of compiled again
-        xr.initialize_cache(payload["compile_cache"], readonly=False)
-    world, rank = payload["world_size"], index
-    if world > 1:
-        world, rank = xr.world_size(), xr.global_ordinal()
-    run_dir = Path(payload["run_dir"])
-    trainer = XLADetectionTrainer(
-        _overrides(payload["args"], run_dir, payload["resume"]),
-        world_size=world,
-        rank=rank,
-        max_boxes=payload["max_boxes"],
-        bf16=payload["bf16"],
-        callbacks=payload.get("callbacks"),
-    )
-    trainer.train()
-    if rank != 0:
-        return None
-    result = trainer_result(trainer)
-    (run_dir / RESULT_FILE).write_text(json.dumps(result, indent=2, default=str))
-    return result
-
-
-def _mp_entry(index: int, payload: dict) -> None:  # pragma: no cover - multi-process, untested here
-    _run_process(index, payload)
+    if compile_cache:
+        xr.initialize_cache(str(compile_cache), readonly=False)
+    if devices > 1:
+        xr.use_spmd()
+    found = xr.global_runtime_device_count()
+    if found < devices:
+        raise RuntimeError(f"{devices} XLA devices planned, {found} found ({xr.device_type()})")
 
 
 def train_xla(
@@ -95,20 +80,19 @@ def train_xla(
     resume: bool = False,
     compile_cache: Path | None = None,
 ) -> dict:
-    """Train an Ultralytics detection model on XLA devices; return the final metrics dict.
+    """Train an Ultralytics detection model on XLA devices in this process; return the final metrics.
 
     Args:
-        args: Ultralytics train arguments (model, data, epochs, imgsz, batch = TOTAL over all cores,
-            nbs, lr0, lrf, momentum, weight_decay, warmup_*, optimizer, cos_lr, seed, box, cls,
-            dfl, augmentation keys, workers, ...). ``device``/``project``/``name`` are ignored.
+        args: Ultralytics train arguments (model, data, epochs, imgsz, batch = TOTAL over all
+            devices, nbs, lr0, lrf, momentum, weight_decay, warmup_*, optimizer, cos_lr, seed, box,
+            cls, dfl, augmentation keys, workers, ...). ``device``/``project``/``name`` are ignored.
         run_dir: the run folder: results.csv, args.yaml, weights/{last,best}.pt, xla_result.json.
-        world_size: processes (cores). 1 runs in this process; >1 uses ``torch_xla.launch`` on all
-            local devices (the TPU cores) - untested on these CPU machines.
+        world_size: XLA devices (TPU cores, or virtual XLA:CPU devices: CPU_NUM_DEVICES). Several
+            train with SPMD: the global batch sharded over a mesh of them, one process.
         max_boxes: boxes kept per image (fixed padding); images with more keep the first N.
         bf16: bf16 autocast for forward and loss.
         callbacks: {event: [fn(trainer)]}, Ultralytics events; ``on_fit_epoch_end`` sees
-            ``.epoch``, ``.metrics``, ``.fitness`` and may set ``.stop = True``. With
-            ``world_size > 1`` they must be picklable (they run in the master process).
+            ``.epoch``, ``.metrics``, ``.fitness`` and may set ``.stop = True``.
         resume: continue ``run_dir/weights/last.pt`` at its epoch + 1 (optimizer, EMA restored).
         compile_cache: torch_xla's persistent compilation cache folder (TPU; XLA:CPU writes it but
             cannot read it back: "Deserializing serialized executable not supported").
@@ -123,25 +107,13 @@ def train_xla(
         raise RuntimeError(why)
     run_dir = Path(run_dir).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
-    payload = {
-        "args": dict(args),
-        "run_dir": str(run_dir),
-        "world_size": int(world_size),
-        "max_boxes": int(max_boxes),
-        "bf16": bool(bf16),
-        "callbacks": callbacks,
-        "resume": bool(resume),
-        "compile_cache": str(compile_cache) if compile_cache else None,
-    }
-    if world_size <= 1:
-        return _run_process(0, payload)
-    # UNTESTED here: multi-process XLA on CPU hangs on these machines. One process per local
-    # device (all TPU cores); the master writes the result file that is returned.
-    import torch_xla
-
-    (run_dir / RESULT_FILE).unlink(missing_ok=True)
-    torch_xla.launch(_mp_entry, args=(payload,))
-    return json.loads((run_dir / RESULT_FILE).read_text())
+    start_runtime(int(world_size), compile_cache)
+    trainer = XLADetectionTrainer(_overrides(dict(args), run_dir, resume), world_size=int(world_size),
+                                  max_boxes=int(max_boxes), bf16=bool(bf16), callbacks=callbacks)
+    trainer.train()
+    result = trainer_result(trainer)
+    write_text_atomic(run_dir / RESULT_FILE, json.dumps(result, indent=2, default=str))
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -150,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--args-json", required=True, type=Path, help="JSON file with the Ultralytics train args")
     p.add_argument("--run-dir", required=True, type=Path)
-    p.add_argument("--world-size", type=int, default=1, help="processes (cores); 1 = this process")
+    p.add_argument("--world-size", type=int, default=1, help="XLA devices (SPMD over several)")
     p.add_argument("--max-boxes", type=int, default=32)
     p.add_argument("--bf16", action="store_true")
     p.add_argument("--resume", action="store_true")

@@ -52,13 +52,16 @@ class _ValidationView:
 
 
 class XLADetectionTrainer(DetectionTrainer):
-    """DetectionTrainer whose training step runs on an XLA device (one process per core)."""
+    """DetectionTrainer whose training step runs on XLA devices: one process; on several devices
+    (TPU cores, virtual XLA:CPU devices) with torch_xla's SPMD: the global batch is sharded along its
+    batch dimension over a mesh of the devices, parameters and optimizer state are replicated, and
+    the compiler inserts the gradient reduction. The step is then the same computation as one
+    device with the whole batch (BatchNorm sees the global batch)."""
 
-    def __init__(self, overrides: dict, *, world_size: int = 1, rank: int = 0, max_boxes: int = 32,
+    def __init__(self, overrides: dict, *, world_size: int = 1, max_boxes: int = 32,
                  bf16: bool = False, callbacks: dict[str, list[Callable]] | None = None):
-        self.xla_world = int(world_size)
-        self.xla_rank = int(rank)
-        self.is_master = rank == 0
+        self.xla_world = int(world_size)  # devices of the SPMD mesh
+        self.mesh = None
         self.max_boxes = int(max_boxes)
         self.bf16 = bool(bf16)
         if self.max_boxes < 1:
@@ -67,17 +70,7 @@ class XLADetectionTrainer(DetectionTrainer):
         cb = ul_callbacks.get_default_callbacks()
         for event, fns in (callbacks or {}).items():
             cb[event].extend(fns)
-        if self.is_master:
-            super().__init__(overrides=overrides, _callbacks=cb)
-        else:  # integrations (loggers) only in the master process
-            add = ul_callbacks.add_integration_callbacks
-            import ultralytics.engine.trainer as ul_trainer
-
-            ul_trainer.callbacks.add_integration_callbacks = lambda *a, **k: None
-            try:
-                super().__init__(overrides=overrides, _callbacks=cb)
-            finally:
-                ul_trainer.callbacks.add_integration_callbacks = add
+        super().__init__(overrides=overrides, _callbacks=cb)
         # BaseTrainer forces workers=0 for device='cpu'; the XLA host still wants loader workers.
         if requested_workers is not None:
             self.args.workers = int(requested_workers)
@@ -95,7 +88,7 @@ class XLADetectionTrainer(DetectionTrainer):
         if not isinstance(a.batch, int) or a.batch < 1:
             raise ValueError(f"XLA training needs an explicit integer batch >= 1 (no AutoBatch), got {a.batch!r}")
         if a.batch < self.xla_world:
-            raise ValueError(f"batch={a.batch} is smaller than world_size={self.xla_world}")
+            raise ValueError(f"batch={a.batch} is smaller than the {self.xla_world} XLA devices")
         if float(getattr(a, "multi_scale", 0.0) or 0.0) > 0:
             LOGGER.warning("XLA: multi_scale changes the input shape every step (a recompile each); disabled")
             a.multi_scale = 0.0
@@ -132,11 +125,10 @@ class XLADetectionTrainer(DetectionTrainer):
         self.criterion = build_xla_criterion(self.model)
         crit_names = getattr(self.criterion, "loss_names", None) or self.criterion.one2one.loss_names
         self.loss_names = tuple(crit_names)
-        self.validator = self.get_validator() if self.is_master else None
+        self.validator = self.get_validator()
         self.ema = ModelEMA(self.model)
-        if self.is_master:
-            metric_keys = self.validator.metrics.keys + self.label_loss_items(prefix="val")
-            self.metrics = dict(zip(metric_keys, [0] * len(metric_keys)))
+        metric_keys = self.validator.metrics.keys + self.label_loss_items(prefix="val")
+        self.metrics = dict(zip(metric_keys, [0] * len(metric_keys)))
         self.stopper, self.stop = EarlyStopping(patience=self.args.patience), False
         self.resume_training(ckpt)
         self.scheduler.last_epoch = self.start_epoch - 1
@@ -147,6 +139,7 @@ class XLADetectionTrainer(DetectionTrainer):
                 p.grad = device_zeros(p)
         prime_sgd_momentum(self.optimizer)
         unalias_scalars(self.model, self.optimizer)
+        self._replicate_state()
         torch_xla.sync()  # setup work (device copies, EMA clone) as its own graph, before step 0
         self.run_callbacks("on_pretrain_routine_end")
 
@@ -163,21 +156,21 @@ class XLADetectionTrainer(DetectionTrainer):
 
     def _setup_data(self):
         """Ultralytics' dataset (same augmentation), fixed batches, padded targets; the accumulation."""
-        self.batch_size = self.args.batch  # TOTAL over all cores, as Ultralytics
+        self.batch_size = self.args.batch  # TOTAL over all devices, as Ultralytics
         per_core = self.batch_size // self.xla_world  # a remainder is dropped, as Ultralytics
         train_set = self.build_dataset(self.data["train"], mode="train", batch=per_core)
-        self.train_loader = build_train_loader(train_set, per_core, self.args.workers, self.max_boxes,
-                                               world_size=self.xla_world, rank=self.xla_rank, seed=self.args.seed)
+        # one loader of global batches (per-device batch x devices), sharded over the mesh on the way in
+        self.train_loader = build_train_loader(train_set, per_core * self.xla_world, self.args.workers,
+                                               self.max_boxes, seed=self.args.seed)
         self.host_batches = HostBatches(self.train_loader, self.max_boxes)
         label_max = max((len(lb["cls"]) for lb in train_set.labels), default=0)
-        self.test_loader = None
-        if self.is_master:
-            LOGGER.info(
-                f"XLA: {self.xla_world} process(es), per-core batch {per_core}, max_boxes={self.max_boxes} "
-                f"(train labels hold up to {label_max} boxes per image; mosaic can combine 4 images)"
-            )
-            self.test_loader = self.get_dataloader(self.data[self.args.split], batch_size=per_core * 2, rank=-1,
-                                                   mode="val")
+        LOGGER.info(
+            f"XLA: {self.xla_world} device(s)" + (" (SPMD)" if self.xla_world > 1 else "")
+            + f", per-device batch {per_core}, max_boxes={self.max_boxes} "
+            f"(train labels hold up to {label_max} boxes per image; mosaic can combine 4 images)"
+        )
+        self.test_loader = self.get_dataloader(self.data[self.args.split], batch_size=per_core * 2, rank=-1,
+                                               mode="val")
         self.accumulate = max(round(self.args.nbs / self.batch_size), 1)
         self.weight_decay = self.args.weight_decay * self.batch_size * self.accumulate / self.args.nbs
         if not self.args.time:
@@ -194,13 +187,38 @@ class XLADetectionTrainer(DetectionTrainer):
         for p in self.cpu_ema.parameters():
             p.requires_grad_(False)
         n_up = lower_nearest_upsample(self.model)  # device copy only (cpu_ema keeps nn.Upsample)
-        if n_up and self.is_master:
+        if n_up:
             LOGGER.info(f"XLA: {n_up} nearest nn.Upsample layer(s) run as expand+reshape on the device")
-        self.model = self.model.to(self.xla_device)
-        if self.xla_world > 1:  # UNTESTED here (multi-process XLA hangs on these CPU machines)
-            import torch_xla.core.xla_model as xm
+        self.model = self.model.to(self.xla_device)  # replicated over the mesh (no sharding annotation)
+        if self.xla_world > 1:
+            import torch_xla.distributed.spmd as xs
 
-            xm.broadcast_master_param(self.model)
+            self.mesh = xs.Mesh(np.arange(self.xla_world), (self.xla_world,), ("data",))
+
+    def _replicate_state(self):
+        """SPMD: mark the weights, gradients, buffers, optimizer state and EMA replicated before step
+        0, so the step's inputs carry the same sharding at every step (else step 1 sees the shardings
+        step 0 produced and compiles a second graph)."""
+        if self.mesh is None:
+            return
+        import torch_xla.distributed.spmd as xs
+
+        tensors = [*self.model.parameters(), *self.model.buffers(), *self.ema.ema.state_dict().values()]
+        tensors += [p.grad for p in self.model.parameters() if p.grad is not None]
+        tensors += [v for state in self.optimizer.state.values() for v in state.values() if isinstance(v, torch.Tensor)]
+        for t in tensors:
+            if isinstance(t, torch.Tensor) and t.device.type == "xla":
+                xs.mark_sharding(t, self.mesh, (None,) * t.dim())
+
+    def _shard(self, batch: dict) -> dict:
+        """Split every tensor of the global batch along its batch dimension over the mesh."""
+        if self.mesh is not None:
+            import torch_xla.distributed.spmd as xs
+
+            for t in batch.values():
+                if isinstance(t, torch.Tensor) and t.dim() > 0:
+                    xs.mark_sharding(t, self.mesh, ("data",) + (None,) * (t.dim() - 1))
+        return batch
 
     def _setup_optimizer(self, train_images: int):
         iterations = math.ceil(train_images / max(self.batch_size, self.args.nbs)) * self.epochs
@@ -222,15 +240,10 @@ class XLADetectionTrainer(DetectionTrainer):
     # ------------------------------------------------------------------ step
 
     def optimizer_step(self):
-        """All-reduce, clip to 10 (Ultralytics), step, zero, EMA: traced into the current graph.
-
-        ``xm.optimizer_step`` is ``reduce_gradients`` + ``step``; it is split here so that
-        clipping sees the all-reduced gradient, as Ultralytics' clipping sees DDP's averaged one.
-        Gradients are zeroed, not set to None, so every later step traces the same graph.
-        """
-        import torch_xla.core.xla_model as xm
-
-        xm.reduce_gradients(self.optimizer)  # mean over cores; no-op for one process
+        """Clip to 10 (Ultralytics), step, zero, EMA: traced into the current graph. Under SPMD the
+        gradients are already the global batch's (the compiler reduced them), so clipping sees what
+        Ultralytics' clipping sees under DDP. Gradients are zeroed, not set to None, so every later
+        step traces the same graph."""
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm=10.0)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=False)
@@ -263,11 +276,10 @@ class XLADetectionTrainer(DetectionTrainer):
         self.epoch_time = None
         self.epoch_time_start = self.train_time_start = time.time()
         self.run_callbacks("on_train_start")
-        if self.is_master:
-            LOGGER.info(
-                f"XLA: {len(self.train_loader.dataset)} train images, {nb} steps/epoch/core, "
-                f"accumulate={self.accumulate}, bf16={self.bf16}, starting epoch {self.start_epoch + 1}/{self.epochs}"
-            )
+        LOGGER.info(
+            f"XLA: {len(self.train_loader.dataset)} train images, {nb} steps/epoch, "
+            f"accumulate={self.accumulate}, bf16={self.bf16}, starting epoch {self.start_epoch + 1}/{self.epochs}"
+        )
         epoch = self.start_epoch
         self.mosaic_closed = not self.args.close_mosaic
         self.step_log.begin()  # (gradients are already zero tensors: see _setup_train)
@@ -277,18 +289,16 @@ class XLADetectionTrainer(DetectionTrainer):
             self._start_epoch(epoch)
             self._train_epoch(device_loader, epoch, nb)
             self._end_epoch(epoch, nb)
-            self.stop = self._agree_stop(self.stop)
             if self.stop:
                 break
             epoch += 1
-        if self.is_master:
-            LOGGER.info(
-                f"\n{epoch - self.start_epoch + 1} epochs completed in {(time.time() - self.train_time_start) / 3600:.3f} hours."
-            )
-            self.final_eval()
-            if self.args.plots:
-                self.plot_metrics()
-            self.run_callbacks("on_train_end")
+        LOGGER.info(
+            f"\n{epoch - self.start_epoch + 1} epochs completed in {(time.time() - self.train_time_start) / 3600:.3f} hours."
+        )
+        self.final_eval()
+        if self.args.plots:
+            self.plot_metrics()
+        self.run_callbacks("on_train_end")
         self.train_loader.close()
 
     def _start_epoch(self, epoch: int):
@@ -297,8 +307,6 @@ class XLADetectionTrainer(DetectionTrainer):
             warnings.simplefilter("ignore")
             self.scheduler.step()
         self._model_train()
-        if self.xla_world > 1:
-            self.train_loader.sampler.set_epoch(epoch)
         if not self.mosaic_closed and epoch >= self.epochs - self.args.close_mosaic:
             self.mosaic_closed = True
             self._close_dataloader_mosaic()
@@ -322,31 +330,29 @@ class XLADetectionTrainer(DetectionTrainer):
         tsum = torch.zeros(len(self.loss_names)).to(self.xla_device)
         steps = 0
         for i, batch in enumerate(device_loader):
+            batch = self._shard(batch)
             self.step_log.start()
             self.run_callbacks("on_train_batch_start")
             ni = i + nb * epoch
             if self.nw and ni <= self.nw:
                 self._warmup(ni, epoch)
             loss, items = self._forward_loss(batch)
+            # the loss of the whole global batch: what Ultralytics' DDP gets from loss x world size
+            # with the ranks' gradients averaged
             self.loss = loss.sum()
-            if self.xla_world > 1:
-                self.loss = self.loss * self.xla_world  # as Ultralytics under DDP (cores average)
             self.loss.backward()
             tsum = tsum + torch.stack([items[k] for k in self.loss_names]).float()
             steps += 1
             if ni - self.last_opt_step >= self.accumulate:
                 self.optimizer_step()
                 self.last_opt_step = ni
-                if self.args.time and self.xla_world == 1:
+                if self.args.time:
                     self.stop = (time.time() - self.train_time_start) > (self.args.time * 3600)
                     if self.stop:
                         break
             self.run_callbacks("on_train_batch_end")
             self.step_log.traced()
-            # Mid-epoch stops only with one process: cores leaving the epoch at different
-            # steps would deadlock in the gradient all-reduce. With several cores a stop is
-            # agreed at the epoch end (_agree_stop).
-            if self.stop and self.xla_world == 1:
+            if self.stop:
                 break
         self.step_log.end_epoch()
         torch_xla.sync()
@@ -359,24 +365,23 @@ class XLADetectionTrainer(DetectionTrainer):
                 LOGGER.warning(f"XLA: non-finite training loss in epoch {epoch + 1}")
 
     def _end_epoch(self, epoch: int, nb: int):
-        """BaseTrainer's epoch end: criterion and lr bookkeeping, validation and checkpoints on the
-        master, the time budget."""
+        """BaseTrainer's epoch end: criterion and lr bookkeeping, validation and checkpoints, the time
+        budget."""
         if hasattr(self.criterion, "update"):
             self.criterion.update()
         self.lr = {f"lr/pg{ir}": x["lr"] for ir, x in enumerate(self.optimizer.param_groups)}
         self.run_callbacks("on_train_epoch_end")
         final_epoch = epoch + 1 >= self.epochs
-        if self.is_master:
-            self.ema.update_attr(self.model, include=EMA_ATTRS)
-            self._refresh_cpu_ema()
-            if self.args.val or final_epoch or self.stopper.possible_stop or self.stop:
-                self.metrics, self.fitness = self.validate()
-            self.save_metrics(metrics={**self.label_loss_items(self.tloss), **self.metrics, **self.lr})
-            self.stop |= self.stopper(epoch + 1, self.fitness) or final_epoch
-            if self.args.time:
-                self.stop |= (time.time() - self.train_time_start) > (self.args.time * 3600)
-            if (self.args.save or final_epoch) and self.save_model():
-                self.run_callbacks("on_model_save")
+        self.ema.update_attr(self.model, include=EMA_ATTRS)
+        self._refresh_cpu_ema()
+        if self.args.val or final_epoch or self.stopper.possible_stop or self.stop:
+            self.metrics, self.fitness = self.validate()
+        self.save_metrics(metrics={**self.label_loss_items(self.tloss), **self.metrics, **self.lr})
+        self.stop |= self.stopper(epoch + 1, self.fitness) or final_epoch
+        if self.args.time:
+            self.stop |= (time.time() - self.train_time_start) > (self.args.time * 3600)
+        if (self.args.save or final_epoch) and self.save_model():
+            self.run_callbacks("on_model_save")
         t = time.time()
         self.epoch_time = t - self.epoch_time_start
         self.epoch_time_start = t
@@ -387,18 +392,7 @@ class XLADetectionTrainer(DetectionTrainer):
             self._setup_scheduler()
             self.scheduler.last_epoch = self.epoch
             self.stop |= epoch >= self.epochs
-        if self.is_master:
-            self.run_callbacks("on_fit_epoch_end")
-
-    def _agree_stop(self, stop: bool) -> bool:
-        """All cores stop together (the master decides: callbacks and validation run there)."""
-        if self.xla_world <= 1:
-            return bool(stop)
-        import torch_xla.core.xla_model as xm  # UNTESTED here (multi-process)
-
-        flag = torch.tensor([1.0 if (stop and self.is_master) else 0.0]).to(self.xla_device)
-        flag = xm.all_reduce(xm.REDUCE_SUM, flag)
-        return bool(flag.cpu().item() > 0)
+        self.run_callbacks("on_fit_epoch_end")
 
     # ------------------------------------------------------------------ host side
 
