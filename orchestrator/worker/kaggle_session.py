@@ -5,7 +5,7 @@
 
 Prepares the data (synth: generated here; a data yaml: its Kaggle dataset found by glob
 under the input root), writes the run's job.resolved.yaml, trains with the XLA backend
-(`orchestrator.worker.xla.run.train_xla`, one process per TPU core) with the session deadline
+(`orchestrator.worker.xla.run.train_xla`, one process, SPMD over the TPU cores) with the session deadline
 callback, and writes events.jsonl, summary.json and resume.json into the run directory.
 The runner script tars that directory into /kaggle/working.
 
@@ -123,15 +123,11 @@ def write_resume_state(run_dir: Path, bundle: dict, **fields: Any) -> dict:
 
 
 class WandbSink:
-    """Epoch metrics to W&B from whichever process runs the callbacks (picklable: the run
-    starts lazily in that process and is finished by on_train_end)."""
+    """Epoch metrics to W&B: the run starts at the first epoch and is finished by on_train_end."""
 
     def __init__(self, run_dir: str, resolved: dict, mode: str):
         self.run_dir, self.resolved, self.mode = run_dir, resolved, mode
         self.logger = None
-
-    def __getstate__(self):
-        return {"run_dir": self.run_dir, "resolved": self.resolved, "mode": self.mode, "logger": None}
 
     def __call__(self, epoch: int, metrics: dict) -> None:
         if self.logger is None:
@@ -148,31 +144,20 @@ class WandbSink:
             self.logger = None
 
 
-class MasterOnly:
-    """Run a callback in the master process only (the XLA trainer fires some events on every core)."""
-
-    def __init__(self, fn):
-        self.fn = fn
-
-    def __call__(self, trainer) -> None:
-        if getattr(trainer, "is_master", True):
-            self.fn(trainer)
-
-
 def make_callbacks(run_dir: Path, resolved: dict, wandb_mode: str, deadline: float) -> dict[str, list]:
-    """The XLA trainer's callbacks: epoch events (+ W&B) and the session deadline. Picklable: with
-    several cores they travel to the master process."""
+    """The XLA trainer's callbacks (one process drives every core): epoch events (+ W&B) and the
+    session deadline."""
     from orchestrator.worker.callbacks import EpochReporter
 
     wandb_sink = WandbSink(str(run_dir), resolved, wandb_mode) if wandb_mode != "disabled" else None
     reporter = EpochReporter(EventWriter(run_dir / EVENTS), [wandb_sink] if wandb_sink else [])
     callbacks = {
-        "on_train_start": [MasterOnly(reporter.on_train_start)],
-        "on_train_epoch_end": [MasterOnly(reporter.on_train_epoch_end)],
-        "on_fit_epoch_end": [MasterOnly(reporter.on_fit_epoch_end), MasterOnly(SessionDeadline(deadline, run_dir))],
+        "on_train_start": [reporter.on_train_start],
+        "on_train_epoch_end": [reporter.on_train_epoch_end],
+        "on_fit_epoch_end": [reporter.on_fit_epoch_end, SessionDeadline(deadline, run_dir)],
     }
     if wandb_sink:
-        callbacks["on_train_end"] = [MasterOnly(wandb_sink.on_train_end)]
+        callbacks["on_train_end"] = [wandb_sink.on_train_end]
     return callbacks
 
 
