@@ -60,8 +60,9 @@ def scale(reference: ReferenceHyp, target: TargetHardware, policy: str = "auto")
 
     # 1. what the reference run really trained with, and what Ultralytics applied there
     base = resolve_reference(ref, opt_ref, reasons_for, warnings)
-    given = {"batch": ref.batch, "nbs": ref.nbs, "weight_decay": ref.weight_decay, "warmup_epochs": ref.warmup_epochs}
-    ref_passed = {key: {**given, **base}[key] for key in PASSED_KEYS}
+    known = {"batch": ref.batch, "nbs": ref.nbs, "weight_decay": ref.weight_decay,
+             "warmup_epochs": ref.warmup_epochs, **base}
+    ref_passed = {key: known[key] for key in PASSED_KEYS}
     ref_eff = effective_values(ref_passed, ref.world_size, ref.epochs, ref.dataset_size, drop_last=target.drop_last)
     images_ref = ref.batch * um.accumulate(ref.nbs, ref.batch)  # uncapped: the plan, not tiny-data effects
 
