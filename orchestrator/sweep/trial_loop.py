@@ -76,6 +76,11 @@ def run_worker(sweep: LoadedSweep, url: str, n_trials: int, timeout: float | Non
         try:
             study.optimize(runner, n_trials=1, catch=(TrialFailed,), gc_after_trial=False)
         except KeyboardInterrupt:
+            # a second signal must not interrupt the retry being queued: Ctrl-C reaches the worker
+            # and then `yolo-orch sweep` sends SIGTERM; a killed `yolo-orch sweep` sends two (the
+            # kernel's PR_SET_PDEATHSIG and the parent watch)
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, signal.SIG_IGN)
             retry_interrupted(study, sweep)
             raise
         if runner.last.get("state") == "FAIL":
