@@ -40,7 +40,8 @@ class DeviceSpec:
 
     @property
     def distributed(self) -> bool:
-        return self.world_size > 1
+        """Several processes (torch.distributed). XLA devices are driven by one process (SPMD)."""
+        return self.world_size > 1 and self.kind not in ("tpu", "xla_cpu")
 
     def ultralytics_device(self) -> str:
         """The `device=` value for one Ultralytics process of this spec."""

@@ -22,6 +22,7 @@ from orchestrator.spec.job import SynthData
 from orchestrator.launch import launcher_for
 from orchestrator.rundir import cache_dir
 
+
 def synth_dir(cfg: SynthData) -> Path:
     digest = hashlib.sha1(json.dumps(cfg.model_dump(), sort_keys=True).encode()).hexdigest()[:12]
     return cache_dir() / "datasets" / f"synth-{digest}"

@@ -147,9 +147,9 @@ def prepare_resume(row: dict, devices: str | None = None) -> dict:
             raise SpecError(f"--devices: {exc}") from None
         if wanted != old_devices:
             new = replan(resolved, devices=wanted)
-            if new["launcher"] not in launch.COMMANDS:
-                raise SpecError(f"--devices: '{wanted}' needs the '{new['launcher']}' launcher, which this version "
-                                "does not provide")
+            missing = launch.unavailable(new["launcher"], parse_devices(wanted))
+            if missing:
+                raise SpecError(f"--devices: {missing}")
             resolved["plan"] = new
             replanned = True
     done = completed_epochs(run_dir)

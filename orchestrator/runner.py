@@ -13,9 +13,10 @@ from typing import Callable
 
 from orchestrator import launch, replan
 from orchestrator.launch import process
-from orchestrator.rundir import (ENV_SUPERVISOR_PID, EXIT_NOT_RESUMABLE, EXIT_OOM, ENV_SUPERVISOR_START, EVENTS, LAST, LOG, RESOLVED, SUMMARY,
-                                 EventTail, EventWriter, completed_epochs, dump_yaml, failure_cause, load_resolved,
-                                 new_run_id, process_identity, write_json_atomic, write_text_atomic)
+from orchestrator.rundir import (ENV_SUPERVISOR_PID, ENV_SUPERVISOR_START, EVENTS, EXIT_NOT_RESUMABLE, EXIT_OOM, LAST,
+                                 LOG, RESOLVED, SUMMARY, EventTail, EventWriter, completed_epochs, dump_yaml,
+                                 failure_cause, load_resolved, new_run_id, process_identity, write_json_atomic,
+                                 write_text_atomic)
 from orchestrator.plan import Plan
 from orchestrator.registry import Registry
 from orchestrator.spec.errors import SpecError
@@ -42,11 +43,7 @@ class RunOutcome:
 
 
 def check_launchable(plan: Plan) -> None:
-    if plan.launcher not in launch.COMMANDS:
-        raise SpecError(
-            f"target.devices: '{plan.devices.text}' needs the '{plan.launcher}' launcher, which this version "
-            "does not provide yet; use 'cpu' or one GPU"
-        )
+    """Before anything is written: the plan's launcher can start here (launch.unavailable)."""
     missing = launch.unavailable(plan.launcher, plan.devices)
     if missing:
         raise SpecError(f"target.devices: {missing}")
@@ -105,7 +102,7 @@ def child_env() -> dict[str, str]:
     path = os.environ.get("PYTHONPATH")
     return {
         "PYTHONPATH": f"{PACKAGE_ROOT}{os.pathsep}{path}" if path else str(PACKAGE_ROOT),
-        # the worker ends its process group if this orchestrator vanishes (worker/replan.py)
+        # the worker ends its process group if this orchestrator vanishes (worker/recovery.py)
         ENV_SUPERVISOR_PID: str(os.getpid()),
         ENV_SUPERVISOR_START: process_identity(os.getpid()) or "",
     }

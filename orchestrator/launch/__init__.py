@@ -33,5 +33,6 @@ def command(launcher: str, run_dir: Path) -> list[str]:
 
 
 def unavailable(launcher: str, devices: DeviceSpec) -> str | None:
-    """Why `launcher` cannot start on this machine (a missing package), or None."""
+    """Why `launcher` cannot start on this machine (a missing package), or None: checked by
+    `submit`, `sweep` and a re-planned `resume` before anything is written."""
     return xla.unavailable(devices) if launcher == "xla" else None

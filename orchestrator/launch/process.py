@@ -96,7 +96,6 @@ def stop_when_parent_dies(parent_pid: int, interval_s: float = 1.0) -> None:
     are re-parented, so the parent PID changes; it also catches a parent that died before this ran).
     SIGTERM takes the same path as a Ctrl-C of the parent, so a sweep worker fails its running trial
     cleanly and stops that trial's training process group."""
-
     import threading
 
     die_with_parent(signal.SIGTERM)

@@ -14,8 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-from orchestrator.rundir import (ENV, EVENTS, EXIT_NOT_RESUMABLE, EXIT_OOM, EventWriter, finish_run, is_primary, load_resolved,
-                                 write_json_atomic)
+from orchestrator.rundir import (ENV, EVENTS, EXIT_NOT_RESUMABLE, EXIT_OOM, EventWriter, finish_run, is_primary,
+                                 load_resolved, write_json_atomic)
 from orchestrator.worker.offline import disable_integrations, prepare_env, skip_amp_download_check
 
 

@@ -27,6 +27,8 @@ def test_parse(text, kind, world, device):
 def test_xla_cpu_devices_name_one_device_as_xla_cpu():
     assert parse_devices("xla:cpu:1").text == "xla:cpu"
     assert parse_devices("XLA:CPU:4").text == "xla:cpu:4" and not parse_devices("xla:cpu:4").nodes > 1
+    assert not parse_devices("xla:cpu:4").distributed and not parse_devices("tpu:8").distributed  # one process
+    assert parse_devices("cpu:2").distributed
 
 
 def test_nodes_split():
