@@ -142,12 +142,12 @@ def prepare_resume(row: dict, devices: str | None = None) -> dict:
     replanned = False
     if devices is not None:
         try:
-            wanted = parse_devices(devices).text
+            wanted = parse_devices(devices)
         except DeviceSpecError as exc:
             raise SpecError(f"--devices: {exc}") from None
-        if wanted != old_devices:
-            new = replan(resolved, devices=wanted)
-            missing = launch.unavailable(new["launcher"], parse_devices(wanted))
+        if wanted.text != old_devices:
+            new = replan(resolved, devices=wanted.text)
+            missing = launch.unavailable(new["launcher"], wanted)
             if missing:
                 raise SpecError(f"--devices: {missing}")
             resolved["plan"] = new

@@ -22,7 +22,8 @@ from typing import Any, Callable
 
 from orchestrator.kaggle import tool
 from orchestrator.kaggle.build import BuildOptions, build
-from orchestrator.rundir import RESOLVED, SUMMARY, WEIGHTS, load_own_yaml, new_run_id, write_json_atomic
+from orchestrator.rundir import (RESOLVED, SUMMARY, WEIGHTS, dump_yaml, load_own_yaml, new_run_id, write_json_atomic,
+                                 write_text_atomic)
 from orchestrator.spec.errors import SpecError
 from orchestrator.spec.loader import LoadedJob
 
@@ -85,12 +86,10 @@ def localize(run_dir: Path) -> None:
     """Point the pulled run's files at this machine's run directory."""
     resolved = run_dir / RESOLVED
     if resolved.is_file():
-        import yaml
-
         doc = load_own_yaml(resolved.read_text()) or {}
         doc.setdefault("kaggle", {})["kernel_run_dir"] = doc.get("run_dir")
         doc["run_dir"] = str(run_dir)
-        resolved.write_text(yaml.safe_dump(doc, sort_keys=False))
+        write_text_atomic(resolved, dump_yaml(doc))
     summary = run_dir / SUMMARY
     if summary.is_file():
         data = json.loads(summary.read_text())

@@ -90,14 +90,12 @@ def prepare_data(bundle: dict, input_root: Path, scratch: Path) -> Path:
             generate_dataset(folder, images=cfg["images"], val_images=cfg["val_images"], classes=cfg["classes"],
                              imgsz=cfg["imgsz"], seed=cfg["seed"])
         return folder / "data.yaml"
-    import yaml
-
     cfg = dict(data["config"])
     root = locate_dataset_root(input_root, data["dataset"], cfg)
     cfg["path"] = str(root)
     out = scratch / "data" / data["yaml_name"]
     out.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(out, yaml.safe_dump(cfg, sort_keys=False))
+    write_text_atomic(out, dump_yaml(cfg))
     log(f"data: {data['dataset']} found at {root}")
     return out
 
