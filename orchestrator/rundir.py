@@ -34,7 +34,8 @@ WEIGHTS = Path("weights")
 LAST = WEIGHTS / "last.pt"
 BEST = WEIGHTS / "best.pt"
 RESUME_PATCHED = WEIGHTS / "resume.pt"  # last.pt with the current plan's train args (a re-planned resume)
-SESSION_RESUME = WEIGHTS / "session_resume.pt"  # the checkpoint a Kaggle session kept at its deadline
+SESSION_RESUME = WEIGHTS / "session_resume.pt"  # the resumable checkpoint kept when a deadline stopped the run
+DEADLINE_STOP = "session_stop.json"  # why and when a deadline stopped the run (its presence: state `paused`)
 XLA_COMPILE_CACHE = "xla_cache"  # torch_xla's compiled graphs, carried to the next Kaggle session
 
 # ---------------------------------------------------------------- exit codes of the training process
@@ -48,6 +49,12 @@ EXIT_NOT_RESUMABLE = 3  # the checkpoint it was told to resume from cannot be re
 # the sweep.
 CALLBACKS = "callbacks"
 ENV_CALLBACKS = "YOLO_ORCH_CALLBACKS"  # more of them, comma-separated, from the environment (tests' fault hooks)
+# `deadline`: epoch seconds; the run stops at the last epoch boundary that ends before it, keeps
+# SESSION_RESUME and ends `paused` (a Kaggle session's limit).
+DEADLINE = "deadline"
+# `xla_compile_cache`: where torch_xla keeps compiled graphs on a TPU (default: the user's cache;
+# a Kaggle session: XLA_COMPILE_CACHE inside the run, so the next session finds them).
+COMPILE_CACHE = "xla_compile_cache"
 
 # ---------------------------------------------------------------- the supervisor's identity, in the child's env
 ENV_SUPERVISOR_PID = "YOLO_ORCH_SUPERVISOR_PID"
@@ -193,8 +200,10 @@ class EventTail:
 
 def finish_run(run_dir: Path, events: EventWriter, *, epochs: int, epochs_completed: int,
                metrics: dict, started: float, **extra: Any) -> dict:
-    """The worker's last word on a finished training: summary.json (atomic) and the `done` event."""
-    summary = run_summary(run_dir, state="finished", epochs=epochs, epochs_completed=epochs_completed,
+    """The worker's last word on a training that ended without an error: summary.json (atomic) and
+    the `done` event; state `paused` when a deadline stopped it (DEADLINE_STOP), else `finished`."""
+    state = "paused" if (run_dir / DEADLINE_STOP).is_file() else "finished"
+    summary = run_summary(run_dir, state=state, epochs=epochs, epochs_completed=epochs_completed,
                           metrics=metrics, started=started, **extra)
     write_json_atomic(run_dir / SUMMARY, summary)
     events.emit("done", **summary)

@@ -70,7 +70,7 @@ class EpochReporter(EpochBoundary):
         if self.events:
             self.events.emit("train_start", epochs=trainer.epochs, start_epoch=trainer.start_epoch,
                              batch=trainer.batch_size, accumulate=trainer.accumulate,
-                             world_size=trainer.world_size)
+                             world_size=getattr(trainer, "xla_world", trainer.world_size))  # XLA: its mesh
 
     def on_fit_epoch_end(self, trainer) -> None:
         if not self.fit_ends_epoch():

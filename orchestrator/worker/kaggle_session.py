@@ -4,10 +4,11 @@
         [--input-root /kaggle/input] [--scratch DIR] [--resume]
 
 Prepares the data (synth: generated here; a data yaml: its Kaggle dataset found by glob
-under the input root), writes the run's job.resolved.yaml, trains with the XLA backend
-(`orchestrator.worker.xla.run.train_xla`, one process, SPMD over the TPU cores) with the session deadline
-callback, and writes events.jsonl, summary.json and resume.json into the run directory.
-The runner script tars that directory into /kaggle/working.
+under the input root), writes the run's job.resolved.yaml (with the session's `deadline`, and
+its `resume` section when it continues an earlier session), trains through the XLA launcher's
+own entry (`orchestrator.worker.xla_entry.train`: one process, SPMD over the TPU cores), which
+writes events.jsonl and summary.json as on any machine, and adds resume.json. The runner
+script tars the run directory into /kaggle/working.
 
 resume.json: {job, run_id, epochs, epochs_done, done, state: finished|paused|failed, reason,
 metrics}. `paused` = stopped at an epoch boundary before the session limit; the next session
@@ -21,16 +22,14 @@ import hashlib
 import importlib.util
 import json
 import os
-import shutil
 import sys
-import time
 import traceback
 from pathlib import Path
 from typing import Any
 
-from orchestrator.rundir import (EVENTS, LAST, RESOLVED, SESSION_RESUME, SUMMARY, XLA_COMPILE_CACHE, EventWriter,
-                                 completed_epochs, dump_yaml, run_summary, write_json_atomic, write_text_atomic)
-from orchestrator.worker.kaggle_deadline import STOP_FILE, SessionDeadline
+from orchestrator.rundir import (COMPILE_CACHE, DEADLINE, EVENTS, LAST, RESOLVED, SESSION_RESUME, SUMMARY,
+                                 XLA_COMPILE_CACHE, EventWriter, completed_epochs, dump_yaml, write_json_atomic,
+                                 write_text_atomic)
 
 RESUME_FILE = "resume.json"
 
@@ -120,115 +119,58 @@ def write_resume_state(run_dir: Path, bundle: dict, **fields: Any) -> dict:
     return state
 
 
-class WandbSink:
-    """Epoch metrics to W&B: the run starts at the first epoch and is finished by on_train_end."""
-
-    def __init__(self, run_dir: str, resolved: dict, mode: str):
-        self.run_dir, self.resolved, self.mode = run_dir, resolved, mode
-        self.logger = None
-
-    def __call__(self, epoch: int, metrics: dict) -> None:
-        if self.logger is None:
-            from orchestrator.worker.wandb_logger import WandbLogger
-
-            self.logger = WandbLogger(Path(self.run_dir), self.resolved, self.mode)
-            self.logger.start()
-        self.logger.log_epoch(epoch, metrics)
-
-    def on_train_end(self, trainer) -> None:
-        if self.logger is not None:
-            final = {k: round(float(v), 6) for k, v in (trainer.metrics or {}).items()}
-            self.logger.finish(final)
-            self.logger = None
-
-
-def make_callbacks(run_dir: Path, resolved: dict, wandb_mode: str, deadline: float) -> dict[str, list]:
-    """The XLA trainer's callbacks (one process drives every core): epoch events (+ W&B) and the
-    session deadline."""
-    from orchestrator.worker.callbacks import EpochReporter
-
-    wandb_sink = WandbSink(str(run_dir), resolved, wandb_mode) if wandb_mode != "disabled" else None
-    reporter = EpochReporter(EventWriter(run_dir / EVENTS), [wandb_sink] if wandb_sink else [])
-    callbacks = {
-        "on_train_start": [reporter.on_train_start],
-        "on_train_epoch_end": [reporter.on_train_epoch_end],
-        "on_fit_epoch_end": [reporter.on_fit_epoch_end, SessionDeadline(deadline, run_dir)],
-    }
-    if wandb_sink:
-        callbacks["on_train_end"] = [wandb_sink.on_train_end]
-    return callbacks
-
-
-# ---------------------------------------------------------------- main
-
-def run_session(bundle: dict, run_dir: Path, deadline: float, input_root: Path, scratch: Path,
-                resume: bool) -> dict:
-    started = time.time()
-    run_dir.mkdir(parents=True, exist_ok=True)
-    scratch.mkdir(parents=True, exist_ok=True)
-    (run_dir / STOP_FILE).unlink(missing_ok=True)
-    kind = bundle["device_kind"]
-    os.environ.setdefault("PJRT_DEVICE", "TPU" if kind == "tpu" else "CPU")
-    if kind == "xla_cpu":  # xla:cpu:N: N virtual XLA:CPU devices (SPMD as on the TPU's cores)
-        os.environ["CPU_NUM_DEVICES"] = str(bundle["world_size"])
-    from orchestrator.worker.offline import prepare_env
-
-    prepare_env()  # offline Ultralytics: before it is imported
-
-    data_yaml = prepare_data(bundle, input_root, scratch)
-    model = prepare_model(bundle, scratch)
+def session_resolved(bundle: dict, run_dir: Path, deadline: float, input_root: Path, scratch: Path,
+                     resume: bool) -> dict:
+    """This session's job.resolved.yaml: the bundle's plan with this kernel's data and model paths,
+    the session's deadline and W&B mode, the compile cache inside the run (it travels to the next
+    session with it) and, when resuming, the checkpoint the previous session kept at its deadline."""
     resolved = json.loads(json.dumps(bundle["resolved"]))
-    resolved.update(run_dir=str(run_dir), wandb_mode=bundle.get("wandb_mode", "disabled"))
-    args = resolved["plan"]["train_args"]
-    args.update(data=str(data_yaml), model=model)
-    resolved.setdefault("kaggle", {}).update(session=bundle["session"], kernel=bundle["kernel"])
-    write_text_atomic(run_dir / RESOLVED, dump_yaml(resolved))
-
-    before = completed_epochs(run_dir) if resume else 0
-    if resume:
-        keep = run_dir / SESSION_RESUME
-        last = run_dir / LAST
-        if keep.is_file():
-            shutil.copyfile(keep, last)
-        if not last.is_file():
-            raise SessionError(f"resume: {last} is missing in the restored run; nothing to resume from")
-        log(f"resuming after epoch {before}/{bundle['epochs']}")
-
-    events = EventWriter(run_dir / EVENTS)
-    events.emit("session_start", session=bundle["session"], kernel=bundle["kernel"], start_epoch=before,
-                epochs=bundle["epochs"], deadline=deadline, devices=bundle["devices"])
     mode = bundle.get("wandb_mode", "disabled")
     if mode != "disabled" and importlib.util.find_spec("wandb") is None:
         log("WARNING: wandb is not installed (not in the wheels dataset?): W&B disabled for this session")
         mode = "disabled"
-    callbacks = make_callbacks(run_dir, resolved, mode, deadline)
+    resolved.update({"run_dir": str(run_dir), "wandb_mode": mode, DEADLINE: deadline,
+                     COMPILE_CACHE: str(run_dir / XLA_COMPILE_CACHE)})
+    resolved["plan"]["train_args"].update(data=str(prepare_data(bundle, input_root, scratch)),
+                                          model=prepare_model(bundle, scratch))
+    resolved.setdefault("kaggle", {}).update(session=bundle["session"], kernel=bundle["kernel"])
+    resolved["resume"] = ({"checkpoint": str(SESSION_RESUME), "if_missing": "fail", "reason": "kaggle session"}
+                          if resume else None)
+    return resolved
 
-    from orchestrator.worker.xla.run import train_xla
 
-    # on a TPU the compiled graphs go into the run directory: the next session restores them with
-    # the run and does not compile again (XLA:CPU cannot read them back)
-    cache = run_dir / XLA_COMPILE_CACHE if kind == "tpu" else None
-    result = train_xla(args, run_dir, world_size=int(bundle["world_size"]), max_boxes=int(bundle["max_boxes"]),
-                       bf16=bool(bundle["bf16"]), callbacks=callbacks, resume=resume, compile_cache=cache)
-    stop_file = run_dir / STOP_FILE
-    paused = stop_file.is_file()
-    done_epochs = int(result.get("epochs_completed") or completed_epochs(run_dir))
-    metrics = {k: v for k, v in result.items() if k.startswith("metrics/") or k == "fitness"}
-    state = "paused" if paused else "finished"
+def run_session(bundle: dict, run_dir: Path, deadline: float, input_root: Path, scratch: Path,
+                resume: bool) -> dict:
+    """Train this session with the XLA launcher's own entry (worker/xla_entry.train, one process,
+    SPMD over the cores) and record how far the run got in resume.json."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    scratch.mkdir(parents=True, exist_ok=True)
+    from orchestrator.worker.offline import prepare_env
+
+    prepare_env()  # offline Ultralytics: before it is imported
+    write_text_atomic(run_dir / RESOLVED, dump_yaml(session_resolved(bundle, run_dir, deadline, input_root, scratch,
+                                                                     resume)))
+    before = completed_epochs(run_dir) if resume else 0
+    if resume:
+        log(f"resuming after epoch {before}/{bundle['epochs']}")
+    events = EventWriter(run_dir / EVENTS)
+    events.emit("session_start", session=bundle["session"], kernel=bundle["kernel"], start_epoch=before,
+                epochs=bundle["epochs"], deadline=deadline, devices=bundle["devices"])
+    from orchestrator.worker import xla_entry
+
+    code = xla_entry.train(run_dir)
+    if code != 0:
+        raise SessionError(f"the training process ended with code {code} (see the log above)")
+    summary = json.loads((run_dir / SUMMARY).read_text())
+    paused = summary["state"] == "paused"
+    done_epochs = int(summary["epochs_completed"])
     if not paused:
         (run_dir / SESSION_RESUME).unlink(missing_ok=True)  # the run is over: last.pt is final
-    xla = {k: result[k] for k in ("xla/compile_count", "xla/compile_time_s", "xla/steady_step_time_s",
-                                  "xla/world_size") if k in result}
-    summary = run_summary(run_dir, state=state, epochs=bundle["epochs"], epochs_completed=done_epochs,
-                          metrics=metrics, started=started, session=bundle["session"], xla=xla)
-    write_json_atomic(run_dir / SUMMARY, summary)
     reason = (f"stopped before the session limit after epoch {done_epochs}/{bundle['epochs']}"
               if paused else "training finished")
-    events.emit("session_end", state=state, epochs_done=done_epochs, reason=reason)
-    if not paused:
-        events.emit("done", **summary)
-    return write_resume_state(run_dir, bundle, epochs_done=done_epochs, done=not paused, state=state,
-                              reason=reason, metrics=metrics,
+    events.emit("session_end", state=summary["state"], epochs_done=done_epochs, reason=reason)
+    return write_resume_state(run_dir, bundle, epochs_done=done_epochs, done=not paused, state=summary["state"],
+                              reason=reason, metrics=summary["metrics"],
                               checkpoint=str(SESSION_RESUME if paused else LAST))
 
 

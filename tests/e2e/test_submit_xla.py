@@ -60,3 +60,42 @@ train_xla(args, out / "run", compile_cache=out / "run" / "xla_cache")
     assert res.returncode == 0, res.stderr[-3000:]
     cached = list((tmp_path / "run" / "xla_cache").iterdir())
     assert cached, "no compiled graph in the cache folder"
+
+
+def test_a_killed_xla_run_resumes_where_it_stopped_on_two_devices(tmp_path):
+    """The XLA worker reads the run's `resume` section as the Ultralytics worker does: killed in
+    epoch 2 on `xla:cpu`, `yolo-orch resume --devices xla:cpu:2` re-plans (SPMD over 2 virtual
+    devices) and trains epochs 2 and 3 only, from the checkpoint's optimizer state."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import cli_env
+
+    job = write_job(tmp_path, model=str(REPO / "orchestrator" / "worker" / "xla" / "tiny-det.yaml"), imgsz=32,
+                    epochs=3, reference={"devices": 1, "batch": 4, "nbs": 4})
+    env = cli_env({"YOLO_ORCH_REGISTRY": "", "PJRT_DEVICE": "CPU", "YOLO_ORCH_FAULT_SLEEP": "epoch=2,seconds=300"})
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "submit", str(job), "--devices", "xla:cpu"],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    run_dir, deadline = None, time.time() + 600
+    while run_dir is None and time.time() < deadline:
+        for events in (tmp_path / "runs").glob("*/*/events.jsonl"):
+            if '"event": "epoch"' in events.read_text():
+                run_dir = events.parent
+        assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
+        time.sleep(0.2)
+    assert run_dir is not None, "no epoch within 10 minutes"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+    r = run_cli("resume", run_dir.name, "--devices", "xla:cpu:2", "--json", cwd=tmp_path,
+                env={"YOLO_ORCH_REGISTRY": "", "PJRT_DEVICE": "CPU"})
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    out = json.loads(r.stdout)
+    assert out["state"] == "finished" and out["replanned"] and out["devices"] == "xla:cpu:2"
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    starts = [(e["start_epoch"], e["world_size"], e["batch"]) for e in events if e["event"] == "train_start"]
+    assert starts == [(0, 1, 4), (1, 2, 8)], starts  # the default rule keeps 4 images per device
+    assert [e["epoch"] for e in events if e["event"] == "epoch"] == [1, 2, 3]

@@ -19,7 +19,7 @@ from conftest import REPO, cli_env, kaggle_job
 
 from orchestrator.kaggle.build import read_bundle
 from orchestrator.rundir import SESSION_RESUME
-from orchestrator.worker.kaggle_deadline import SessionDeadline
+from orchestrator.worker.deadline import SessionDeadline
 
 SCRIPT = REPO / "scripts" / "kaggle_tpu_launch.py"
 RUN_ID = "20260101-000000-beef"
@@ -185,15 +185,19 @@ def test_deadline_callback_leaves_the_last_epoch_alone(tmp_path):
     assert not (tmp_path / "session_stop.json").exists()
 
 
-def test_session_callbacks_report_epochs_and_stop_at_the_deadline(tmp_path):
-    """The XLA trainer's callbacks in a Kaggle session: the epoch reporter's hooks (one object) and the
-    deadline after it on on_fit_epoch_end."""
+def test_a_deadline_in_the_resolved_job_attaches_the_callback_and_clears_an_old_stop(tmp_path):
+    """The XLA entry (local and in a Kaggle session) attaches the deadline like any hook, to its
+    callback table; a stop record left by the previous session does not pause this one."""
     import time
 
-    from orchestrator.worker.kaggle_session import make_callbacks
+    from orchestrator.worker import deadline
+    from orchestrator.worker.xla_entry import Hooks
 
-    resolved = {"run_id": "r", "job": {"wandb": {}}, "plan": {}}
-    callbacks = make_callbacks(tmp_path, resolved, "offline", time.time() + 60)
-    assert sorted(callbacks) == ["on_fit_epoch_end", "on_train_end", "on_train_epoch_end", "on_train_start"]
-    assert callbacks["on_train_start"][0].__self__ is callbacks["on_fit_epoch_end"][0].__self__
-    assert isinstance(callbacks["on_fit_epoch_end"][1], SessionDeadline)
+    (tmp_path / "session_stop.json").write_text("{}")
+    hooks = Hooks()
+    deadline.attach(hooks, tmp_path, {"deadline": time.time() + 60})
+    assert not (tmp_path / "session_stop.json").exists()
+    assert [type(fn) for fn in hooks.table["on_fit_epoch_end"]] == [SessionDeadline]
+    none = Hooks()
+    deadline.attach(none, tmp_path, {"deadline": None})
+    assert none.table == {}

@@ -41,15 +41,15 @@ def xla_available() -> tuple[bool, str]:
     return True, ""
 
 
-def _overrides(args: dict, run_dir: Path, resume: bool) -> dict:
+def _overrides(args: dict, run_dir: Path, resume: bool | Path) -> dict:
     o = dict(args)
     for k in ("device", "project", "name", "save_dir", "exist_ok", "resume", "mode"):
         o.pop(k, None)
     o.update(device="cpu", save_dir=str(run_dir), exist_ok=True, mode="train", task="detect")
     if resume:
-        last = run_dir / LAST
+        last = run_dir / LAST if resume is True else Path(resume)
         if not last.exists():
-            raise FileNotFoundError(f"resume=True but {last} does not exist")
+            raise FileNotFoundError(f"resume: {last} does not exist")
         o["resume"] = str(last)
     return o
 
@@ -77,7 +77,7 @@ def train_xla(
     max_boxes: int = 32,
     bf16: bool = False,
     callbacks: dict[str, list] | None = None,
-    resume: bool = False,
+    resume: bool | Path = False,
     compile_cache: Path | None = None,
 ) -> dict:
     """Train an Ultralytics detection model on XLA devices in this process; return the final metrics.
@@ -93,7 +93,8 @@ def train_xla(
         bf16: bf16 autocast for forward and loss.
         callbacks: {event: [fn(trainer)]}, Ultralytics events; ``on_fit_epoch_end`` sees
             ``.epoch``, ``.metrics``, ``.fitness`` and may set ``.stop = True``.
-        resume: continue ``run_dir/weights/last.pt`` at its epoch + 1 (optimizer, EMA restored).
+        resume: continue ``run_dir/weights/last.pt`` (True) or this checkpoint at its epoch + 1
+            (optimizer, EMA restored).
         compile_cache: torch_xla's persistent compilation cache folder (TPU; XLA:CPU writes it but
             cannot read it back: "Deserializing serialized executable not supported").
 

@@ -1,26 +1,22 @@
-"""Stop before Kaggle's session limit, at an epoch boundary, with a resumable checkpoint.
+"""Stop before a deadline (a Kaggle session's limit), at an epoch boundary, with a resumable checkpoint.
 
-`SessionDeadline` is an Ultralytics `on_fit_epoch_end` callback for the XLA trainer (it runs in
-the master process, after `save_model` wrote this epoch's last.pt; the trainer makes every
-core agree on `.stop`). When the NEXT epoch would end after the deadline it sets
-`trainer.stop = True`, copies the just-written, still resumable last.pt to
-`weights/session_resume.pt` (the trainer's final evaluation then strips last.pt of its
-optimizer, as Ultralytics does) and writes `session_stop.json`. Files, not attributes, carry
-the decision: with several cores the callback runs in a spawned process.
+`SessionDeadline` is an Ultralytics `on_fit_epoch_end` callback, attached when job.resolved.yaml
+names a `deadline` (rundir.DEADLINE). It runs after `save_model` wrote this epoch's last.pt. When
+the NEXT epoch would end after the deadline it sets `trainer.stop = True`, copies the
+just-written, still resumable last.pt to `weights/session_resume.pt` (the trainer's final
+evaluation then strips last.pt of its optimizer, as Ultralytics does) and writes
+`session_stop.json`, which makes the run's summary say `paused` (rundir.finish_run).
 
-Picklable and torch-free (only the standard library).
+Torch-free (only the standard library).
 """
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from pathlib import Path
 
-from orchestrator.rundir import LAST, SESSION_RESUME
-
-STOP_FILE = "session_stop.json"
+from orchestrator.rundir import DEADLINE, DEADLINE_STOP, LAST, SESSION_RESUME, write_json_atomic
 
 
 class SessionDeadline:
@@ -71,7 +67,14 @@ class SessionDeadline:
             "next_epoch_estimate_s": round(need, 1), "seconds_left": round(self.deadline - now, 1),
             "checkpoint": str(SESSION_RESUME) if kept else None,
         }
-        (run_dir / STOP_FILE).write_text(json.dumps(record, indent=2) + "\n")
+        write_json_atomic(run_dir / DEADLINE_STOP, record)
         print(f"[yolo-orch] session limit: stopping after epoch {epoch + 1}/{total} "
               f"({record['seconds_left']:.0f} s left, next epoch needs ~{need:.0f} s); "
               "the next session resumes from here", flush=True)
+
+
+def attach(model, run_dir: Path, resolved: dict) -> None:
+    """The deadline callback when the run has one (`model`: anything with Ultralytics' add_callback)."""
+    (Path(run_dir) / DEADLINE_STOP).unlink(missing_ok=True)  # an earlier session's decision
+    if resolved.get(DEADLINE):
+        model.add_callback("on_fit_epoch_end", SessionDeadline(float(resolved[DEADLINE]), run_dir))
