@@ -2,20 +2,25 @@
 # Create or update the project's virtual environment. Idempotent: when nothing
 # changed since the last run it returns in about a second.
 #
-#   scripts/setup.sh            # runtime environment (train, plan, sweep)
-#   scripts/setup.sh test       # plus torch-xla and the test tools
+#   scripts/setup.sh               # runtime environment (train, plan, sweep)
+#   scripts/setup.sh test          # plus torch-xla and the test tools
+#   scripts/setup.sh kaggle-image  # .venv-kaggle-image: only the Kaggle TPU image's torch,
+#                                  # torchvision and torch_xla (the emulated image the tests use)
 #
 # YOLO_ORCH_VENV picks the folder (default .venv); PYTHON the interpreter (>= 3.10).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 profile=${1:-base}
-case "$profile" in base|test) ;; *) echo "usage: scripts/setup.sh [base|test]" >&2; exit 2;; esac
+case "$profile" in base|test|kaggle-image) ;;
+  *) echo "usage: scripts/setup.sh [base|test|kaggle-image]" >&2; exit 2;; esac
 venv=${YOLO_ORCH_VENV:-.venv}
+[ "$profile" = kaggle-image ] && venv=.venv-kaggle-image
 python=${PYTHON:-python3}
 
 stamp_of() {
-  cat requirements/*.txt pyproject.toml | sha256sum | cut -c1-16
+  if [ "$profile" = kaggle-image ]; then cat requirements/kaggle-image.txt; else
+    cat requirements/base.txt requirements/test.txt pyproject.toml; fi | sha256sum | cut -c1-16
 }
 stamp="$profile-$(stamp_of)"
 stamp_file="$venv/.yolo-orch-setup"
@@ -49,6 +54,6 @@ pip_quiet() {  # pip's chatter goes to a log that is shown only when pip fails
 }
 pip_quiet install --quiet --upgrade pip
 pip_quiet install --quiet -r "requirements/$profile.txt"
-pip_quiet install --quiet --no-deps -e .
+[ "$profile" = kaggle-image ] || pip_quiet install --quiet --no-deps -e .
 echo "$stamp" >> "$stamp_file"
 echo "setup: done; activate with: source $venv/bin/activate" >&2

@@ -7,6 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh test
+bash scripts/setup.sh kaggle-image   # the emulated Kaggle TPU image (tests/e2e/test_kaggle_image.py)
 export PJRT_DEVICE=${PJRT_DEVICE:-CPU}   # torch-xla tests run XLA on the CPU
 export YOLO_OFFLINE=1
 exec "${YOLO_ORCH_VENV:-.venv}/bin/python" -m pytest "$@"

@@ -207,7 +207,8 @@ def wheels_cmd(
     owner: Optional[str] = typer.Option(None, "--owner", help="Kaggle user (default: KAGGLE_USERNAME / kaggle.json)."),
     slug: str = typer.Option("yolo-orch-wheels", "--slug", help="Dataset slug."),
     title: str = typer.Option("yolo-orch wheels for Kaggle TPU", "--title", help="Dataset title (6-50 chars)."),
-    python_version: str = typer.Option("3.12", "--python-version", help="The Kaggle image's Python."),
+    python_version: Optional[str] = typer.Option(None, "--python-version",
+                                                 help="Python of the wheels (default: the Kaggle TPU image's)."),
     platform: Optional[list[str]] = typer.Option(None, "--platform", help="Wheel platform tags (repeatable)."),
     package: Optional[list[str]] = typer.Option(None, "--package", "-p",
                                                 help="Requirement to ship instead of the default set (repeatable)."),
@@ -218,7 +219,9 @@ def wheels_cmd(
 ) -> None:
     """Build the offline wheels folder (+ dataset-metadata.json) for the Kaggle TPU image."""
     from orchestrator.kaggle.build import BuildOptions, resolve_owner
-    from orchestrator.kaggle.wheels import DEFAULT_PLATFORMS, WheelsOptions, build_wheels, upload_hint
+    from orchestrator.kaggle.wheels import DEFAULT_PLATFORMS, KAGGLE_TPU_IMAGE, WheelsOptions, build_wheels, upload_hint
+
+    python_version = python_version or KAGGLE_TPU_IMAGE["python"]
 
     opts = WheelsOptions(out=out, owner=resolve_owner(BuildOptions(owner=owner)), slug=slug, title=title,
                          python_version=python_version, platforms=tuple(platform or DEFAULT_PLATFORMS),

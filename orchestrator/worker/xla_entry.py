@@ -71,7 +71,9 @@ def train(run_dir: Path) -> int:
         print(f"yolo-orch: cannot resume: {exc}", file=sys.stderr, flush=True)
         return EXIT_NOT_RESUMABLE
     events = EventWriter(run_dir / EVENTS)
-    write_json_atomic(run_dir / ENV, environment_info())
+    import torch_xla
+
+    write_json_atomic(run_dir / ENV, {**environment_info(), "torch_xla": torch_xla.__version__})
     wandb_logger = start_for_run(run_dir, resolved, warn=lambda m: events.emit("warning", message=m))
     hooks = Hooks()
     reporter = EpochReporter(events, [wandb_logger.log_epoch] if wandb_logger else [])

@@ -31,6 +31,19 @@ def test_dry_run_prints_the_commands_for_the_image(tmp_path):
     assert out["dataset"] == "alice/yolo-orch-wheels"
 
 
+def test_the_emulated_image_has_the_versions_the_wheels_are_built_for():
+    """requirements/kaggle-image.txt (the image the tests emulate) and KAGGLE_TPU_IMAGE (what the wheels
+    folder is resolved against) name the same accelerator stack."""
+    from conftest import REPO
+
+    from orchestrator.kaggle.wheels import KAGGLE_TPU_IMAGE
+
+    lines = (REPO / "requirements" / "kaggle-image.txt").read_text().splitlines()
+    pins = dict(ln.split("==") for ln in lines if ln.strip() and not ln.startswith("#"))
+    assert pins == {"torch": KAGGLE_TPU_IMAGE["torch"], "torchvision": KAGGLE_TPU_IMAGE["torchvision"],
+                    "torch-xla": KAGGLE_TPU_IMAGE["torch_xla"]}
+
+
 def test_exclusions_keep_the_image_stack_out_but_not_helpers():
     report = {"install": [{"metadata": {"name": n, "version": "1"}} for n in (
         "torch", "torchvision", "torch_xla", "triton", "nvidia-cudnn-cu12", "nvidia-nccl-cu12", "libtpu",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -54,12 +55,20 @@ def _overrides(args: dict, run_dir: Path, resume: bool | Path) -> dict:
     return o
 
 
+def _no_jax_nag(record: logging.LogRecord) -> bool:
+    """torch_xla 2.8's mark_sharding looks for JAX on every call and, where it is missing, logs "You
+    are trying to use a feature that requires jax/pallas" each time (hundreds of lines an epoch);
+    plain SPMD sharding does not need JAX."""
+    return "requires jax/pallas" not in record.getMessage()
+
+
 def start_runtime(devices: int, compile_cache: Path | None = None) -> None:
     """Before any XLA computation in this process: the persistent compilation cache (compiled graphs
     written there are read back by a later process: a resumed Kaggle session) and, for several
     devices, SPMD (one process drives them all). Raises RuntimeError when fewer devices exist."""
     import torch_xla.runtime as xr
 
+    logging.getLogger().addFilter(_no_jax_nag)
     if compile_cache:
         xr.initialize_cache(str(compile_cache), readonly=False)
     if devices > 1:
