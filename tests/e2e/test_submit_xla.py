@@ -99,3 +99,15 @@ def test_a_killed_xla_run_resumes_where_it_stopped_on_two_devices(tmp_path):
     starts = [(e["start_epoch"], e["world_size"], e["batch"]) for e in events if e["event"] == "train_start"]
     assert starts == [(0, 1, 4), (1, 2, 8)], starts  # the default rule keeps 4 images per device
     assert [e["epoch"] for e in events if e["event"] == "epoch"] == [1, 2, 3]
+
+
+def test_tpu_cores_that_are_not_there_are_refused_before_anything_is_written(tmp_path):
+    """`submit --devices tpu:8` asks torch_xla for the TPU (in a child process) first: on a machine
+    without one, exit 2 with one line saying what was found, and no run directory."""
+    job = write_job(tmp_path, data={"synth": {"images": 128, "val_images": 8, "classes": 2, "imgsz": 64, "seed": 1}},
+                    reference={"devices": 1, "batch": 16})
+    result = run_cli("submit", job, "--devices", "tpu:8", cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "'tpu:8' needs a TPU; torch_xla found none here" in lines[0], result.stderr
+    assert not (tmp_path / "runs").exists()
