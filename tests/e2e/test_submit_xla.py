@@ -111,3 +111,22 @@ def test_tpu_cores_that_are_not_there_are_refused_before_anything_is_written(tmp
     lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "'tpu:8' needs a TPU; torch_xla found none here" in lines[0], result.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_sweep_on_xla_reports_each_epoch_and_prunes(tmp_path):
+    """Sweep trials on `xla:cpu` get the trial callback by name like any worker (job.resolved.yaml's
+    `callbacks`): cls 50 crosses the pruner's threshold on val/cls_loss after epoch 1 and is pruned
+    there, cls 0.5 completes both epochs with its objective. (This tiny model at 32 px matches few
+    boxes: its box loss is near 0 on CPU and XLA alike, so the class loss is the one that separates.)"""
+    from conftest import write_sweep
+
+    tiny = {"model": str(REPO / "orchestrator" / "worker" / "xla" / "tiny-det.yaml"), "imgsz": 32,
+            "target": {"devices": "xla:cpu"}}
+    sweep = write_sweep(tmp_path, study="xla-sweep", budget={"n_trials": 2}, job_changes=tiny,
+                        space={"hyp": {"cls": {"choices": [0.5, 50.0]}}}, objective={"metric": "val/cls_loss"},
+                        enqueue=[{"hyp": {"cls": 0.5}}, {"hyp": {"cls": 50.0}}])
+    result = run_cli("sweep", sweep, "--json", cwd=tmp_path, timeout=900, env={"PJRT_DEVICE": "CPU"})
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    trials = json.loads(result.stdout)["trials"]
+    assert [(t["state"], t["epochs"]) for t in trials] == [("COMPLETE", 2), ("PRUNED", 1)], trials
+    assert trials[0]["values"][0] < 10.0  # val/cls_loss, below the threshold
