@@ -120,10 +120,11 @@ def _eff(plan: dict, key: str):
     return ((plan.get("scaling") or {}).get("effective") or {}).get(key)
 
 
-def prepare_resume(row: dict, devices: str | None = None) -> dict:
+def prepare_resume(row: dict, devices: str | None = None, restart_ok: bool = False) -> dict:
     """Check a registry row can be resumed, re-plan for `devices` when they differ, and write the
     `resume` section. Returns {"plan": ..., "from_epoch": N, "replanned": bool, "note": ...}.
-    Raises SpecError with the fix when it cannot."""
+    Raises SpecError with the fix when it cannot. `restart_ok` (a requeued Slurm job): a run
+    stopped before its first checkpoint starts again from epoch 1 in the same run directory."""
     run_id = row["id"]
     if row["state"] in ("running", "queued"):
         raise SpecError(f"RUN: {run_id} is still {row['state']} (pid {row.get('pid')}); "
@@ -134,7 +135,7 @@ def prepare_resume(row: dict, devices: str | None = None) -> dict:
     run_dir = Path(row["run_dir"] or "")
     if not (run_dir / RESOLVED).is_file():
         raise SpecError(f"RUN: {run_id}: run directory {run_dir} is missing or has no {RESOLVED}")
-    if not (run_dir / LAST).is_file():
+    if not (run_dir / LAST).is_file() and not restart_ok:
         raise SpecError(f"RUN: {run_id} stopped before its first epoch ended ({run_dir / LAST} does not exist); "
                         "nothing to resume: submit the job again")
     resolved = load_resolved(run_dir)
@@ -156,12 +157,14 @@ def prepare_resume(row: dict, devices: str | None = None) -> dict:
     epochs = int(resolved["plan"]["train_args"]["epochs"])
     if done >= epochs:
         raise SpecError(f"RUN: {run_id} already recorded {done}/{epochs} epochs; nothing to resume")
-    resolved["resume"] = {"checkpoint": str(LAST), "if_missing": "fail", "reason": "resume"}
+    resolved["resume"] = {"checkpoint": str(LAST), "if_missing": "scratch" if restart_ok else "fail",
+                          "reason": "resume"}
     history = resolved.setdefault("resumes", [])
     history.append({"time": time.time(), "from_epoch": done + 1, "devices": resolved["plan"]["devices"],
                     "previous_devices": old_devices, "replanned": replanned})
     save_resolved(run_dir, resolved)
-    note = f"resume from epoch {done + 1}/{epochs} on {resolved['plan']['devices']}"
+    note = (f"resume from epoch {done + 1}/{epochs} on {resolved['plan']['devices']}" if (run_dir / LAST).is_file()
+            else f"start again from epoch 1/{epochs} (it stopped before its first checkpoint)")
     if replanned:
         p = resolved["plan"]
         note += (f" (re-planned from {old_devices}: batch {p['train_args']['batch']}, nbs {p['train_args']['nbs']}, "

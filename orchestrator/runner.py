@@ -15,8 +15,8 @@ from orchestrator import launch, replan
 from orchestrator.launch import process
 from orchestrator.rundir import (ENV_SUPERVISOR_PID, ENV_SUPERVISOR_START, EVENTS, EXIT_NOT_RESUMABLE, EXIT_OOM, LAST,
                                  LOG, RESOLVED, SUMMARY, EventTail, EventWriter, completed_epochs, dump_yaml,
-                                 failure_cause, load_resolved, new_run_id, process_identity, write_json_atomic,
-                                 write_text_atomic)
+                                 failure_cause, load_resolved, new_run_id, process_identity, run_summary,
+                                 write_json_atomic, write_text_atomic)
 from orchestrator.plan import Plan
 from orchestrator.registry import Registry
 from orchestrator.spec.errors import SpecError
@@ -75,14 +75,16 @@ def write_data_yaml(plan: Plan, run_dir: Path) -> None:
     plan.train_args["data"] = str(run_dir / DATA_YAML)
 
 
-def create_run(plan: Plan, runs_dir: Path | None = None, tags: dict | None = None) -> tuple[str, Path]:
+def create_run(plan: Plan, runs_dir: Path | None = None, tags: dict | None = None,
+               run_id: str | None = None) -> tuple[str, Path]:
     """Everything is validated by now: create the run dir, write the resolved job and add the
-    registry row (state queued). `tags` (sweeps: {"study": name, "trial": n}) go into the row."""
+    registry row (state queued). `tags` (sweeps: {"study": name, "trial": n}) go into the row;
+    `run_id` (a Slurm job's, kept across requeues) replaces a new one."""
     check_launchable(plan)
     ensure_data(plan)
     spec = plan.job.spec
     root = Path(runs_dir or spec.runs_dir).expanduser().resolve()
-    run_id = new_run_id()
+    run_id = run_id or new_run_id()
     run_dir = root / spec.name / run_id
     if not run_dir.resolve().is_relative_to(root):  # names are sanitised by the spec; belt and braces
         raise SpecError(f"name: '{spec.name}' would write outside {root}")
@@ -238,7 +240,30 @@ def resume_run(row: dict, devices: str | None = None, on_event: Callable[[dict],
                      on_event, poll_s)
 
 
-def prepare_resume_row(row: dict, devices: str | None = None) -> dict:
+def close_recorded_run(row: dict) -> RunOutcome | None:
+    """A run killed or failed after its last epoch ended (during the final validation: a Slurm
+    requeue near the end) has nothing left to train: close it as finished with the last epoch's
+    validation metrics. None when the row is not such a run."""
+    run_dir = Path(row.get("run_dir") or "")
+    if row["state"] not in ("killed", "failed") or not (run_dir / RESOLVED).is_file():
+        return None
+    epochs = int(load_resolved(run_dir)["plan"]["train_args"]["epochs"])
+    if completed_epochs(run_dir) < epochs:
+        return None
+    last = [e for e in EventTail(run_dir / EVENTS).read_new() if e.get("event") == "epoch"][-1:]
+    metrics = {k: v for k, v in (last[0]["metrics"] if last else {}).items() if k.startswith("metrics/")}
+    note = (f"all {epochs} epochs were recorded before it stopped (during the final validation of best.pt): "
+            "closed as finished; its metrics are the last epoch's validation")
+    summary = run_summary(run_dir, state="finished", epochs=epochs, epochs_completed=epochs, metrics=metrics,
+                          started=row.get("started_at") or time.time(), note=note)
+    write_json_atomic(run_dir / SUMMARY, summary)
+    with Registry.of_run(run_dir) as registry:
+        registry.update(row["id"], state="finished", ended_at=time.time(), exit_code=0, epochs_done=epochs,
+                        metrics=metrics, note=note)
+    return RunOutcome(row["id"], run_dir, "finished", 0, summary, note=note)
+
+
+def prepare_resume_row(row: dict, devices: str | None = None, restart_ok: bool = False) -> dict:
     """Claim the row (killed/failed -> queued, compare-and-set) and write the resume section.
     Raises SpecError with the fix when the run cannot be resumed."""
     run_dir = Path(row["run_dir"] or "")
@@ -246,12 +271,12 @@ def prepare_resume_row(row: dict, devices: str | None = None) -> dict:
         refuse_symlinks(run_dir)  # before the row is claimed: a refusal changes nothing
     registry = Registry.of_run(run_dir) if row.get("run_dir") else None
     if registry is None or row["state"] not in ("killed", "failed"):
-        return replan.prepare_resume(row, devices)  # raises the right message
+        return replan.prepare_resume(row, devices, restart_ok)  # raises the right message
     with registry:
         if not registry.transition(row["id"], row["state"], state="queued", pid=os.getpid()):
             raise SpecError(f"RUN: {row['id']} changed state while preparing the resume (another resume?)")
         try:
-            info = replan.prepare_resume(row, devices)
+            info = replan.prepare_resume(row, devices, restart_ok)
         except BaseException:
             registry.transition(row["id"], "queued", state=row["state"], pid=row.get("pid"))
             raise

@@ -24,11 +24,25 @@ def resume_cmd(
     check_devices_flag(devices)
     with existing_registry(runs_dir, registry) as reg:
         row = find_run(reg, run)
+    resume_and_report(row, devices, json_out)
 
-    from orchestrator.runner import prepare_resume_row, resume_run
+
+def resume_and_report(row: dict, devices: str | None, json_out: bool, restart_ok: bool = False) -> None:
+    """Resume the registry row's run with a progress bar, print its outcome, exit with its code
+    (also `submit --run-id ID --resume-existing`, a requeued Slurm job: `restart_ok`, a run that
+    stopped before its first checkpoint starts again)."""
+    from orchestrator.runner import close_recorded_run, prepare_resume_row, resume_run
     from orchestrator.cli.render import show_failure, summary_table, training_progress
 
-    info = prepare_resume_row(row, devices)
+    closed = close_recorded_run(row)
+    if closed is not None:
+        if json_out:
+            print_json({"run_id": row["id"], "run_dir": row["run_dir"], "state": closed.state, "exit_code": 0,
+                        "summary": closed.summary, "note": closed.note})
+        else:
+            human(json_out).print(f"{row['job']}/{row['id']}: {closed.note}", markup=False, highlight=False)
+        return
+    info = prepare_resume_row(row, devices, restart_ok)
     console = human(json_out)
     plan = info["plan"]
     console.print(f"resuming [bold]{row['job']}/{row['id']}[/]: {info['note']} -> {row['run_dir']}")

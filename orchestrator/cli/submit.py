@@ -1,14 +1,17 @@
 """`yolo-orch submit JOB.yaml [--set K=V]... [--devices SPEC] [--dry-run] [--json]
-[--node-rank K --rdzv-endpoint HOST:PORT [--rdzv-backend static|c10d] [--rdzv-id ID]]`"""
+[--node-rank K --rdzv-endpoint HOST:PORT [--rdzv-backend static|c10d] [--rdzv-id ID]]
+[--run-id ID [--resume-existing]]`"""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from orchestrator.cli.common import check_devices_flag, human, print_json
+from orchestrator.spec.errors import SpecError
 
 
 def submit_cmd(
@@ -22,6 +25,9 @@ def submit_cmd(
         None, "--rdzv-endpoint", help="Multi-node: HOST:PORT of node 0, the same on every node."),
     rdzv_backend: str = typer.Option("static", "--rdzv-backend", help="Multi-node rendezvous: static or c10d."),
     rdzv_id: Optional[str] = typer.Option(None, "--rdzv-id", help="c10d rendezvous id (default: the job name)."),
+    run_id: Optional[str] = typer.Option(None, "--run-id", help="The run's id (default: a new one); it must be new."),
+    resume_existing: bool = typer.Option(False, "--resume-existing", help="With --run-id: when that run exists, "
+                                         "resume it instead (a requeued Slurm job; a finished one: nothing to do)."),
 ) -> None:
     """Validate, plan and train a job."""
     from orchestrator.cli.render import scaling_table, train_args_table
@@ -29,7 +35,12 @@ def submit_cmd(
     from orchestrator.spec.loader import load_job
 
     check_devices_flag(devices)
+    check_run_id(run_id, resume_existing, node_rank)
     job = load_job(job_file, sets=set_ or [], devices=devices)
+    if run_id and not dry_run:
+        existing = existing_run(job.spec.runs_dir, run_id, resume_existing)
+        if existing is not None:
+            return continue_existing(existing, devices, json_out)
     plan = make_plan(job)
     if plan.launcher == "torchrun" or node_rank is not None or rdzv_endpoint is not None:
         from orchestrator.launch.torchrun import launch_options  # docs/distributed.md
@@ -52,7 +63,7 @@ def submit_cmd(
     from orchestrator.cli.render import show_failure, summary_table, training_progress
     from orchestrator.runner import create_run, execute
 
-    run_id, run_dir = create_run(plan)
+    run_id, run_dir = create_run(plan, run_id=run_id)
     console.print(f"run [bold]{job.spec.name}/{run_id}[/] on {plan.devices.text} -> {run_dir}")
     with training_progress(console, job.spec.epochs) as on_event:
         outcome = execute(plan, run_id, run_dir, on_event=on_event)
@@ -68,6 +79,45 @@ def submit_cmd(
     elif outcome.state == "failed":
         show_failure(console, outcome)
     raise typer.Exit(0 if outcome.state == "finished" else (130 if outcome.state == "killed" else 1))
+
+
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def check_run_id(run_id: str | None, resume_existing: bool, node_rank: int | None) -> None:
+    if run_id and node_rank is not None:
+        raise SpecError("--run-id: a multi-node job is one run per node (each node's own id); leave it out")
+    if resume_existing and not run_id:
+        raise SpecError("--resume-existing: needs --run-id (the run to resume when it exists)")
+    if run_id is not None and not RUN_ID.fullmatch(run_id):
+        raise SpecError(f"--run-id: '{run_id}' is not a run id (letters, digits, '.', '_', '-'; at most 100)")
+
+
+def existing_run(runs_dir: Path, run_id: str, resume_existing: bool) -> dict | None:
+    """The registry row of `run_id`, or None when there is none; a row without --resume-existing is an error."""
+    from orchestrator.registry import Registry, registry_path
+
+    if not registry_path(runs_dir).is_file():
+        return None
+    with Registry.open(runs_dir) as reg:
+        row = reg.get(run_id)
+    if row is not None and not resume_existing:
+        raise SpecError(f"--run-id: run {run_id} exists ({row['state']}); `yolo-orch resume {run_id}` continues it")
+    return row
+
+
+def continue_existing(row: dict, devices: str | None, json_out: bool) -> None:
+    """--resume-existing found the run: resume it, or say it is already finished (exit 0)."""
+    if row["state"] == "finished":
+        if json_out:
+            print_json({"run_id": row["id"], "run_dir": row["run_dir"], "state": "finished", "exit_code": 0,
+                        "note": "already finished: nothing to do"})
+        else:
+            human(json_out).print(f"run {row['job']}/{row['id']} already finished: nothing to do")
+        return
+    from orchestrator.cli.resume import resume_and_report
+
+    resume_and_report(row, devices, json_out, restart_ok=True)
 
 
 def register(app: typer.Typer) -> None:
