@@ -23,6 +23,10 @@ def slurm_cmd(
     port: int = typer.Option(29500, "--port", help="Rendezvous port on the first node (MASTER_PORT overrides)."),
     python: Optional[str] = typer.Option(None, "--python", help="Python on the nodes (default: this interpreter)."),
     sbatch: Optional[list[str]] = typer.Option(None, "--sbatch", help="Extra raw #SBATCH option, e.g. --sbatch=--qos=high."),
+    requeue: bool = typer.Option(True, "--requeue/--no-requeue", help="Single node: requeue before the time limit "
+                                 "(and when preempted or requeued) and resume the same run."),
+    warn_seconds: int = typer.Option(120, "--warn-seconds", min=10, help="How long before the time limit Slurm "
+                                     "signals the job to requeue (#SBATCH --signal)."),
 ) -> None:
     """Print a plain sbatch script that runs the job on Slurm, one torchrun per node."""
     from orchestrator.launch.slurm import SlurmOptions, sbatch_script
@@ -35,7 +39,7 @@ def slurm_cmd(
     if plan.devices.kind not in ("cpu", "cuda"):
         raise SpecError(f"target.devices: '{plan.devices.text}' does not run under Slurm/torchrun; use cpu, GPUs or MxN")
     opts = SlurmOptions(time=time, partition=partition, account=account, cpus_per_task=cpus_per_task, port=port,
-                        extra_sbatch=list(sbatch or []))
+                        extra_sbatch=list(sbatch or []), requeue=requeue, warn_s=warn_seconds)
     if python:
         opts.python = python
     text = sbatch_script(job.spec.name, Path(job_file).resolve(), plan.devices, set_ or [], opts)

@@ -1,6 +1,14 @@
 """A plain sbatch script that trains a job on Slurm: one task per node, each task runs
 `yolo-orch submit JOB --node-rank $SLURM_NODEID --rdzv-endpoint $MASTER_ADDR:$MASTER_PORT`, i.e.
-one orchestrator and one torchrun per node (docs/distributed.md). Pure text: no Slurm needed here."""
+one orchestrator and one torchrun per node (docs/distributed.md). Pure text: no Slurm needed here.
+
+A single-node job requeues itself and resumes: its run id is the Slurm job's (`slurm-<job id>`,
+kept by a requeue), `submit --run-id ... --resume-existing` resumes that run when it exists, and
+the batch script asks Slurm for SIGUSR1 some time before the limit (`--signal=B:USR1@S`), on
+which it requeues the job (`scontrol requeue`). Slurm then stops the step with SIGTERM: the
+orchestrator stops the training, keeps its last epoch's checkpoint and marks the run killed; the
+requeued job starts the script again and resumes the run at that epoch. A requeue by hand or a
+preemption with requeue goes the same way."""
 
 from __future__ import annotations
 
@@ -22,6 +30,8 @@ class SlurmOptions:
     python: str = field(default_factory=lambda: sys.executable)
     workdir: Path = field(default_factory=Path.cwd)
     extra_sbatch: list[str] = field(default_factory=list)  # raw "#SBATCH" option strings, e.g. "--qos=high"
+    requeue: bool = True  # single node: requeue before the time limit and resume (see above)
+    warn_s: int = 120  # how long before the limit Slurm signals (it may come up to a minute earlier)
 
 
 def sbatch_script(job_name: str, job_file: Path, devices: DeviceSpec, sets: list[str] | None = None,
@@ -41,29 +51,55 @@ def sbatch_script(job_name: str, job_file: Path, devices: DeviceSpec, sets: list
     ]
     if devices.kind == "cuda":
         lines.append(f"#SBATCH --gpus-per-node={devices.per_node}")
-    lines += [f"#SBATCH --time={opts.time}", f"#SBATCH --output={job_name}-%j.out"]
+    lines += [f"#SBATCH --time={opts.time}", f"#SBATCH --chdir={opts.workdir}",  # --output is relative to it
+              f"#SBATCH --output={job_name}-%j.out"]
     if opts.partition:
         lines.append(f"#SBATCH --partition={opts.partition}")
     if opts.account:
         lines.append(f"#SBATCH --account={opts.account}")
     lines += [f"#SBATCH {x}" for x in opts.extra_sbatch]
-    # Slurm sends SIGTERM at the time limit: the orchestrator stops every rank and marks the run
-    # killed, so `yolo-orch resume` can continue it from weights/last.pt.
+    requeue = opts.requeue and devices.nodes == 1
+    if requeue:
+        lines += ["#SBATCH --requeue", "#SBATCH --open-mode=append", f"#SBATCH --signal=B:USR1@{opts.warn_s}"]
     submit = [opts.python, "-m", "orchestrator", "submit", str(job_file), "--devices", devices.text]
     for s in sets or []:
         submit += ["--set", s]
     inner = " ".join(shlex.quote(a) for a in submit)
     if devices.nodes > 1:
         inner += ' --node-rank "$SLURM_NODEID" --rdzv-endpoint "$MASTER_ADDR:$MASTER_PORT"'
+    if requeue:
+        inner += ' --run-id "$YOLO_ORCH_RUN_ID" --resume-existing'
+    srun = f"srun --kill-on-bad-exit=1 --ntasks-per-node=1 bash -c {shlex.quote('exec ' + inner)}"
     lines += [
         "",
-        "set -euo pipefail",
+        "set -uo pipefail",
         f"cd {shlex.quote(str(opts.workdir))}",
         'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
         f'export MASTER_PORT="${{MASTER_PORT:-{opts.port}}}"',
         "export PYTHONUNBUFFERED=1",
         "",
-        f"srun --kill-on-bad-exit=1 --ntasks-per-node=1 bash -c {shlex.quote('exec ' + inner)}",
-        "",
     ]
-    return "\n".join(lines)
+    lines += _requeue_lines(srun) if requeue else [
+        "# Slurm sends SIGTERM at the time limit: the orchestrator stops every rank and marks the run",
+        "# killed, so `yolo-orch resume` can continue it from weights/last.pt (multi-node jobs do not",
+        "# requeue themselves: each node's orchestrator is its own run).",
+        srun,
+    ]
+    return "\n".join(lines + [""])
+
+
+def _requeue_lines(srun: str) -> list[str]:
+    return [
+        "# The run keeps the Slurm job's id across requeues; a requeued job resumes it.",
+        'export YOLO_ORCH_RUN_ID="${YOLO_ORCH_RUN_ID:-slurm-$SLURM_JOB_ID}"',
+        "requeue() {  # SIGUSR1 from Slurm (--signal) before the time limit",
+        '  echo "yolo-orch: the time limit is near: requeueing job $SLURM_JOB_ID; run $YOLO_ORCH_RUN_ID resumes"',
+        '  scontrol requeue "$SLURM_JOB_ID"',
+        "}",
+        "trap requeue USR1",
+        f"{srun} &",
+        "step=$!",
+        "# a trapped signal ends `wait` early: wait again until the step has really ended",
+        'while wait "$step"; code=$?; kill -0 "$step" 2>/dev/null; do :; done',
+        'exit "$code"',
+    ]

@@ -104,6 +104,23 @@ def test_slurm_script_starts_one_torchrun_per_node(tmp_path):
     assert "#SBATCH --nodes=3" in cpu and "--gpus-per-node" not in cpu and "#SBATCH --cpus-per-task=2" in cpu
 
 
+def test_a_single_node_slurm_script_requeues_itself_and_resumes_its_run(tmp_path):
+    """One node: the run id is the Slurm job's (kept by a requeue), submit resumes it when it exists,
+    Slurm signals USR1 before the limit and the script requeues the job. Several nodes: no requeue."""
+    text = sbatch_script("det", tmp_path / "j.yaml", parse_devices("cpu:2"), [], SlurmOptions(workdir=tmp_path, warn_s=90))
+    lines = text.splitlines()
+    for line in ("#SBATCH --requeue", "#SBATCH --open-mode=append", "#SBATCH --signal=B:USR1@90", "trap requeue USR1",
+                 'export YOLO_ORCH_RUN_ID="${YOLO_ORCH_RUN_ID:-slurm-$SLURM_JOB_ID}"'):
+        assert line in lines, line
+    srun = next(line for line in lines if line.startswith("srun "))
+    assert srun.endswith(" &") and '--run-id "$YOLO_ORCH_RUN_ID" --resume-existing' in srun
+    subprocess.run(["bash", "-n"], input=text, text=True, check=True)
+    off = sbatch_script("det", tmp_path / "j.yaml", parse_devices("cpu:2"), [], SlurmOptions(workdir=tmp_path, requeue=False))
+    multi = sbatch_script("det", tmp_path / "j.yaml", parse_devices("2xcpu:2"), [], SlurmOptions(workdir=tmp_path))
+    for script in (off, multi):
+        assert "--requeue" not in script and "--signal" not in script and "--run-id" not in script
+
+
 def test_cli_slurm_and_submit_options(tmp_path):
     job = write_job(tmp_path)
     out = run_cli("slurm", job, "-d", "2x4", "--partition", "gpu", cwd=tmp_path)

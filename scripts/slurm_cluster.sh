@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# A one-node Slurm cluster on loopback for the tests (tests/e2e/test_slurm.py) and for trying
+# `yolo-orch slurm` by hand: Debian's slurm-wlm and munge, installed when missing (root, apt).
+#
+#   scripts/slurm_cluster.sh start DIR   # config, state and logs in DIR; prints `export SLURM_CONF=...`
+#   scripts/slurm_cluster.sh stop DIR
+#
+# Every Slurm command finds this cluster through SLURM_CONF=DIR/slurm.conf. Up in a few seconds
+# once installed (the install: about 1.5 minutes).
+set -euo pipefail
+action=${1:-}; dir=${2:-}
+[ -n "$action" ] && [ -n "$dir" ] || { echo "usage: scripts/slurm_cluster.sh start|stop DIR" >&2; exit 2; }
+mkdir -p "$dir"; dir=$(cd "$dir" && pwd)
+conf="$dir/slurm.conf"
+
+stop() {
+  for pidfile in "$dir/slurmctld.pid" "$dir/slurmd.pid"; do
+    [ -f "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null || true
+  done
+  for _ in $(seq 50); do
+    pgrep -f "slurm(ctld|d) .*-f $conf" >/dev/null || return 0
+    sleep 0.2
+  done
+  pkill -9 -f "slurm(ctld|d) .*-f $conf" || true
+}
+
+install() {
+  command -v slurmctld >/dev/null && command -v munged >/dev/null && return 0
+  [ "$(id -u)" = 0 ] || { echo "slurm_cluster: slurm-wlm and munge are missing and installing them needs root" >&2; exit 1; }
+  echo "slurm_cluster: installing slurm-wlm and munge (apt)" >&2
+  apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null
+}
+
+start() {
+  install
+  stop
+  local host ports; host=$(hostname -s)
+  # free ports: another cluster (a second checkout's tests) may hold Slurm's default 6817/6818
+  ports=$(python3 -c 'import socket; s=[socket.socket() for _ in "ab"]; [x.bind(("127.0.0.1", 0)) for x in s]; print(*[x.getsockname()[1] for x in s])')
+  mkdir -p "$dir/state" "$dir/spool"
+  cat > "$conf" <<CONF
+ClusterName=yoloorch
+SlurmctldHost=$host(127.0.0.1)
+SlurmctldPort=${ports% *}
+SlurmdPort=${ports#* }
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+StateSaveLocation=$dir/state
+SlurmdSpoolDir=$dir/spool
+SlurmctldPidFile=$dir/slurmctld.pid
+SlurmdPidFile=$dir/slurmd.pid
+SlurmctldLogFile=$dir/slurmctld.log
+SlurmdLogFile=$dir/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+MpiDefault=none
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+ReturnToService=2
+JobRequeue=1
+KillWait=10
+MinJobAge=3600
+NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+CONF
+  pgrep -x munged >/dev/null || { mkdir -p /run/munge; chown munge:munge /run/munge 2>/dev/null || true
+    su -s /bin/sh munge -c munged 2>/dev/null || munged --force; }
+  slurmctld -f "$conf"
+  slurmd -f "$conf"
+  export SLURM_CONF="$conf"
+  for _ in $(seq 100); do
+    if sinfo -h -o %T 2>/dev/null | grep -qx idle; then
+      echo "export SLURM_CONF=$conf"
+      return 0
+    fi
+    sleep 0.2
+  done
+  echo "slurm_cluster: the node did not come up; see $dir/slurmctld.log and $dir/slurmd.log" >&2
+  exit 1
+}
+
+case "$action" in start) start;; stop) stop;; *) echo "usage: scripts/slurm_cluster.sh start|stop DIR" >&2; exit 2;; esac

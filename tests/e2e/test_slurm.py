@@ -1,0 +1,136 @@
+"""`yolo-orch slurm` on a real Slurm cluster: one node on loopback (Debian's slurm-wlm and munge,
+scripts/slurm_cluster.sh: installed when missing, started for this module, stopped after it).
+The scripts are submitted with sbatch as printed: a 1-node x 2-process gloo training to the end;
+`scontrol requeue` of a running job; a job whose time limit is shorter than its training. Both
+requeued jobs must end with the same run finished and no epoch trained twice.
+
+Slurm holds a requeued job for about two minutes (Reason=BeginTime) before it may start again;
+the tests shorten that wait with `scontrol update JobId=N StartTime=now`, as an admin could."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, TINY_JOB, cli_env, run_cli, write_job
+from orchestrator.registry import Registry
+
+pytestmark = pytest.mark.slow
+ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory) -> dict:
+    folder = tmp_path_factory.mktemp("slurm")
+    start = subprocess.run(["bash", str(REPO / "scripts" / "slurm_cluster.sh"), "start", str(folder)],
+                           capture_output=True, text=True, timeout=600)
+    if start.returncode != 0:
+        why = f"no Slurm cluster here: {(start.stderr or start.stdout).strip()[-500:]}"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"the Slurm tests cannot run in CI: {why}")
+        pytest.skip(why)
+    yield cli_env({"SLURM_CONF": str(folder / "slurm.conf"), "YOLO_ORCH_REGISTRY": ""})
+    subprocess.run(["bash", str(REPO / "scripts" / "slurm_cluster.sh"), "stop", str(folder)], timeout=120)
+
+
+def _script(tmp_path: Path, env: dict, epochs: int, *flags: str, images: int = 16) -> Path:
+    data = {"synth": {**TINY_JOB["data"]["synth"], "images": images}}
+    job = write_job(tmp_path, TINY_JOB, epochs=epochs, target={"devices": "cpu:2"}, imgsz=32, data=data,
+                    model=str(REPO / "orchestrator" / "worker" / "xla" / "tiny-det.yaml"))
+    out = run_cli("slurm", job, *flags, cwd=tmp_path, env=env)
+    assert out.returncode == 0, out.stderr
+    script = tmp_path / "job.sbatch"
+    script.write_text(out.stdout)
+    return script
+
+
+def _slurm(env: dict, *args: str) -> str:
+    out = subprocess.run(list(args), env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, f"{' '.join(args)}: {out.stderr}"
+    return out.stdout.strip()
+
+
+def _job(env: dict, job_id: str) -> dict:
+    line = _slurm(env, "scontrol", "show", "job", "-o", job_id)
+    return dict(part.split("=", 1) for part in line.split() if "=" in part)
+
+
+def _wait_end(env: dict, job_id: str, timeout: float = 600) -> dict:
+    """The job's record once it ended; a requeued job held by Slurm is let go at once."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        job = _job(env, job_id)
+        if job["JobState"] in ENDED:
+            return job
+        if job["JobState"] == "PENDING" and job.get("Reason") == "BeginTime":
+            _slurm(env, "scontrol", "update", f"JobId={job_id}", "StartTime=now")
+        time.sleep(1)
+    raise AssertionError(f"job {job_id} did not end within {timeout} s: {_job(env, job_id)}")
+
+
+def _events(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+
+
+def _run(tmp_path: Path, job_id: str) -> tuple[dict, Path]:
+    with Registry.open(tmp_path / "runs") as reg:
+        row = reg.get(f"slurm-{job_id}")
+    assert row is not None, f"no run slurm-{job_id} in the registry"
+    return row, Path(row["run_dir"])
+
+
+def test_an_sbatch_script_trains_on_two_processes_to_the_end(slurm, tmp_path):
+    script = _script(tmp_path, slurm, 2)
+    job_id = _slurm(slurm, "sbatch", "--parsable", str(script))
+    job = _wait_end(slurm, job_id)
+    log = (tmp_path / f"tiny-{job_id}.out").read_text()
+    assert job["JobState"] == "COMPLETED", log[-3000:]
+    row, run_dir = _run(tmp_path, job_id)
+    assert row["state"] == "finished" and row["epochs_done"] == 2 and row["devices"] == "cpu:2"
+    starts = [e for e in _events(run_dir) if e["event"] == "train_start"]
+    assert [s["world_size"] for s in starts] == [2]  # torchrun, gloo: 2 ranks
+
+
+def test_a_requeued_job_resumes_its_run(slurm, tmp_path):
+    """`scontrol requeue` while epoch 2 trains: Slurm stops the step (SIGTERM), the orchestrator
+    marks the run killed; the requeued job resumes the same run from its last checkpoint."""
+    script = _script(tmp_path, slurm, 6)
+    job_id = _slurm(slurm, "sbatch", "--parsable", str(script))
+    deadline = time.time() + 300
+    while not list((tmp_path / "runs").glob("tiny/*/events.jsonl")) or \
+            '"event": "epoch"' not in next((tmp_path / "runs").glob("tiny/*/events.jsonl")).read_text():
+        assert time.time() < deadline and _job(slurm, job_id)["JobState"] not in ENDED, "no epoch ended"
+        time.sleep(0.3)
+    _slurm(slurm, "scontrol", "requeue", job_id)
+    job = _wait_end(slurm, job_id)
+    log = (tmp_path / f"tiny-{job_id}.out").read_text()
+    assert job["JobState"] == "COMPLETED" and job["Restarts"] == "1", log[-3000:]
+    assert "resuming tiny/slurm-" in log
+    row, run_dir = _run(tmp_path, job_id)
+    assert row["state"] == "finished" and row["epochs_done"] == 6
+    events = _events(run_dir)
+    assert [e["epoch"] for e in events if e["event"] == "epoch"] == [1, 2, 3, 4, 5, 6]  # none twice
+    starts = [e["start_epoch"] for e in events if e["event"] == "train_start"]
+    assert len(starts) == 2 and starts[0] == 0 and starts[1] >= 1
+
+
+def test_a_time_limit_shorter_than_the_training_requeues_until_done(slurm, tmp_path):
+    """--time 1 (minute), warned 20 s before: every allocation ends with SIGUSR1, the script requeues
+    the job, and the next allocation resumes, until all epochs are done."""
+    # 8 steps an epoch: about 55 s of training here; Slurm signals at most 40 s into a 1-minute allocation
+    script = _script(tmp_path, slurm, 100, "--time", "1", "--warn-seconds", "20", images=128)
+    job_id = _slurm(slurm, "sbatch", "--parsable", str(script))
+    job = _wait_end(slurm, job_id, timeout=900)
+    log = (tmp_path / f"tiny-{job_id}.out").read_text()
+    assert job["JobState"] == "COMPLETED", log[-3000:]
+    assert int(job["Restarts"]) >= 1 and "the time limit is near: requeueing job" in log, log[-3000:]
+    row, run_dir = _run(tmp_path, job_id)
+    assert row["state"] == "finished" and row["epochs_done"] == 100
+    events = _events(run_dir)
+    assert [e["epoch"] for e in events if e["event"] == "epoch"] == list(range(1, 101))  # none twice
+    assert max(e["start_epoch"] for e in events if e["event"] == "train_start") > 0  # resumed mid-training
