@@ -247,9 +247,10 @@ def close_recorded_run(row: dict) -> RunOutcome | None:
     run_dir = Path(row.get("run_dir") or "")
     if row["state"] not in ("killed", "failed") or not (run_dir / RESOLVED).is_file():
         return None
-    epochs = int(load_resolved(run_dir)["plan"]["train_args"]["epochs"])
-    if completed_epochs(run_dir) < epochs:
-        return None
+    epochs = ((load_resolved(run_dir).get("plan") or {}).get("train_args") or {}).get("epochs")
+    if not epochs or completed_epochs(run_dir) < int(epochs):
+        return None  # (a resolved job without a plan: prepare_resume says what is wrong with it)
+    epochs = int(epochs)
     last = [e for e in EventTail(run_dir / EVENTS).read_new() if e.get("event") == "epoch"][-1:]
     metrics = {k: v for k, v in (last[0]["metrics"] if last else {}).items() if k.startswith("metrics/")}
     note = (f"all {epochs} epochs were recorded before it stopped (during the final validation of best.pt): "

@@ -230,3 +230,26 @@ def test_worker_killed_by_a_signal_says_which_and_how_to_continue(tmp_path):
     r = run_cli("resume", run_dir.name, "--json", cwd=tmp_path, env=NO_ENV_REGISTRY)
     assert r.returncode == 0, r.stdout + r.stderr
     assert json.loads(r.stdout)["state"] == "finished"
+
+
+@pytest.mark.slow
+def test_a_run_killed_after_its_last_epoch_is_closed_not_retrained(tmp_path):
+    """Killed during the final validation (a Slurm requeue near the end): every epoch is in
+    results.csv, so `resume` trains nothing; it closes the run as finished with the last epoch's
+    metrics and says so. (The kill is simulated on a real finished run: its summary removed and
+    its registry row marked killed, as the orchestrator leaves them.)"""
+    job = write_job(tmp_path, TINY_JOB)
+    r = run_cli("submit", job, "--json", cwd=tmp_path, env=NO_ENV_REGISTRY)
+    assert r.returncode == 0, r.stderr[-2000:]
+    run_id, run_dir = json.loads(r.stdout)["run_id"], Path(json.loads(r.stdout)["run_dir"])
+    (run_dir / "summary.json").unlink()
+    with Registry.open(tmp_path / "runs") as reg:
+        reg.update(run_id, state="killed", exit_code=130)
+    r = run_cli("resume", run_id, "--json", cwd=tmp_path, env=NO_ENV_REGISTRY)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout)
+    assert out["state"] == "finished" and "closed as finished" in out["note"]
+    assert out["summary"]["epochs_completed"] == 1 and "metrics/mAP50-95(B)" in out["summary"]["metrics"]
+    assert [e["event"] for e in _events(run_dir)].count("train_start") == 1  # nothing trained again
+    with Registry.open(tmp_path / "runs") as reg:
+        assert reg.get(run_id)["state"] == "finished"
