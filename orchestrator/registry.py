@@ -31,8 +31,9 @@ from typing import Any, Iterator
 from orchestrator.rundir import RESULTS, SUMMARY, completed_epochs, process_alive, process_identity
 from orchestrator.sqlite_wal import enable_wal, is_busy, is_damaged
 
-STATES = ("queued", "running", "finished", "failed", "killed", "pruned")
+STATES = ("queued", "running", "finished", "failed", "killed", "stalled", "pruned")
 ACTIVE = ("queued", "running")
+RESUMABLE = ("killed", "failed", "stalled")  # what `yolo-orch resume` continues
 DB_NAME = "registry.db"
 ENV_PATH = "YOLO_ORCH_REGISTRY"
 SCHEMA_VERSION = 1

@@ -37,6 +37,10 @@ RESUME_PATCHED = WEIGHTS / "resume.pt"  # last.pt with the current plan's train 
 SESSION_RESUME = WEIGHTS / "session_resume.pt"  # the resumable checkpoint kept when a deadline stopped the run
 DEADLINE_STOP = "session_stop.json"  # why and when a deadline stopped the run (its presence: state `paused`)
 XLA_COMPILE_CACHE = "xla_cache"  # torch_xla's compiled graphs, carried to the next Kaggle session
+HEARTBEATS = "heartbeat"  # rank<R>.json: each rank's progress, read by the stall watchdog
+HEARTBEAT_PHASES = ("start", "batch", "forward", "done", "val")  # their order within an epoch
+STACKS = "stacks"  # rank<R>.txt: every thread's Python stack, written when the watchdog sends STACK_SIGNAL
+STACK_SIGNAL = signal.SIGUSR2
 
 # ---------------------------------------------------------------- exit codes of the training process
 EXIT_OOM = 75  # out of memory (EX_TEMPFAIL): the orchestrator re-plans with half the batch and restarts

@@ -18,9 +18,10 @@ from orchestrator.rundir import (ENV_SUPERVISOR_PID, ENV_SUPERVISOR_START, EVENT
                                  failure_cause, load_resolved, new_run_id, process_identity, run_summary,
                                  write_json_atomic, write_text_atomic)
 from orchestrator.plan import Plan
-from orchestrator.registry import Registry
+from orchestrator.registry import RESUMABLE, Registry
 from orchestrator.spec.errors import SpecError
 from orchestrator.wandb_mode import resolve_mode
+from orchestrator.watchdog import Stall, Watchdog, dump_stacks
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 
@@ -130,10 +131,13 @@ def supervise(run_id: str, run_dir: Path, launcher: str, oom_retries: int = 0,
     recoveries: list[dict] = []
     notes: list[str] = []
     while True:
-        state, code, attempt = _attempt(launch.command(launcher, run_dir), run_id, run_dir, registry, tail,
-                                        on_event, poll_s)
+        state, code, attempt, note = _attempt(launch.command(launcher, run_dir), run_id, run_dir, registry, tail,
+                                              on_event, poll_s)
         events += attempt
         oom = next((e for e in attempt if e.get("event") == "oom"), None)
+        if state == "stalled":
+            notes.append(note)
+            break
         if state == "killed" or code == 0 or not (code == EXIT_OOM or oom):
             if code == EXIT_NOT_RESUMABLE:
                 notes.append("the worker could not resume from weights/last.pt (see train.log)")
@@ -158,7 +162,7 @@ def supervise(run_id: str, run_dir: Path, launcher: str, oom_retries: int = 0,
         events.append(event)
         on_event(event)
     summary = None
-    if (run_dir / SUMMARY).exists() and state != "killed":
+    if (run_dir / SUMMARY).exists() and state not in ("killed", "stalled"):
         import json
 
         summary = json.loads((run_dir / SUMMARY).read_text())
@@ -167,7 +171,7 @@ def supervise(run_id: str, run_dir: Path, launcher: str, oom_retries: int = 0,
             history = (load_resolved(run_dir).get("oom") or {}).get("history", [])
             summary["oom_recoveries"] = history
             write_json_atomic(run_dir / SUMMARY, summary)
-    exit_code = code if state != "killed" else 130
+    exit_code = {"killed": 130, "stalled": 1}.get(state, code)
     epochs_done = (summary or {}).get("epochs_completed") or completed_epochs(run_dir)
     if state == "failed" and not notes:
         notes.append(failure_note(run_id, run_dir, code, epochs_done))
@@ -198,35 +202,51 @@ def refuse_symlinks(run_dir: Path) -> None:
 
 
 def _attempt(cmd: list[str], run_id: str, run_dir: Path, registry: Registry, tail: EventTail,
-             on_event: Callable[[dict], None], poll_s: float) -> tuple[str, int, list[dict]]:
-    """One worker process: (state, exit code, its events). state is killed on Ctrl-C/SIGTERM."""
+             on_event: Callable[[dict], None], poll_s: float) -> tuple[str, int, list[dict], str | None]:
+    """One worker process: (state, exit code, its events, a note). state is killed on Ctrl-C/SIGTERM,
+    stalled when the watchdog saw no rank advance for the job's stall_timeout."""
     row = registry.get(run_id) or {}
     registry.update(run_id, state="running", pid=os.getpid(), started_at=row.get("started_at") or time.time(),
                     attempts=int(row.get("attempts") or 0) + 1, exit_code=None, ended_at=None)
+    timeout = int((load_resolved(run_dir).get("job") or {}).get("stall_timeout") or 0)
+    dog = Watchdog(run_dir, timeout) if timeout else None
     proc = process.start(cmd, run_dir / LOG, env=child_env())
     registry.update(run_id, worker_pid=proc.pid)
     events: list[dict] = []
-    state = "failed"
+    state, note, stall = "failed", None, None
     try:
         with process.interrupts_raise():
-            while proc.poll() is None:
+            while proc.poll() is None and stall is None:
                 for event in tail.read_new():
                     events.append(event)
                     on_event(event)
                 try:  # wakes the moment the worker exits, not up to poll_s later
                     proc.wait(timeout=poll_s)
                 except subprocess.TimeoutExpired:
-                    pass
+                    stall = _watch(dog, run_dir) if dog else None
     except process.Interrupted as exc:
         process.stop_group(proc)
-        state = "killed"
-        registry.update(run_id, note=f"stopped by {exc} (Ctrl-C or kill); `yolo-orch resume` continues it")
+        state, note = "killed", f"stopped by {exc} (Ctrl-C or kill); `yolo-orch resume` continues it"
     else:
-        process.stop_group(proc, grace_s=0)  # reap stray dataloader workers, if any
+        if stall is not None:
+            dump_stacks(stall)  # before the stop: every rank as it hung
+            state, note = "stalled", stall.note(run_id, run_dir, timeout)
+            EventWriter(run_dir / EVENTS).emit("stalled", rank=stall.rank, epoch=stall.epoch, batch=stall.batch,
+                                               phase=stall.phase, idle_s=round(stall.idle_s, 1), message=note)
+        process.stop_group(proc, grace_s=5 if stall else 0)  # else: reap stray dataloader workers, if any
+    if state == "killed":
+        registry.update(run_id, note=note)  # (a stall's note is the run's last word: supervise records it)
     for event in tail.read_new():
         events.append(event)
         on_event(event)
-    return state, proc.returncode, events
+    return state, proc.returncode, events, note
+
+
+def _watch(dog: Watchdog, run_dir: Path) -> Stall | None:
+    warning = dog.slow_step_warning()
+    if warning:
+        EventWriter(run_dir / EVENTS).emit("warning", message=warning)
+    return dog.check()
 
 
 def resume_run(row: dict, devices: str | None = None, on_event: Callable[[dict], None] = lambda e: None,
@@ -245,7 +265,7 @@ def close_recorded_run(row: dict) -> RunOutcome | None:
     requeue near the end) has nothing left to train: close it as finished with the last epoch's
     validation metrics. None when the row is not such a run."""
     run_dir = Path(row.get("run_dir") or "")
-    if row["state"] not in ("killed", "failed") or not (run_dir / RESOLVED).is_file():
+    if row["state"] not in RESUMABLE or not (run_dir / RESOLVED).is_file():
         return None
     epochs = ((load_resolved(run_dir).get("plan") or {}).get("train_args") or {}).get("epochs")
     if not epochs or completed_epochs(run_dir) < int(epochs):
@@ -271,7 +291,7 @@ def prepare_resume_row(row: dict, devices: str | None = None, restart_ok: bool =
     if row.get("run_dir"):
         refuse_symlinks(run_dir)  # before the row is claimed: a refusal changes nothing
     registry = Registry.of_run(run_dir) if row.get("run_dir") else None
-    if registry is None or row["state"] not in ("killed", "failed"):
+    if registry is None or row["state"] not in RESUMABLE:
         return replan.prepare_resume(row, devices, restart_ok)  # raises the right message
     with registry:
         if not registry.transition(row["id"], row["state"], state="queued", pid=os.getpid()):

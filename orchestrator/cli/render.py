@@ -78,7 +78,8 @@ def summary_table(job: str, run_id: str, run_dir, devices: str, summary: dict | 
 
 def show_failure(console, outcome) -> None:
     """One line: the cause, how to continue, and where the whole log is (not a traceback tail)."""
-    console.print(f"training failed: {outcome.note or 'see the log'} (full log: {outcome.run_dir / 'train.log'})",
+    what = "training stalled" if outcome.state == "stalled" else "training failed"
+    console.print(f"{what}: {outcome.note or 'see the log'} (full log: {outcome.run_dir / 'train.log'})",
                   style="red", markup=False, highlight=False, soft_wrap=True)
 
 

@@ -56,7 +56,7 @@ def resume_and_report(row: dict, devices: str | None, json_out: bool, restart_ok
     else:
         console.print(summary_table(row["job"], row["id"], row["run_dir"], plan["devices"], outcome.summary,
                                     outcome.state))
-    if outcome.state == "failed":
+    if outcome.state in ("failed", "stalled"):
         show_failure(console, outcome)
     raise typer.Exit(0 if outcome.state == "finished" else (130 if outcome.state == "killed" else 1))
 

@@ -23,7 +23,7 @@ from orchestrator.rundir import BEST, EVENTS, LAST, LOG, RESOLVED, RESULTS, SUMM
 from orchestrator.spec.errors import SpecError
 
 STATE_STYLE = {"queued": "cyan", "running": "bold blue", "finished": "green", "failed": "red",
-               "killed": "yellow", "pruned": "magenta"}
+               "killed": "yellow", "stalled": "red", "pruned": "magenta"}
 MAP_KEY = "metrics/mAP50-95(B)"
 
 RunsDirOption = typer.Option("runs", "--runs-dir", help="The runs folder whose registry.db to read.")

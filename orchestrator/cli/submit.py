@@ -76,7 +76,7 @@ def submit_cmd(
     if outcome.state == "killed":
         last = outcome.last_checkpoint
         console.print(f"stopped. last checkpoint: {last}" if last else "stopped before the first checkpoint.")
-    elif outcome.state == "failed":
+    elif outcome.state in ("failed", "stalled"):
         show_failure(console, outcome)
     raise typer.Exit(0 if outcome.state == "finished" else (130 if outcome.state == "killed" else 1))
 

@@ -174,6 +174,12 @@ class JobSpec(Strict):
         description="CUDA out-of-memory recoveries: restart from the last checkpoint with the per-device batch "
         "halved and nbs raised so images per optimizer step stay the same (0 disables)",
     )
+    stall_timeout: int = Field(
+        default=300, ge=0, le=86400,
+        description="Seconds in which no rank of a training advances (no batch started, no forward pass, no batch "
+        "ended, no validation batch) before the orchestrator dumps every rank's Python stack into stacks/, stops "
+        "the run and marks it stalled, resumable (0 disables; XLA targets are not watched: they compile for minutes)",
+    )
 
     @field_validator("name")
     @classmethod

@@ -84,10 +84,12 @@ def train(run_dir: Path, trainer_factory=None) -> int:
     wandb_logger = start_for_run(run_dir, resolved, warn=lambda m: events.emit("warning", message=m)) if primary else None
     sinks = [wandb_logger.log_epoch] if wandb_logger else []
 
+    from orchestrator.worker import heartbeat
     from orchestrator.worker.callbacks import EpochReporter, attach_named
 
     model = YOLO(resume_args["resume"] if resume_args else args.pop("model"), task=resolved["job"]["task"])
     recovery.attach(model, run_dir)
+    heartbeat.attach(model, run_dir, resolved)  # every rank: the orchestrator's stall watchdog reads it
     reporter = EpochReporter(events, sinks)
     reporter.attach(model)
     attach_named(model, run_dir, resolved)  # e.g. a sweep trial's: report each epoch to Optuna, stop when pruned

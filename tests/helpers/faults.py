@@ -13,6 +13,10 @@ YOLO_ORCH_FAULT_OOM="epoch=E[,step=I][,above=B][,rank=R]"
 YOLO_ORCH_FAULT_SLEEP="epoch=E,seconds=S"
     Sleep S seconds at the start of epoch E (1-based): holds a run mid-training so a test can
     kill it at a known point.
+YOLO_ORCH_FAULT_HANG="epoch=E,batch=B,rank=R[,seconds=S]"
+    Rank R (-1: a single process) hangs at the start of batch B (1-based) of epoch E, before its
+    forward pass, for S seconds (default an hour), once per run directory: the other ranks then
+    wait in the gradient all-reduce, as with a dead dataloader worker (the stall watchdog's case).
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ from pathlib import Path
 
 ENV_OOM = "YOLO_ORCH_FAULT_OOM"
 ENV_SLEEP = "YOLO_ORCH_FAULT_SLEEP"
+ENV_HANG = "YOLO_ORCH_FAULT_HANG"
 MARKER = ".fault_oom_fired"
+HANG_MARKER = ".fault_hang_fired"
 
 
 def parse(text: str) -> dict[str, float]:
@@ -49,6 +55,28 @@ def attach(model, run_dir: Path, resolved: dict | None = None) -> None:
                 time.sleep(cfg.get("seconds", 60))
 
         model.add_callback("on_train_epoch_start", hold)
+    hang = os.environ.get(ENV_HANG)
+    if hang:
+        model.add_callback("on_train_batch_start", _Hang(parse(hang), run_dir))
+
+
+class _Hang:
+    def __init__(self, cfg: dict[str, float], run_dir: Path):
+        self.epoch, self.batch, self.rank = int(cfg.get("epoch", 1)), int(cfg.get("batch", 1)), int(cfg.get("rank", -1))
+        self.seconds = cfg.get("seconds", 3600)
+        self.marker = run_dir / HANG_MARKER
+        self.at = (-1, 0)  # (epoch, batch) of the batch starting now
+
+    def __call__(self, trainer) -> None:
+        epoch = int(trainer.epoch) + 1
+        self.at = (epoch, self.at[1] + 1 if self.at[0] == epoch else 1)
+        if (*self.at, int(os.environ.get("RANK", -1))) != (self.epoch, self.batch, self.rank):
+            return
+        if self.marker.exists():
+            return
+        self.marker.write_text("hung")
+        print(f"yolo-orch fault hook: rank {self.rank} hangs at epoch {self.epoch} batch {self.batch}", flush=True)
+        time.sleep(self.seconds)
 
 
 class _OomFault:

@@ -30,7 +30,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     "registry": {"rundir", "sqlite_wal"},
     "wandb_mode": {"spec"},
     "replan": {"rundir", "devices", "scaling", "spec", "launch", "plan"},
-    "runner": {"rundir", "data", "devices", "spec", "launch", "plan", "replan", "registry", "wandb_mode"},
+    "watchdog": {"rundir"},
+    "runner": {"rundir", "data", "devices", "spec", "launch", "plan", "replan", "registry", "wandb_mode", "watchdog"},
     # the pruning callback runs inside the training process, on the worker's epoch bookkeeping
     "sweep": {"rundir", "sqlite_wal", "urls", "spec", "launch", "plan", "registry", "runner", "worker.callbacks"},
     "kaggle": {"rundir", "devices", "spec", "plan", "registry"},
