@@ -11,7 +11,7 @@ from typing import Optional
 
 import typer
 
-from orchestrator.cli.common import fail, human, print_json
+from orchestrator.cli.common import fail, human, print_json, run_exit_code
 
 kaggle_app = typer.Typer(
     help="Kaggle TPU: build a kernel folder, launch a job end to end, the offline wheels dataset; push, status, "
@@ -198,7 +198,7 @@ def _launch_with_progress(job, opts) -> int:
     for key in ("metrics/mAP50(B)", "metrics/mAP50-95(B)"):
         if key in metrics:
             print(f"  {key} {metrics[key]:.4f}")
-    return {"finished": 0, "killed": 130}.get(outcome.state, 1)
+    return run_exit_code(outcome.state)
 
 
 @kaggle_app.command("wheels")

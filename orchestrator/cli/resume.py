@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from orchestrator.cli.common import check_devices_flag, human, print_json
+from orchestrator.cli.common import check_devices_flag, human, print_json, run_exit_code
 from orchestrator.cli.runs import RegistryOption, RunsDirOption, find_run, existing_registry
 
 
@@ -58,7 +58,7 @@ def resume_and_report(row: dict, devices: str | None, json_out: bool, restart_ok
                                     outcome.state))
     if outcome.state in ("failed", "stalled"):
         show_failure(console, outcome)
-    raise typer.Exit(0 if outcome.state == "finished" else (130 if outcome.state == "killed" else 1))
+    raise typer.Exit(run_exit_code(outcome.state))
 
 
 def register(app: typer.Typer) -> None:

@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from orchestrator.cli.common import check_devices_flag, human, print_json
+from orchestrator.cli.common import check_devices_flag, human, print_json, run_exit_code
 from orchestrator.spec.errors import SpecError
 
 
@@ -78,7 +78,7 @@ def submit_cmd(
         console.print(f"stopped. last checkpoint: {last}" if last else "stopped before the first checkpoint.")
     elif outcome.state in ("failed", "stalled"):
         show_failure(console, outcome)
-    raise typer.Exit(0 if outcome.state == "finished" else (130 if outcome.state == "killed" else 1))
+    raise typer.Exit(run_exit_code(outcome.state))
 
 
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")

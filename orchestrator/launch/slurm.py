@@ -8,7 +8,7 @@ the batch script asks Slurm for SIGUSR1 some time before the limit (`--signal=B:
 which it requeues the job (`scontrol requeue`). Slurm then stops the step with SIGTERM: the
 orchestrator stops the training, keeps its last epoch's checkpoint and marks the run killed; the
 requeued job starts the script again and resumes the run at that epoch. A requeue by hand or a
-preemption with requeue goes the same way."""
+preemption with requeue goes the same way, and so does a run the stall watchdog stopped (exit 124)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.devices import DeviceSpec
+
+
+MAX_STALL_REQUEUES = 5  # a run that keeps stalling stops requeueing itself (time-limit requeues count too)
 
 
 @dataclass
@@ -101,5 +104,9 @@ def _requeue_lines(srun: str) -> list[str]:
         "step=$!",
         "# a trapped signal ends `wait` early: wait again until the step has really ended",
         'while wait "$step"; code=$?; kill -0 "$step" 2>/dev/null; do :; done',
+        f'if [ "$code" = 124 ] && [ "${{SLURM_RESTART_COUNT:-0}}" -lt {MAX_STALL_REQUEUES} ]; then  # the run stalled',
+        '  echo "yolo-orch: the run stalled (stacks in its run directory): requeueing job $SLURM_JOB_ID"',
+        '  scontrol requeue "$SLURM_JOB_ID"',
+        "fi",
         'exit "$code"',
     ]

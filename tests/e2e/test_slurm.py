@@ -38,10 +38,10 @@ def slurm(tmp_path_factory) -> dict:
     subprocess.run(["bash", str(REPO / "scripts" / "slurm_cluster.sh"), "stop", str(folder)], timeout=120)
 
 
-def _script(tmp_path: Path, env: dict, epochs: int, *flags: str, images: int = 16) -> Path:
+def _script(tmp_path: Path, env: dict, epochs: int, *flags: str, images: int = 16, **changes) -> Path:
     data = {"synth": {**TINY_JOB["data"]["synth"], "images": images}}
     job = write_job(tmp_path, TINY_JOB, epochs=epochs, target={"devices": "cpu:2"}, imgsz=32, data=data,
-                    model=str(REPO / "orchestrator" / "worker" / "xla" / "tiny-det.yaml"))
+                    model=str(REPO / "orchestrator" / "worker" / "xla" / "tiny-det.yaml"), **changes)
     out = run_cli("slurm", job, *flags, cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr
     script = tmp_path / "job.sbatch"
@@ -62,12 +62,14 @@ def _job(env: dict, job_id: str) -> dict:
 
 def _wait_end(env: dict, job_id: str, timeout: float = 600) -> dict:
     """The job's record once it ended; a requeued job held by Slurm is let go at once."""
-    deadline = time.time() + timeout
+    deadline, held_since = time.time() + timeout, None
     while time.time() < deadline:
         job = _job(env, job_id)
         if job["JobState"] in ENDED:
             return job
-        if job["JobState"] == "PENDING" and job.get("Reason") == "BeginTime":
+        held = job["JobState"] == "PENDING" and job.get("Reason") == "BeginTime"
+        held_since = (held_since or time.time()) if held else None
+        if held and time.time() - held_since > 5:  # the old allocation's cleanup first: else "credential revoked"
             _slurm(env, "scontrol", "update", f"JobId={job_id}", "StartTime=now")
         time.sleep(1)
     raise AssertionError(f"job {job_id} did not end within {timeout} s: {_job(env, job_id)}")
@@ -134,3 +136,19 @@ def test_a_time_limit_shorter_than_the_training_requeues_until_done(slurm, tmp_p
     events = _events(run_dir)
     assert [e["epoch"] for e in events if e["event"] == "epoch"] == list(range(1, 101))  # none twice
     assert max(e["start_epoch"] for e in events if e["event"] == "train_start") > 0  # resumed mid-training
+
+
+def test_a_stalled_run_requeues_its_job_and_resumes(slurm, tmp_path):
+    """Rank 1 hangs in epoch 2 (a test fault hook, once): the watchdog stops the run after its
+    stall_timeout, submit exits 124, the script requeues the job, and the next allocation resumes."""
+    script = _script(tmp_path, slurm, 3, stall_timeout=15)
+    env = {**slurm, "YOLO_ORCH_FAULT_HANG": "epoch=2,batch=1,rank=1"}
+    job_id = _slurm(env, "sbatch", "--parsable", str(script))
+    job = _wait_end(slurm, job_id)
+    log = (tmp_path / f"tiny-{job_id}.out").read_text()
+    assert job["JobState"] == "COMPLETED" and job["Restarts"] == "1", log[-3000:]
+    assert "the run stalled (stacks in its run directory): requeueing job" in log
+    row, run_dir = _run(tmp_path, job_id)
+    assert row["state"] == "finished" and any("stalled: no rank advanced" in n["text"] for n in row["notes"])
+    assert [e["epoch"] for e in _events(run_dir) if e["event"] == "epoch"] == [1, 2, 3]
+    assert (run_dir / "stacks" / "rank1.txt").read_text().count("faults.py") >= 1
