@@ -171,7 +171,7 @@ def supervise(run_id: str, run_dir: Path, launcher: str, oom_retries: int = 0,
             history = (load_resolved(run_dir).get("oom") or {}).get("history", [])
             summary["oom_recoveries"] = history
             write_json_atomic(run_dir / SUMMARY, summary)
-    exit_code = {"killed": 130, "stalled": 1}.get(state, code)
+    exit_code = {"killed": 130, "stalled": 124}.get(state, code)  # as the CLI exits (cli/common.py)
     epochs_done = (summary or {}).get("epochs_completed") or completed_epochs(run_dir)
     if state == "failed" and not notes:
         notes.append(failure_note(run_id, run_dir, code, epochs_done))

@@ -33,6 +33,8 @@ def sweep_cmd(
     study_name: Optional[str] = typer.Option(None, "--study", help="Study name (default: the spec's, else the "
                                              "sweep file's name)."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Local worker processes on this study."),
+    devices_per_trial: Optional[int] = typer.Option(None, "--devices-per-trial", help="Pin each worker to its own "
+                                                    "N GPUs or CPU cores: G visible devices run G/N workers."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate and show the search space as the trials' "
                                  "devices get it; opens no storage, writes nothing."),
     json_out: bool = typer.Option(False, "--json", help="Print a machine-readable summary on stdout."),
@@ -40,7 +42,8 @@ def sweep_cmd(
     """Hyperparameter sweep with Optuna: sampler, per-epoch pruning, crash-safe distributed workers."""
     from orchestrator.sweep import driver
 
-    request = driver.prepare(sweep_file, study_name, storage, n_trials, timeout, epoch_budget, workers)
+    request = driver.prepare(sweep_file, study_name, storage, n_trials, timeout, epoch_budget, workers,
+                             devices_per_trial)
     console = human(json_out)
     for note in request.notes:
         console.print(f"[yellow]{note}[/]")

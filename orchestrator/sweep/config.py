@@ -290,6 +290,10 @@ class SweepSpec(Strict):
     pruner: Optional[PrunerSpec] = Field(default=None, description="default: median (none for several objectives)")
     budget: Budget = Field(default_factory=Budget)
     workers: int = Field(default=1, ge=1, le=256, description="local worker processes")
+    devices_per_trial: Optional[int] = Field(
+        default=None, ge=1, le=1024,
+        description="pin each local worker to its own group of this many GPUs (CUDA_VISIBLE_DEVICES) or CPU "
+        "cores (the base job's kind): G visible devices give G/N workers, each trial planned for its group")
     heartbeat: Heartbeat = Field(default_factory=Heartbeat)
     enqueue: list[dict[str, Any]] = Field(default_factory=list,
                                           description="points evaluated first, e.g. [{hyp: {lr0: 0.002}}]")

@@ -31,10 +31,13 @@ class SweepRequest:
     epoch_budget: int | None
     workers: int
     notes: list[str] = field(default_factory=list)  # said to the user before anything runs
+    groups: list = field(default_factory=list)  # device_groups.DeviceGroup per worker (--devices-per-trial)
 
 
-def check_flags(n_trials, timeout, epoch_budget, workers) -> None:
+def check_flags(n_trials, timeout, epoch_budget, workers, devices_per_trial=None) -> None:
     problems = []
+    if devices_per_trial is not None and devices_per_trial < 1:
+        problems.append(f"--devices-per-trial: must be at least 1 (got {devices_per_trial})")
     if n_trials is not None and n_trials < 1:
         problems.append(f"--n-trials: must be at least 1 (got {n_trials})")
     if timeout is not None and not timeout > 0:
@@ -49,9 +52,9 @@ def check_flags(n_trials, timeout, epoch_budget, workers) -> None:
 
 def prepare(sweep_file: Path, study: str | None = None, storage: str | None = None, n_trials: int | None = None,
             timeout: float | None = None, epoch_budget: int | None = None,
-            workers: int | None = None) -> SweepRequest:
+            workers: int | None = None, devices_per_trial: int | None = None) -> SweepRequest:
     """Validate everything a sweep needs before it runs; SpecError (exit 2) names each problem."""
-    check_flags(n_trials, timeout, epoch_budget, workers)
+    check_flags(n_trials, timeout, epoch_budget, workers, devices_per_trial)
     from orchestrator.plan import make_plan
     from orchestrator.runner import check_launchable
     from orchestrator.sweep.loader import load_sweep
@@ -67,6 +70,9 @@ def prepare(sweep_file: Path, study: str | None = None, storage: str | None = No
     request = SweepRequest(sweep, base_plan, url, n_trials or spec.budget.n_trials,
                            timeout if timeout is not None else spec.budget.timeout,
                            epoch_budget or spec.budget.epochs, workers or spec.workers)
+    per_trial = devices_per_trial or spec.devices_per_trial
+    if per_trial:
+        pin_workers(request, per_trial, workers)
     if spec.sampler.name == "grid":
         size = 1
         for p in sweep.params:
@@ -75,6 +81,19 @@ def prepare(sweep_file: Path, study: str | None = None, storage: str | None = No
             request.notes.append(f"grid has {size} points: n_trials {request.n_trials} -> {size}")
             request.n_trials = size
     return request
+
+
+def pin_workers(request: SweepRequest, per_trial: int, workers: int | None) -> None:
+    """One worker per device group; --workers may ask for fewer, not more."""
+    from orchestrator.sweep.device_groups import device_groups
+
+    groups = device_groups(request.base_plan.devices, per_trial)
+    if workers is not None and workers > len(groups):
+        raise SpecError(f"--workers: {workers} workers, but --devices-per-trial {per_trial} makes {len(groups)} "
+                        "device group(s) here; one worker per group")
+    request.groups = groups[:workers or len(groups)]
+    request.workers = len(request.groups)
+    request.notes.append("workers pinned to " + "; ".join(g.label for g in request.groups))
 
 
 def open_for_run(request: SweepRequest):
@@ -117,11 +136,18 @@ def start_workers(request: SweepRequest) -> list[tuple[subprocess.Popen, Path]]:
             cmd += ["--timeout", str(request.timeout)]
         if request.epoch_budget:
             cmd += ["--epoch-budget", str(request.epoch_budget)]
+        worker_env = env
+        if request.groups:
+            group = request.groups[i]
+            cmd += ["--devices", group.trial_devices(request.base_plan.devices), "--group", group.label]
+            worker_env = {**env, **group.env()}
+            if group.kind == "cpu":
+                cmd += ["--cpus", ",".join(map(str, group.ids))]
         with open(log_path, "ab", buffering=0) as log:
             # same process group as this command: Ctrl-C or a kill of the group reaches the workers;
             # each trial's training process has its own session and dies with its worker.
             started.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                             env=env), log_path))
+                                             env=worker_env), log_path))
     return started
 
 

@@ -68,9 +68,9 @@ def trial_job_raw(sweep: "LoadedSweep", params: dict[str, Any], number: int) -> 
     return raw
 
 
-def trial_job(sweep: "LoadedSweep", params: dict[str, Any], number: int) -> LoadedJob:
+def trial_job(sweep: "LoadedSweep", params: dict[str, Any], number: int, devices: str | None = None) -> LoadedJob:
     return load_job_dict(trial_job_raw(sweep, params, number), base_dir=sweep.base_dir,
-                         label=f"trial {number}")
+                         label=f"trial {number}", devices=devices)
 
 
 def sweep_section(sweep: "LoadedSweep", trial: "optuna.Trial", params: dict[str, Any]) -> dict:
@@ -100,8 +100,10 @@ def _mark_pruned(run_id: str, run_dir: Path, note: str) -> None:
 class TrialRunner:
     """The Optuna objective: `study.optimize(TrialRunner(sweep, url), n_trials=1, catch=(TrialFailed,))`."""
 
-    def __init__(self, sweep: "LoadedSweep", url: str, say: Callable[[str], None] = print):
+    def __init__(self, sweep: "LoadedSweep", url: str, say: Callable[[str], None] = print,
+                 group: tuple[str, str] | None = None):
         self.sweep = sweep
+        self.devices, self.group = group or (None, None)  # a pinned worker's trial devices and group label
         self.url = url
         self.say = say
         self.last: dict[str, Any] = {}
@@ -116,17 +118,19 @@ class TrialRunner:
         params = suggest(trial, sweep.params)
         self.last = {"number": trial.number, "state": "FAIL"}
         try:
-            job = trial_job(sweep, params, trial.number)
+            job = trial_job(sweep, params, trial.number, self.devices)
             plan = make_plan(job, data=self._data)  # counting the images walks the dataset: once per worker
             self._data = plan.data
         except SpecError as exc:
             raise TrialFailed(f"sampled values make an invalid job: {'; '.join(exc.problems)}") from None
-        run_id, run_dir = create_run(plan, tags={"study": sweep.study, "trial": trial.number})
+        tags = {"study": sweep.study, "trial": trial.number, **({"device_group": self.group} if self.group else {})}
+        run_id, run_dir = create_run(plan, tags=tags)
         resolved = load_resolved(run_dir)
         resolved["sweep"] = sweep_section(sweep, trial, params)
         resolved[CALLBACKS] = [TRIAL_CALLBACK]  # the training process reports to Optuna through it
         write_text_atomic(run_dir / RESOLVED, dump_yaml(resolved))
         for key, value in (("run_id", run_id), ("run_dir", str(run_dir)), ("host", socket.gethostname()),
+                           ("device_group", self.group),
                            ("worker_pid", os.getpid()), ("cli_pid", int(os.environ.get("YOLO_ORCH_SWEEP_CLI", 0)))):
             trial.set_user_attr(key, value)
         retried = trial.storage.get_trial_system_attrs(trial._trial_id).get("failed_trial")

@@ -56,6 +56,7 @@ def trial_record(t: "optuna.trial.FrozenTrial") -> dict[str, Any]:
         "run_id": t.user_attrs.get("run_id"),
         "run_dir": t.user_attrs.get("run_dir"),
         "host": t.user_attrs.get("host"),
+        "device_group": t.user_attrs.get("device_group"),
         "retry_of": t.system_attrs.get("failed_trial"),
     }
 

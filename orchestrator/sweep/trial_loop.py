@@ -37,14 +37,15 @@ def say(text: str) -> None:
 
 
 def run_worker(sweep: LoadedSweep, url: str, n_trials: int, timeout: float | None = None, index: int = 0,
-               epoch_budget: int | None = None) -> int:
+               epoch_budget: int | None = None, group: tuple[str, str] | None = None) -> int:
+    """`group`: (devices, label) of the device group this worker is pinned to (--devices-per-trial)."""
     started = time.time()
     deadline = started + timeout if timeout else None
     study = open_study(sweep, url, heartbeat=True, create=False)
     if sweep.spec.sampler.seed is not None:  # fresh draws on resume and per worker, still reproducible
         study = open_study(sweep, url, heartbeat=True, create=False,
                            seed_offset=len(study.get_trials(deepcopy=False)) + 7919 * index)
-    runner = TrialRunner(sweep, url, say=say)
+    runner = TrialRunner(sweep, url, say=say, group=group)
     poll = min(5.0, float(sweep.spec.heartbeat.interval))
     failures = 0
     waiting_said = False
@@ -119,7 +120,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=None)
     parser.add_argument("--index", type=int, default=0)
     parser.add_argument("--epoch-budget", type=int, default=None)
+    parser.add_argument("--devices", default=None, help="this worker's trials train on these devices")
+    parser.add_argument("--group", default=None, help="its device group, as the summary names it")
+    parser.add_argument("--cpus", default=None, help="CPU cores this worker and its trials are pinned to")
     args = parser.parse_args(argv)
+    if args.cpus:  # inherited by every process a trial starts
+        os.sched_setaffinity(0, {int(c) for c in args.cpus.split(",")})
     url = os.environ.get(ENV_STORAGE)
     if not url:
         print(f"{ENV_STORAGE} is not set: the storage URL travels in the environment", file=sys.stderr)
@@ -136,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         stop_when_parent_dies(cli)
     try:
         sweep = load_sweep(args.sweep_file, study=args.study)
-        return run_worker(sweep, url, args.n_trials, args.timeout, args.index, args.epoch_budget)
+        return run_worker(sweep, url, args.n_trials, args.timeout, args.index, args.epoch_budget,
+                          group=(args.devices, args.group) if args.devices else None)
     except SpecError as exc:
         for line in exc.problems:
             print(line, file=sys.stderr)

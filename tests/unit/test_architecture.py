@@ -33,7 +33,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     "watchdog": {"rundir"},
     "runner": {"rundir", "data", "devices", "spec", "launch", "plan", "replan", "registry", "wandb_mode", "watchdog"},
     # the pruning callback runs inside the training process, on the worker's epoch bookkeeping
-    "sweep": {"rundir", "sqlite_wal", "urls", "spec", "launch", "plan", "registry", "runner", "worker.callbacks"},
+    "sweep": {"rundir", "sqlite_wal", "urls", "devices", "spec", "launch", "plan", "registry", "runner",
+              "worker.callbacks"},
     "kaggle": {"rundir", "devices", "spec", "plan", "registry"},
     # doctor checks the training process's offline settings and W&B reach: it reads those two
     # torch-free modules rather than keeping a second copy of their constants
