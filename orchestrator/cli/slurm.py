@@ -1,4 +1,5 @@
-"""`yolo-orch slurm JOB.yaml [-d MxN] [--set K=V]... [--time T] [--partition P] ... > job.sbatch`"""
+"""`yolo-orch slurm JOB.yaml [-d MxN] [--set K=V]... [--time T] [--partition P] ... > job.sbatch`
+`yolo-orch slurm SWEEP.yaml --workers K [--storage URL] ... > sweep.sbatch` (a job array of sweep workers)"""
 
 from __future__ import annotations
 
@@ -27,23 +28,64 @@ def slurm_cmd(
                                  "(and when preempted or requeued) and resume the same run."),
     warn_seconds: int = typer.Option(120, "--warn-seconds", min=10, help="How long before the time limit Slurm "
                                      "signals the job to requeue (#SBATCH --signal)."),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, max=1000,
+                                          help="A sweep file: array tasks, one sweep worker each."),
+    storage: Optional[str] = typer.Option(None, "--storage", help="A sweep file: the study's database URL, one "
+                                          "every node reaches (default: the sweep file's)."),
 ) -> None:
-    """Print a plain sbatch script that runs the job on Slurm, one torchrun per node."""
-    from orchestrator.launch.slurm import SlurmOptions, sbatch_script
-    from orchestrator.plan import make_plan
-    from orchestrator.spec.loader import load_job
+    """Print a plain sbatch script that runs the job on Slurm, one torchrun per node; for a sweep
+    file, a job array of sweep workers on one study."""
+    from orchestrator.launch.slurm import SlurmOptions
+    from orchestrator.spec.yamlio import read_yaml_file
 
     check_devices_flag(devices)
-    job = load_job(job_file, sets=set_ or [], devices=devices)
-    plan = make_plan(job)  # validates everything now, not on the cluster
-    if plan.devices.kind not in ("cpu", "cuda"):
-        raise SpecError(f"target.devices: '{plan.devices.text}' does not run under Slurm/torchrun; use cpu, GPUs or MxN")
     opts = SlurmOptions(time=time, partition=partition, account=account, cpus_per_task=cpus_per_task, port=port,
                         extra_sbatch=list(sbatch or []), requeue=requeue, warn_s=warn_seconds)
     if python:
         opts.python = python
-    text = sbatch_script(job.spec.name, Path(job_file).resolve(), plan.devices, set_ or [], opts)
+    raw = read_yaml_file(job_file, "job or sweep file")
+    if isinstance(raw, dict) and "space" in raw:
+        if devices or set_:
+            raise SpecError("--devices/--set: apply to a job file; a sweep's trials take its base job's")
+        text = sweep_array(job_file, workers, storage, opts)
+    else:
+        if workers is not None or storage is not None:
+            raise SpecError("--workers/--storage: apply to a sweep file (one with `space:`)")
+        text = job_script(job_file, devices, set_ or [], opts)
     typer.echo(text, nl=False)
+
+
+def job_script(job_file: Path, devices: str | None, sets: list[str], opts) -> str:
+    from orchestrator.launch.slurm import sbatch_script
+    from orchestrator.plan import make_plan
+    from orchestrator.spec.loader import load_job
+
+    job = load_job(job_file, sets=sets, devices=devices)
+    plan = make_plan(job)  # validates everything now, not on the cluster
+    if plan.devices.kind not in ("cpu", "cuda"):
+        raise SpecError(f"target.devices: '{plan.devices.text}' does not run under Slurm/torchrun; use cpu, GPUs or MxN")
+    return sbatch_script(job.spec.name, Path(job_file).resolve(), plan.devices, sets, opts)
+
+
+def sweep_array(sweep_file: Path, workers: int | None, storage: str | None, opts) -> str:
+    """Validated as `yolo-orch sweep` validates it; the storage must be a server every node reaches,
+    without a password in the script (libpq reads ~/.pgpass or PGPASSWORD on the nodes)."""
+    from sqlalchemy.engine import make_url
+
+    from orchestrator.launch.slurm import sweep_array_script
+    from orchestrator.sweep import driver
+
+    request = driver.prepare(sweep_file, storage=storage, workers=1)
+    url = make_url(request.url)
+    if url.get_backend_name() == "sqlite":
+        raise SpecError(f"--storage: array tasks may run on other nodes: the study needs a database server every "
+                        f"node reaches (postgresql://user@host:5432/db), not {request.url}")
+    if url.password:
+        raise SpecError("--storage: the URL holds a password, which the script would carry in clear text; put it "
+                        "in ~/.pgpass or PGPASSWORD on the nodes and leave it out of the URL")
+    sweep = request.sweep
+    return sweep_array_script(sweep.study, Path(sweep_file).resolve(), workers or sweep.spec.workers, request.url,
+                              request.base_plan.devices, opts)
 
 
 def register(app: typer.Typer) -> None:

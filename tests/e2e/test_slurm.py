@@ -152,3 +152,49 @@ def test_a_stalled_run_requeues_its_job_and_resumes(slurm, tmp_path):
     assert row["state"] == "finished" and any("stalled: no rank advanced" in n["text"] for n in row["notes"])
     assert [e["epoch"] for e in _events(run_dir) if e["event"] == "epoch"] == [1, 2, 3]
     assert (run_dir / "stacks" / "rank1.txt").read_text().count("faults.py") >= 1
+
+
+def test_a_sweep_array_shares_one_postgres_study_and_retries_a_cancelled_tasks_trial(slurm, tmp_path, pg_url):
+    """`yolo-orch slurm SWEEP --workers 2 --storage postgresql://...`: two array tasks, one sweep worker
+    each, on one study in a real PostgreSQL. The task running a trial that has finished an epoch is
+    cancelled (scancel): its trial ends FAIL, the other task runs the retry, and the study reaches
+    its 3 trials."""
+    import optuna
+    import yaml
+
+    from orchestrator.sweep.study import check_url, make_storage
+
+    write_job(tmp_path, TINY_JOB, epochs=3, imgsz=32, model=str(REPO / "orchestrator" / "worker" / "xla" / "tiny-det.yaml"))
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump({
+        "study": "arr", "base": "job.yaml", "space": {"hyp": {"lr0": {"low": 1e-3, "high": 1e-2, "log": True}}},
+        "pruner": "none", "budget": {"n_trials": 3}, "heartbeat": {"interval": 1, "grace_period": 4, "max_retry": 2}}))
+    out = run_cli("slurm", tmp_path / "sweep.yaml", "--workers", "2", "--storage", pg_url, cwd=tmp_path, env=slurm)
+    assert out.returncode == 0, out.stderr
+    assert "#SBATCH --array=0-1" in out.stdout and "#SBATCH --cpus-per-task=1" in out.stdout
+    (tmp_path / "sweep.sbatch").write_text(out.stdout)
+    job_id = _slurm(slurm, "sbatch", "--parsable", str(tmp_path / "sweep.sbatch"))
+    storage = make_storage(check_url(pg_url))
+    victim, deadline = None, time.time() + 300
+    while victim is None and time.time() < deadline:
+        try:
+            running = optuna.load_study(study_name="arr", storage=storage).get_trials(
+                states=(optuna.trial.TrialState.RUNNING,))
+        except KeyError:  # the study is not created yet
+            running = []
+        for t in running:
+            events = Path(t.user_attrs.get("run_dir", "/nonexistent")) / "events.jsonl"
+            if events.exists() and '"event": "epoch"' in events.read_text():
+                environ = Path(f"/proc/{t.user_attrs['cli_pid']}/environ").read_bytes().split(b"\0")
+                task = next(e.split(b"=", 1)[1].decode() for e in environ if e.startswith(b"SLURM_ARRAY_TASK_ID="))
+                victim = (t.number, task)
+        time.sleep(0.5)
+    assert victim is not None, "no array task reached the middle of a trial"
+    _slurm(slurm, "scancel", f"{job_id}_{victim[1]}")
+    other = f"{job_id}_{1 - int(victim[1])}"
+    assert _wait_end(slurm, other)["JobState"] == "COMPLETED", (tmp_path / f"arr-{job_id}_{other[-1]}.out").read_text()[-3000:]
+    assert _job(slurm, f"{job_id}_{victim[1]}")["JobState"] == "CANCELLED"
+    trials = optuna.load_study(study_name="arr", storage=storage).get_trials()
+    states = {t.number: t.state.name for t in trials}
+    assert states[victim[0]] == "FAIL" and sum(s == "COMPLETE" for s in states.values()) >= 3, states
+    retried = [t for t in trials if t.system_attrs.get("failed_trial") == victim[0]]
+    assert retried and retried[0].state.name == "COMPLETE", states  # the cancelled trial ran again, elsewhere
