@@ -52,7 +52,30 @@ def slurm_cmd(
         if workers is not None or storage is not None:
             raise SpecError("--workers/--storage: apply to a sweep file (one with `space:`)")
         text = job_script(job_file, devices, set_ or [], opts)
+    check_with_slurm(text)
     typer.echo(text, nl=False)
+
+
+UNREACHABLE = ("configuration source", "Unable to contact", "Connection refused", "Zero Bytes were transmitted")
+
+
+def check_with_slurm(text: str) -> None:
+    """Where Slurm is installed, `sbatch --test-only` validates the script without submitting it: an
+    option Slurm rejects (a bad --time, a partition that does not exist) is its own message, exit 2.
+    No sbatch, or no controller to ask (a laptop): the script is printed unchecked."""
+    import shutil
+    import subprocess
+
+    if shutil.which("sbatch") is None:
+        return
+    try:
+        proc = subprocess.run(["sbatch", "--test-only"], input=text, capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        return
+    lines = [ln.strip().removeprefix("sbatch: error: ") for ln in proc.stderr.splitlines() if ln.strip()]
+    if proc.returncode == 0 or any(marker in proc.stderr for marker in UNREACHABLE):
+        return
+    raise SpecError(f"sbatch: Slurm rejects the script: {lines[-1] if lines else f'exit {proc.returncode}'}")
 
 
 def job_script(job_file: Path, devices: str | None, sets: list[str], opts) -> str:

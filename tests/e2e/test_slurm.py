@@ -86,6 +86,17 @@ def _run(tmp_path: Path, job_id: str) -> tuple[dict, Path]:
     return row, Path(row["run_dir"])
 
 
+def test_an_option_slurm_rejects_is_slurms_own_message(slurm, tmp_path):
+    """`yolo-orch slurm` asks `sbatch --test-only` (nothing is submitted) where Slurm is installed."""
+    job = write_job(tmp_path, TINY_JOB, target={"devices": "cpu:2"})
+    for flags, message in ((["--time", "bogus"], "Invalid --time specification"),
+                           (["--partition", "nope"], "Invalid partition name specified")):
+        out = run_cli("slurm", job, *flags, cwd=tmp_path, env=slurm)
+        assert out.returncode == 2 and out.stdout == "", out.stdout
+        assert out.stderr.strip().startswith("sbatch: Slurm rejects the script: ") and message in out.stderr
+    assert _slurm(slurm, "squeue", "-h") == ""  # nothing was submitted
+
+
 def test_an_sbatch_script_trains_on_two_processes_to_the_end(slurm, tmp_path):
     script = _script(tmp_path, slurm, 2)
     job_id = _slurm(slurm, "sbatch", "--parsable", str(script))
