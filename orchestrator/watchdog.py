@@ -33,8 +33,10 @@ class Stall:
     pids: list[int]
 
     def note(self, run_id: str, run_dir: Path, timeout_s: int) -> str:
+        first = (" (in the first epoch: if one training step takes longer than stall_timeout, raise it)"
+                 if self.epoch <= 1 else "")
         return (f"stalled: no rank advanced for {self.idle_s:.0f} s (stall_timeout {timeout_s} s); rank {self.rank} "
-                f"stopped first, at epoch {self.epoch} batch {self.batch} ({self.phase}); every rank's Python "
+                f"stopped first, at epoch {self.epoch} batch {self.batch} ({self.phase}){first}; every rank's Python "
                 f"stack is in {run_dir / STACKS}; `yolo-orch resume {run_id}` continues it")
 
 
