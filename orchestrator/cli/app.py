@@ -10,7 +10,7 @@ import sys
 import typer
 
 from orchestrator import __version__
-from orchestrator.cli import data, plan, schema, slurm, submit
+from orchestrator.cli import data, plan, schema, slurm, submit, train
 from orchestrator.cli import sweep as sweep_cli
 from orchestrator.cli import kaggle as kaggle_cli
 from orchestrator.cli import doctor as doctor_cli, resume as resume_cli, runs as runs_cli
@@ -49,7 +49,7 @@ def _root(
     pass
 
 
-for module in (submit, plan, schema, data, slurm):
+for module in (submit, train, plan, schema, data, slurm):
     module.register(app)
 for module in (runs_cli, resume_cli, doctor_cli):  # registry, resume, doctor (docs/operations.md)
     module.register(app)

@@ -30,8 +30,6 @@ def submit_cmd(
                                          "resume it instead (a requeued Slurm job; a finished one: nothing to do)."),
 ) -> None:
     """Validate, plan and train a job."""
-    from orchestrator.cli.render import scaling_table, train_args_table
-    from orchestrator.plan import make_plan
     from orchestrator.spec.loader import load_job
 
     check_devices_flag(devices)
@@ -41,6 +39,15 @@ def submit_cmd(
         existing = existing_run(job.spec.runs_dir, run_id, resume_existing)
         if existing is not None:
             return continue_existing(existing, devices, json_out)
+    plan_and_run(job, dry_run, json_out, node_rank, rdzv_endpoint, rdzv_backend, rdzv_id, run_id)
+
+
+def plan_and_run(job, dry_run: bool, json_out: bool, node_rank: int | None = None, rdzv_endpoint: str | None = None,
+                 rdzv_backend: str = "static", rdzv_id: str | None = None, run_id: str | None = None) -> None:
+    """Plan a loaded job; print the plan (--dry-run) or train it and print the outcome (also `yolo-orch train`)."""
+    from orchestrator.cli.render import scaling_table, train_args_table
+    from orchestrator.plan import make_plan
+
     plan = make_plan(job)
     if plan.launcher == "torchrun" or node_rank is not None or rdzv_endpoint is not None:
         from orchestrator.launch.torchrun import launch_options  # docs/distributed.md
@@ -57,7 +64,7 @@ def submit_cmd(
             console.print(scaling_table([plan.scaled], title=f"Plan for {job.spec.name}"))
             console.print(train_args_table(plan))
             console.print(describe_mode(job.spec.wandb), markup=False, highlight=False)
-            console.print("[dim]dry run: nothing was written[/]")
+            console.print("[dim]dry run: no run was created, nothing trained[/]")
         return
 
     from orchestrator.cli.render import show_failure, summary_table, training_progress

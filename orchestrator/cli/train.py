@@ -1,0 +1,36 @@
+"""`yolo-orch train key=value ... [--save JOB.yaml] [--dry-run] [--json]`: Ultralytics' own command line
+(`yolo train model=... data=... epochs=100 batch=64 device=0,1 lr0=0.02`), planned and run like
+`submit`; `--save` writes the job file it means, to graduate to job specs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from orchestrator.cli.common import human
+
+
+def train_cmd(
+    args: list[str] = typer.Argument(..., help="Ultralytics train arguments, key=value, as `yolo train` takes them."),
+    save: Optional[Path] = typer.Option(None, "--save", help="Write the equivalent job file here (validated first)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved plan and train nothing."),
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable output on stdout."),
+) -> None:
+    """Train with Ultralytics' key=value arguments (the job they mean: see --save)."""
+    from orchestrator.cli.submit import plan_and_run
+    from orchestrator.rundir import dump_yaml, write_text_atomic
+    from orchestrator.spec.from_args import job_from_args
+    from orchestrator.spec.loader import load_job_dict
+
+    raw = job_from_args(list(args))
+    job = load_job_dict(dict(raw), base_dir=Path.cwd(), label="yolo-orch train")  # every check a job file gets
+    if save is not None:
+        write_text_atomic(save, dump_yaml(raw))
+        human(json_out).print(f"wrote {save}: `yolo-orch submit {save}` runs the same job", highlight=False)
+    plan_and_run(job, dry_run, json_out)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("train", context_settings={"allow_interspersed_args": True})(train_cmd)
