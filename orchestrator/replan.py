@@ -120,11 +120,24 @@ def _eff(plan: dict, key: str):
     return ((plan.get("scaling") or {}).get("effective") or {}).get(key)
 
 
-def prepare_resume(row: dict, devices: str | None = None, restart_ok: bool = False) -> dict:
+def node0_run_dir(run_dir: Path, resolved: dict) -> Path:
+    """Where a run's checkpoints are: its own directory, or for node K > 0 of a multi-node run started
+    with `--run-id BASE` (run ids BASE-node0, BASE-node1, ...) node 0's, its sibling on the shared
+    filesystem (only global rank 0 writes weights)."""
+    node = int(((resolved.get("plan") or {}).get("launch") or {}).get("node_rank") or 0)
+    suffix = f"-node{node}"
+    if node == 0 or not run_dir.name.endswith(suffix):
+        return run_dir
+    return run_dir.with_name(run_dir.name[: -len(suffix)] + "-node0")
+
+
+def prepare_resume(row: dict, devices: str | None = None, restart_ok: bool = False,
+                   launch_opts: dict | None = None) -> dict:
     """Check a registry row can be resumed, re-plan for `devices` when they differ, and write the
     `resume` section. Returns {"plan": ..., "from_epoch": N, "replanned": bool, "note": ...}.
     Raises SpecError with the fix when it cannot. `restart_ok` (a requeued Slurm job): a run
-    stopped before its first checkpoint starts again from epoch 1 in the same run directory."""
+    stopped before its first checkpoint starts again from epoch 1 in the same run directory.
+    `launch_opts`: this node's rank and rendezvous now (a requeued multi-node job's new allocation)."""
     run_id = row["id"]
     if row["state"] in ("running", "queued"):
         raise SpecError(f"RUN: {run_id} is still {row['state']} (pid {row.get('pid')}); "
@@ -135,10 +148,13 @@ def prepare_resume(row: dict, devices: str | None = None, restart_ok: bool = Fal
     run_dir = Path(row["run_dir"] or "")
     if not (run_dir / RESOLVED).is_file():
         raise SpecError(f"RUN: {run_id}: run directory {run_dir} is missing or has no {RESOLVED}")
-    if not (run_dir / LAST).is_file() and not restart_ok:
-        raise SpecError(f"RUN: {run_id} stopped before its first epoch ended ({run_dir / LAST} does not exist); "
-                        "nothing to resume: submit the job again")
     resolved = load_resolved(run_dir)
+    if launch_opts:
+        resolved["plan"]["launch"] = launch_opts
+    weights_dir = node0_run_dir(run_dir, resolved)
+    if not (weights_dir / LAST).is_file() and not restart_ok:
+        raise SpecError(f"RUN: {run_id} stopped before its first epoch ended ({weights_dir / LAST} does not exist); "
+                        "nothing to resume: submit the job again")
     old_devices = resolved["plan"]["devices"]
     replanned = False
     if devices is not None:
@@ -153,17 +169,18 @@ def prepare_resume(row: dict, devices: str | None = None, restart_ok: bool = Fal
                 raise SpecError(f"--devices: {missing}")
             resolved["plan"] = new
             replanned = True
-    done = completed_epochs(run_dir)
+    done = completed_epochs(weights_dir)
     epochs = int(resolved["plan"]["train_args"]["epochs"])
     if done >= epochs:
         raise SpecError(f"RUN: {run_id} already recorded {done}/{epochs} epochs; nothing to resume")
-    resolved["resume"] = {"checkpoint": str(LAST), "if_missing": "scratch" if restart_ok else "fail",
+    checkpoint = LAST if weights_dir == run_dir else weights_dir / LAST  # (absolute: node 0's)
+    resolved["resume"] = {"checkpoint": str(checkpoint), "if_missing": "scratch" if restart_ok else "fail",
                           "reason": "resume"}
     history = resolved.setdefault("resumes", [])
     history.append({"time": time.time(), "from_epoch": done + 1, "devices": resolved["plan"]["devices"],
                     "previous_devices": old_devices, "replanned": replanned})
     save_resolved(run_dir, resolved)
-    note = (f"resume from epoch {done + 1}/{epochs} on {resolved['plan']['devices']}" if (run_dir / LAST).is_file()
+    note = (f"resume from epoch {done + 1}/{epochs} on {resolved['plan']['devices']}" if (weights_dir / LAST).is_file()
             else f"start again from epoch 1/{epochs} (it stopped before its first checkpoint)")
     if replanned:
         p = resolved["plan"]

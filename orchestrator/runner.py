@@ -267,11 +267,13 @@ def close_recorded_run(row: dict) -> RunOutcome | None:
     run_dir = Path(row.get("run_dir") or "")
     if row["state"] not in RESUMABLE or not (run_dir / RESOLVED).is_file():
         return None
-    epochs = ((load_resolved(run_dir).get("plan") or {}).get("train_args") or {}).get("epochs")
-    if not epochs or completed_epochs(run_dir) < int(epochs):
+    resolved = load_resolved(run_dir)
+    epochs = ((resolved.get("plan") or {}).get("train_args") or {}).get("epochs")
+    recorded = replan.node0_run_dir(run_dir, resolved)  # node 0's, for another node of a multi-node run
+    if not epochs or completed_epochs(recorded) < int(epochs):
         return None  # (a resolved job without a plan: prepare_resume says what is wrong with it)
     epochs = int(epochs)
-    last = [e for e in EventTail(run_dir / EVENTS).read_new() if e.get("event") == "epoch"][-1:]
+    last = [e for e in EventTail(recorded / EVENTS).read_new() if e.get("event") == "epoch"][-1:]
     metrics = {k: v for k, v in (last[0]["metrics"] if last else {}).items() if k.startswith("metrics/")}
     note = (f"all {epochs} epochs were recorded before it stopped (during the final validation of best.pt): "
             "closed as finished; its metrics are the last epoch's validation")
@@ -284,7 +286,8 @@ def close_recorded_run(row: dict) -> RunOutcome | None:
     return RunOutcome(row["id"], run_dir, "finished", 0, summary, note=note)
 
 
-def prepare_resume_row(row: dict, devices: str | None = None, restart_ok: bool = False) -> dict:
+def prepare_resume_row(row: dict, devices: str | None = None, restart_ok: bool = False,
+                       launch_opts: dict | None = None) -> dict:
     """Claim the row (killed/failed -> queued, compare-and-set) and write the resume section.
     Raises SpecError with the fix when the run cannot be resumed."""
     run_dir = Path(row["run_dir"] or "")
@@ -292,12 +295,12 @@ def prepare_resume_row(row: dict, devices: str | None = None, restart_ok: bool =
         refuse_symlinks(run_dir)  # before the row is claimed: a refusal changes nothing
     registry = Registry.of_run(run_dir) if row.get("run_dir") else None
     if registry is None or row["state"] not in RESUMABLE:
-        return replan.prepare_resume(row, devices, restart_ok)  # raises the right message
+        return replan.prepare_resume(row, devices, restart_ok, launch_opts)  # raises the right message
     with registry:
         if not registry.transition(row["id"], row["state"], state="queued", pid=os.getpid()):
             raise SpecError(f"RUN: {row['id']} changed state while preparing the resume (another resume?)")
         try:
-            info = replan.prepare_resume(row, devices, restart_ok)
+            info = replan.prepare_resume(row, devices, restart_ok, launch_opts)
         except BaseException:
             registry.transition(row["id"], "queued", state=row["state"], pid=row.get("pid"))
             raise

@@ -27,7 +27,8 @@ def resume_cmd(
     resume_and_report(row, devices, json_out)
 
 
-def resume_and_report(row: dict, devices: str | None, json_out: bool, restart_ok: bool = False) -> None:
+def resume_and_report(row: dict, devices: str | None, json_out: bool, restart_ok: bool = False,
+                      launch_opts: dict | None = None) -> None:
     """Resume the registry row's run with a progress bar, print its outcome, exit with its code
     (also `submit --run-id ID --resume-existing`, a requeued Slurm job: `restart_ok`, a run that
     stopped before its first checkpoint starts again)."""
@@ -42,7 +43,7 @@ def resume_and_report(row: dict, devices: str | None, json_out: bool, restart_ok
         else:
             human(json_out).print(f"{row['job']}/{row['id']}: {closed.note}", markup=False, highlight=False)
         return
-    info = prepare_resume_row(row, devices, restart_ok)
+    info = prepare_resume_row(row, devices, restart_ok, launch_opts)
     console = human(json_out)
     plan = info["plan"]
     console.print(f"resuming [bold]{row['job']}/{row['id']}[/]: {info['note']} -> {row['run_dir']}")

@@ -24,7 +24,7 @@ def slurm_cmd(
     port: int = typer.Option(29500, "--port", help="Rendezvous port on the first node (MASTER_PORT overrides)."),
     python: Optional[str] = typer.Option(None, "--python", help="Python on the nodes (default: this interpreter)."),
     sbatch: Optional[list[str]] = typer.Option(None, "--sbatch", help="Extra raw #SBATCH option, e.g. --sbatch=--qos=high."),
-    requeue: bool = typer.Option(True, "--requeue/--no-requeue", help="Single node: requeue before the time limit "
+    requeue: bool = typer.Option(True, "--requeue/--no-requeue", help="Requeue before the time limit "
                                  "(and when preempted or requeued) and resume the same run."),
     warn_seconds: int = typer.Option(120, "--warn-seconds", min=10, help="How long before the time limit Slurm "
                                      "signals the job to requeue (#SBATCH --signal)."),

@@ -33,12 +33,15 @@ def submit_cmd(
     from orchestrator.spec.loader import load_job
 
     check_devices_flag(devices)
-    check_run_id(run_id, resume_existing, node_rank)
+    check_run_id(run_id, resume_existing)
     job = load_job(job_file, sets=set_ or [], devices=devices)
+    if run_id and node_rank is not None:  # one run per node; node 0's holds the weights
+        run_id = f"{run_id}-node{node_rank}"
     if run_id and not dry_run:
         existing = existing_run(job.spec.runs_dir, run_id, resume_existing)
         if existing is not None:
-            return continue_existing(existing, devices, json_out)
+            return continue_existing(existing, devices, json_out,
+                                     node_launch(job, node_rank, rdzv_endpoint, rdzv_backend, rdzv_id))
     plan_and_run(job, dry_run, json_out, node_rank, rdzv_endpoint, rdzv_backend, rdzv_id, run_id)
 
 
@@ -91,9 +94,7 @@ def plan_and_run(job, dry_run: bool, json_out: bool, node_rank: int | None = Non
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
-def check_run_id(run_id: str | None, resume_existing: bool, node_rank: int | None) -> None:
-    if run_id and node_rank is not None:
-        raise SpecError("--run-id: a multi-node job is one run per node (each node's own id); leave it out")
+def check_run_id(run_id: str | None, resume_existing: bool) -> None:
     if resume_existing and not run_id:
         raise SpecError("--resume-existing: needs --run-id (the run to resume when it exists)")
     if run_id is not None and not RUN_ID.fullmatch(run_id):
@@ -113,7 +114,18 @@ def existing_run(runs_dir: Path, run_id: str, resume_existing: bool) -> dict | N
     return row
 
 
-def continue_existing(row: dict, devices: str | None, json_out: bool) -> None:
+def node_launch(job, node_rank: int | None, rdzv_endpoint: str | None, rdzv_backend: str,
+                rdzv_id: str | None) -> dict | None:
+    """This node's rank and rendezvous for a resumed multi-node run (a new allocation: a new node 0)."""
+    if node_rank is None and rdzv_endpoint is None:
+        return None
+    from orchestrator.devices import parse_devices
+    from orchestrator.launch.torchrun import launch_options
+
+    return launch_options(parse_devices(job.spec.target.devices), node_rank, rdzv_endpoint, rdzv_backend, rdzv_id)
+
+
+def continue_existing(row: dict, devices: str | None, json_out: bool, launch_opts: dict | None = None) -> None:
     """--resume-existing found the run: resume it, or say it is already finished (exit 0)."""
     if row["state"] == "finished":
         if json_out:
@@ -124,7 +136,7 @@ def continue_existing(row: dict, devices: str | None, json_out: bool) -> None:
         return
     from orchestrator.cli.resume import resume_and_report
 
-    resume_and_report(row, devices, json_out, restart_ok=True)
+    resume_and_report(row, devices, json_out, restart_ok=True, launch_opts=launch_opts)
 
 
 def register(app: typer.Typer) -> None:

@@ -2,8 +2,9 @@
 `yolo-orch submit JOB --node-rank $SLURM_NODEID --rdzv-endpoint $MASTER_ADDR:$MASTER_PORT`, i.e.
 one orchestrator and one torchrun per node (docs/distributed.md). Pure text: no Slurm needed here.
 
-A single-node job requeues itself and resumes: its run id is the Slurm job's (`slurm-<job id>`,
-kept by a requeue), `submit --run-id ... --resume-existing` resumes that run when it exists, and
+A job requeues itself and resumes: its run id is the Slurm job's (`slurm-<job id>`, kept by a
+requeue; on several nodes each node's run is `slurm-<job id>-node<K>` and the weights are node 0's,
+on the shared filesystem), `submit --run-id ... --resume-existing` resumes that run when it exists, and
 the batch script asks Slurm for SIGUSR1 some time before the limit (`--signal=B:USR1@S`), on
 which it requeues the job (`scontrol requeue`). Slurm then stops the step with SIGTERM: the
 orchestrator stops the training, keeps its last epoch's checkpoint and marks the run killed; the
@@ -33,7 +34,7 @@ class SlurmOptions:
     python: str = field(default_factory=lambda: sys.executable)
     workdir: Path = field(default_factory=Path.cwd)
     extra_sbatch: list[str] = field(default_factory=list)  # raw "#SBATCH" option strings, e.g. "--qos=high"
-    requeue: bool = True  # single node: requeue before the time limit and resume (see above)
+    requeue: bool = True  # requeue before the time limit and resume (see above)
     warn_s: int = 120  # how long before the limit Slurm signals (it may come up to a minute earlier)
 
 
@@ -57,7 +58,7 @@ def sbatch_script(job_name: str, job_file: Path, devices: DeviceSpec, sets: list
     lines += [f"#SBATCH --time={opts.time}", f"#SBATCH --chdir={opts.workdir}",  # --output is relative to it
               f"#SBATCH --output={job_name}-%j.out"]
     lines += _site_lines(opts)
-    requeue = opts.requeue and devices.nodes == 1
+    requeue = opts.requeue
     if requeue:
         lines += ["#SBATCH --requeue", "#SBATCH --open-mode=append", f"#SBATCH --signal=B:USR1@{opts.warn_s}"]
     submit = [opts.python, "-m", "orchestrator", "submit", str(job_file), "--devices", devices.text]
@@ -80,8 +81,7 @@ def sbatch_script(job_name: str, job_file: Path, devices: DeviceSpec, sets: list
     ]
     lines += _requeue_lines(srun) if requeue else [
         "# Slurm sends SIGTERM at the time limit: the orchestrator stops every rank and marks the run",
-        "# killed, so `yolo-orch resume` can continue it from weights/last.pt (multi-node jobs do not",
-        "# requeue themselves: each node's orchestrator is its own run).",
+        "# killed, so `yolo-orch resume` can continue it from weights/last.pt.",
         srun,
     ]
     return "\n".join(lines + [""])

@@ -95,13 +95,16 @@ def resume_arguments(run_dir: Path, resolved: dict, args: dict[str, Any]) -> dic
     train_args.update({k: v for k, v in args.items() if k not in ("model", "resume")})
     train_args.update(project=str(run_dir.parent), name=run_dir.name, save_dir=str(run_dir), exist_ok=True)
     ckpt["train_args"] = train_args
+    # next to the checkpoint: on another node of a multi-node run that is node 0's run directory
+    # (a shared filesystem), where global rank 0 writes it and every other rank waits for it
+    patched = ckpt_path.parent / RESUME_PATCHED.name
     if is_primary():
-        with replaced_atomically(run_dir / RESUME_PATCHED) as tmp:
+        with replaced_atomically(patched) as tmp:
             torch.save(ckpt, tmp)
-    else:  # other ranks wait for rank 0's copy
-        _wait_for(run_dir / RESUME_PATCHED)
+    else:
+        _wait_for(patched)
     kwargs = {k: v for k, v in args.items() if k != "model"}
-    kwargs["resume"] = str(run_dir / RESUME_PATCHED)
+    kwargs["resume"] = str(patched)
     return kwargs
 
 

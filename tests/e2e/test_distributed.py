@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, TINY_JOB, cli_env, run_cli, write_job
+from conftest import REPO, TINY_JOB, cli_env, processes_mentioning, run_cli, write_job
 
 pytestmark = pytest.mark.slow
 PROBE_ENV = "YOLO_ORCH_PROBE_DIR"
@@ -268,3 +268,43 @@ def test_sync_bn_equals_one_batchnorm_over_the_global_batch(tmp_path):
                          capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     assert "SYNC_BN_OK" in out.stdout
+
+
+def _both_nodes(job: Path, tmp_path: Path, endpoint: str, env: dict) -> tuple[subprocess.Popen, subprocess.Popen]:
+    """The two orchestrators of a `2xcpu:1` run with `--run-id mn --resume-existing`, as a requeued
+    Slurm job starts them, each in its own process group."""
+    return tuple(subprocess.Popen(
+        [sys.executable, "-m", "orchestrator", "submit", str(job), "--json", "--node-rank", str(node),
+         "--rdzv-endpoint", endpoint, "--run-id", "mn", "--resume-existing"], cwd=tmp_path, env=cli_env(env),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True) for node in (0, 1))
+
+
+@pytest.mark.slow
+def test_a_two_node_run_killed_mid_training_resumes_on_both_nodes(tmp_path):
+    """Both nodes killed in epoch 2 (a Slurm requeue kills every node); the same two commands, with a
+    new rendezvous (a new allocation), resume: node 1's run reads node 0's checkpoint (its sibling
+    run directory, as on a shared filesystem), and epochs 2 and 3 train once."""
+    job = write_job(tmp_path, epochs=3, target={"devices": "2xcpu:1"})
+    nodes = _both_nodes(job, tmp_path, f"127.0.0.1:{_free_port()}", {"YOLO_ORCH_FAULT_SLEEP": "epoch=2,seconds=300"})
+    node0_dir = tmp_path / "runs" / "tiny" / "mn-node0"
+    deadline = time.time() + 300
+    while not (node0_dir / "events.jsonl").exists() or '"event": "epoch"' not in (node0_dir / "events.jsonl").read_text():
+        assert time.time() < deadline and all(p.poll() is None for p in nodes), nodes[0].stderr.read()[-3000:]
+        time.sleep(0.3)
+    for p in nodes:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait(30)
+    deadline = time.time() + 60  # the ranks end themselves when their orchestrator is gone (about a second)
+    while processes_mentioning(str(tmp_path / "runs")) and time.time() < deadline:
+        time.sleep(0.2)
+    nodes = _both_nodes(job, tmp_path, f"127.0.0.1:{_free_port()}", {})
+    outs = [p.communicate(timeout=600) for p in nodes]
+    for p, (out, err) in zip(nodes, outs):
+        assert p.returncode == 0, err[-3000:]
+    r0, r1 = (json.loads(out) for out, _ in outs)
+    assert r0["state"] == r1["state"] == "finished" and r1["run_dir"].endswith("mn-node1")
+    events = events_of(node0_dir)
+    assert [e["epoch"] for e in events if e["event"] == "epoch"] == [1, 2, 3]
+    assert [e["start_epoch"] for e in events if e["event"] == "train_start"] == [0, 1]
+    resume = yaml.safe_load((tmp_path / "runs" / "tiny" / "mn-node1" / "job.resolved.yaml").read_text())["resume"]
+    assert resume["checkpoint"] == str(node0_dir / "weights" / "last.pt")

@@ -105,8 +105,9 @@ def test_slurm_script_starts_one_torchrun_per_node(tmp_path):
 
 
 def test_a_single_node_slurm_script_requeues_itself_and_resumes_its_run(tmp_path):
-    """One node: the run id is the Slurm job's (kept by a requeue), submit resumes it when it exists,
-    Slurm signals USR1 before the limit and the script requeues the job. Several nodes: no requeue."""
+    """The run id is the Slurm job's (kept by a requeue), submit resumes it when it exists, Slurm
+    signals USR1 before the limit and the script requeues the job; on several nodes too (each node's
+    run gets its node's suffix from submit)."""
     text = sbatch_script("det", tmp_path / "j.yaml", parse_devices("cpu:2"), [], SlurmOptions(workdir=tmp_path, warn_s=90))
     lines = text.splitlines()
     for line in ("#SBATCH --requeue", "#SBATCH --open-mode=append", "#SBATCH --signal=B:USR1@90", "trap requeue USR1",
@@ -116,9 +117,10 @@ def test_a_single_node_slurm_script_requeues_itself_and_resumes_its_run(tmp_path
     assert srun.endswith(" &") and '--run-id "$YOLO_ORCH_RUN_ID" --resume-existing' in srun
     subprocess.run(["bash", "-n"], input=text, text=True, check=True)
     off = sbatch_script("det", tmp_path / "j.yaml", parse_devices("cpu:2"), [], SlurmOptions(workdir=tmp_path, requeue=False))
+    assert "--requeue" not in off and "--signal" not in off and "--run-id" not in off
     multi = sbatch_script("det", tmp_path / "j.yaml", parse_devices("2xcpu:2"), [], SlurmOptions(workdir=tmp_path))
-    for script in (off, multi):
-        assert "--requeue" not in script and "--signal" not in script and "--run-id" not in script
+    srun = next(line for line in multi.splitlines() if line.startswith("srun "))
+    assert '--node-rank "$SLURM_NODEID"' in srun and '--run-id "$YOLO_ORCH_RUN_ID" --resume-existing' in srun
 
 
 def test_cli_slurm_and_submit_options(tmp_path):
