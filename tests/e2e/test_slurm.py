@@ -183,7 +183,9 @@ def test_a_sweep_array_shares_one_postgres_study_and_retries_a_cancelled_tasks_t
     assert out.returncode == 0, out.stderr
     assert "#SBATCH --array=0-1" in out.stdout and "#SBATCH --cpus-per-task=1" in out.stdout
     (tmp_path / "sweep.sbatch").write_text(out.stdout)
-    job_id = _slurm(slurm, "sbatch", "--parsable", str(tmp_path / "sweep.sbatch"))
+    # every trial holds 5 s at the start of epoch 2: the cancel lands inside the trial, not after it
+    job_id = _slurm({**slurm, "YOLO_ORCH_FAULT_SLEEP": "epoch=2,seconds=5"}, "sbatch", "--parsable",
+                    str(tmp_path / "sweep.sbatch"))
     storage = make_storage(check_url(pg_url))
     victim, deadline = None, time.time() + 300
     while victim is None and time.time() < deadline:
