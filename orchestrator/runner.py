@@ -89,6 +89,8 @@ def create_run(plan: Plan, runs_dir: Path | None = None, tags: dict | None = Non
     run_dir = root / spec.name / run_id
     if not run_dir.resolve().is_relative_to(root):  # names are sanitised by the spec; belt and braces
         raise SpecError(f"name: '{spec.name}' would write outside {root}")
+    if run_dir.exists():  # a chosen --run-id whose folder another registry (or none) knows
+        raise SpecError(f"--run-id: {run_dir} exists already; pick another id")
     registry = Registry.open(root)
     registry.check_writable()  # before the run dir exists: nothing half-written
     run_dir.mkdir(parents=True, exist_ok=False)

@@ -38,7 +38,7 @@ def submit_cmd(
     if run_id and node_rank is not None:  # one run per node; node 0's holds the weights
         run_id = f"{run_id}-node{node_rank}"
     if run_id and not dry_run:
-        existing = existing_run(job.spec.runs_dir, run_id, resume_existing)
+        existing = existing_run(job.spec.runs_dir, run_id, resume_existing, job.spec.name)
         if existing is not None:
             return continue_existing(existing, devices, json_out,
                                      node_launch(job, node_rank, rdzv_endpoint, rdzv_backend, rdzv_id))
@@ -101,16 +101,20 @@ def check_run_id(run_id: str | None, resume_existing: bool) -> None:
         raise SpecError(f"--run-id: '{run_id}' is not a run id (letters, digits, '.', '_', '-'; at most 100)")
 
 
-def existing_run(runs_dir: Path, run_id: str, resume_existing: bool) -> dict | None:
-    """The registry row of `run_id`, or None when there is none; a row without --resume-existing is an error."""
+def existing_run(runs_dir: Path, run_id: str, resume_existing: bool, job_name: str) -> dict | None:
+    """The registry row of `run_id`, or None when there is none; a row without --resume-existing, or
+    of another job, is an error."""
     from orchestrator.registry import Registry, registry_path
 
     if not registry_path(runs_dir).is_file():
         return None
     with Registry.open(runs_dir) as reg:
         row = reg.get(run_id)
+    if row is not None and row["job"] != job_name:
+        raise SpecError(f"--run-id: run {run_id} is a run of job '{row['job']}', not '{job_name}'; pick another id")
     if row is not None and not resume_existing:
-        raise SpecError(f"--run-id: run {run_id} exists ({row['state']}); `yolo-orch resume {run_id}` continues it")
+        then = "pick another id" if row["state"] == "finished" else f"`yolo-orch resume {run_id}` continues it"
+        raise SpecError(f"--run-id: run {run_id} exists ({row['state']}); {then}")
     return row
 
 
