@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from orchestrator.cli.app import app
 runner = CliRunner()
 for args in (["--help"], ["plan", sys.argv[1], "-d", "cpu", "-d", "4", "--json"],
-             ["submit", sys.argv[1], "--dry-run", "--json"], ["schema"]):
+             ["submit", sys.argv[1], "--dry-run", "--json"], ["schema"], ["train", "--help"]):
     result = runner.invoke(app, args)
     assert result.exit_code == 0, (args, result.output)
 heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "ultralytics", "torchvision", "cv2", "wandb"))
