@@ -1,9 +1,9 @@
 """Each rank's progress, for the orchestrator's stall watchdog (orchestrator/watchdog.py).
 
-Every rank keeps (epoch, batch, phase) in memory: `batch` when a batch arrives from the loader,
-`forward` when the model's forward pass starts (a pre-hook: it tells a rank blocked before its
-forward pass from ranks already waiting in the gradient all-reduce), `done` when the batch ended,
-`val` for each validation batch. A daemon thread writes it once a second to
+From the start of training (`on_train_start`), every rank keeps (epoch, batch, phase) in memory:
+`batch` when a batch arrives from the loader, `forward` when the model's forward pass starts (a
+pre-hook: it tells a rank blocked before its forward pass from ranks already waiting in the
+gradient all-reduce), `done` when the batch ended, `val` for each validation batch. A daemon thread writes it once a second to
 heartbeat/rank<R>.json with the time it last changed, so a frozen rank shows as a record that
 stops changing while the writer thread goes on (it needs the GIL only briefly; collectives,
 sleeps and I/O release it).
@@ -38,7 +38,6 @@ class Heartbeat:
         stacks.mkdir(parents=True, exist_ok=True)
         self._stack_file = open(stacks / f"rank{rank_id}.txt", "a")  # kept open: faulthandler writes to its fd
         faulthandler.register(STACK_SIGNAL, file=self._stack_file, all_threads=True)
-        threading.Thread(target=self._write_forever, name="yolo-orch-heartbeat", daemon=True).start()
 
     def mark(self, phase: str, trainer=None, batch: int | None = None) -> None:
         now = time.time()
@@ -62,10 +61,14 @@ class Heartbeat:
 
     # ---- Ultralytics callbacks
     def on_train_start(self, trainer) -> None:
+        """The first beat: not before (building the model and caching the dataset may take longer
+        than any stall timeout, and no rank can hang another then)."""
         from ultralytics.utils.torch_utils import unwrap_model
 
         unwrap_model(trainer.model).register_forward_pre_hook(lambda module, args: self.mark("forward"))
         self.mark("start", trainer)
+        if not any(t.name == "yolo-orch-heartbeat" for t in threading.enumerate()):
+            threading.Thread(target=self._write_forever, name="yolo-orch-heartbeat", daemon=True).start()
 
     def on_train_epoch_start(self, trainer) -> None:
         self.mark("start", trainer, batch=0)
