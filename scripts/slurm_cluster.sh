@@ -36,6 +36,8 @@ start() {
   install
   stop
   local host ports; host=$(hostname -s)
+  # (nproc counts OMP_NUM_THREADS as the CPUs it may use: Ultralytics sets it to 1 in every process
+  # that imports it, so a test process would describe a 1-CPU node)
   # free ports: another cluster (a second checkout's tests) may hold Slurm's default 6817/6818
   ports=$(python3 -c 'import socket; s=[socket.socket() for _ in "ab"]; [x.bind(("127.0.0.1", 0)) for x in s]; print(*[x.getsockname()[1] for x in s])')
   mkdir -p "$dir/state" "$dir/spool"
@@ -64,7 +66,7 @@ ReturnToService=2
 JobRequeue=1
 KillWait=10
 MinJobAge=3600
-NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN
+NodeName=$host NodeAddr=127.0.0.1 CPUs=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 CONF
   pgrep -x munged >/dev/null || { mkdir -p /run/munge; chown munge:munge /run/munge 2>/dev/null || true
