@@ -77,7 +77,7 @@ def test_two_rank_gloo_run_completes(ddp_run):
 def test_same_layout_as_single_process(ddp_run, single_run):
     single, ddp = layout(single_run), layout(ddp_run["run_dir"])
     assert single <= ddp, f"missing under DDP: {sorted(single - ddp)}"
-    assert ddp - single == {"rank0.log", "rank1.log"}
+    assert ddp - single == {"rank0.log", "rank1.log", "heartbeat/rank1.json", "stacks/rank1.txt"}  # per rank
 
 
 def test_per_rank_logs_and_rank0_in_train_log(ddp_run):
