@@ -32,6 +32,23 @@ install() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null
 }
 
+ensure_munge() {  # Slurm's authentication: a key and a running munged (apt may not have started it)
+  munge -n >/dev/null 2>&1 && return 0
+  if [ ! -s /etc/munge/munge.key ]; then
+    mungekey --create 2>/dev/null || dd if=/dev/urandom of=/etc/munge/munge.key bs=1024 count=1 2>/dev/null
+    chown munge:munge /etc/munge/munge.key; chmod 400 /etc/munge/munge.key
+  fi
+  mkdir -p /run/munge /var/log/munge /var/lib/munge
+  chown munge:munge /run/munge /var/log/munge /var/lib/munge 2>/dev/null || true
+  su -s /bin/sh munge -c munged 2>/dev/null || munged --force
+  for _ in $(seq 50); do
+    munge -n >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "slurm_cluster: munged did not start (see /var/log/munge/munged.log)" >&2
+  exit 1
+}
+
 start() {
   install
   stop
@@ -69,8 +86,7 @@ MinJobAge=3600
 NodeName=$host NodeAddr=127.0.0.1 CPUs=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 CONF
-  pgrep -x munged >/dev/null || { mkdir -p /run/munge; chown munge:munge /run/munge 2>/dev/null || true
-    su -s /bin/sh munge -c munged 2>/dev/null || munged --force; }
+  ensure_munge
   slurmctld -f "$conf"
   slurmd -f "$conf"
   export SLURM_CONF="$conf"
