@@ -1,4 +1,4 @@
-"""`yolo-orch data synth`: generate the synthetic detection dataset."""
+"""`yolo-orch data synth`: generate a synthetic dataset for any Ultralytics task."""
 
 from __future__ import annotations
 
@@ -20,22 +20,25 @@ def synth_cmd(
     classes: int = typer.Option(3, "--classes", help="Number of shape classes (1-8)."),
     imgsz: int = typer.Option(128, "--imgsz", help="Image size in pixels."),
     seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same bytes)."),
+    task: str = typer.Option("detect", "--task", help="detect, segment, pose, obb or classify: the labels written."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
-    """Write a deterministic synthetic detection dataset in Ultralytics YOLO format."""
+    """Write a deterministic synthetic dataset in the task's Ultralytics format (boxes, polygons,
+    keypoints, rotated boxes, or a folder per class)."""
     from orchestrator.data.synth import generate_dataset
 
     try:
         data_yaml = generate_dataset(out_dir, images=images, val_images=val_images, classes=classes,
-                                     imgsz=imgsz, seed=seed)
+                                     imgsz=imgsz, seed=seed, task=task)
     except ValueError as exc:
         raise SpecError([f"--{line.replace('_', '-')}" for line in str(exc).splitlines()]) from None
     except FileExistsError as exc:
         raise SpecError(f"--out: {exc}") from None
     if json_out:
-        print_json({"data": str(data_yaml), "images": images, "val_images": val_images, "classes": classes})
+        print_json({"data": str(data_yaml), "task": task, "images": images, "val_images": val_images,
+                    "classes": classes})
     else:
-        out.print(f"wrote {images} train + {val_images} val images, {classes} classes -> [bold]{data_yaml}[/]")
+        out.print(f"wrote {images} train + {val_images} val {task} images, {classes} classes -> [bold]{data_yaml}[/]")
 
 
 def register(app: typer.Typer) -> None:

@@ -6,3 +6,9 @@ its kernel."""
 # 100,000 of them at 128 px about 2 GB on disk.
 SYNTH_MAX_IMAGES = 100_000
 SYNTH_MAX_IMGSZ = 4096
+
+
+def dataset_path(out_dir, task: str):
+    """What a job's `data` names for a generated dataset in `out_dir` (a pathlib.Path): its data.yaml,
+    or the folder itself for classify (Ultralytics' classify `data` is a folder of class folders)."""
+    return out_dir if task == "classify" else out_dir / "data.yaml"

@@ -1,16 +1,26 @@
-"""Deterministic synthetic detection dataset ("synth-shapes") in Ultralytics YOLO format.
+"""Deterministic synthetic datasets ("synth-shapes") for every Ultralytics task, in its format.
 
-Filled geometric shapes (one class per shape kind) on a noisy background. Colour is drawn
-independently of the class, so a model has to learn shape, not colour. Objects are
-1-4 per image, each 15-50 % of the image side, and their boxes never overlap, so every
-label describes a fully visible object.
+Filled geometric shapes (one class per shape kind, data/shapes.py) on a noisy background. Colour is
+drawn independently of the class, so a model has to learn shape, not colour. Detection-style tasks
+have 1-4 objects per image, each 15-50 % of the image side, whose boxes never overlap, so every
+label describes a fully visible object. Labels per task (Ultralytics' formats, coordinates 0..1):
+
+    detect    class cx cy w h                       the tight box of the drawn pixels
+    segment   class x1 y1 x2 y2 ...                 the shape's outline polygon (a ring: its outer edge)
+    pose      class cx cy w h  x y 2 (x 4)          the shape's top, right, bottom and left extreme points
+                                                    (kpt_shape [4, 3], flip_idx [0, 3, 2, 1])
+    obb       class x1 y1 x2 y2 x3 y3 x4 y4         the shape drawn rotated: the corners of its rotated box
+    classify  (no label files)                      one shape per image, 40-80 % of the side, in a folder
+                                                    per class; classes balanced (image i has class i % nc)
 
 Layout written under ``out_dir``::
 
-    images/train/000000.png ...   labels/train/000000.txt ...
-    images/val/000000.png ...     labels/val/000000.txt ...
-    data.yaml                     (path: <absolute out_dir>, train, val, nc, names)
+    images/train/000000.png ...   labels/train/000000.txt ...     (classify: train/<class>/000000.png)
+    images/val/000000.png ...     labels/val/000000.txt ...       (classify: val/<class>/000000.png)
+    data.yaml                     (path: <absolute out_dir>, train, val, nc, names; pose: kpt_shape, flip_idx)
     synth.json                    (manifest: generator version + config; written last)
+
+A classify dataset is the folder itself (Ultralytics' classify `data` is a folder); it holds no data.yaml.
 
 Guarantees:
 
@@ -29,7 +39,6 @@ Only numpy and Pillow are needed: no torch, no Ultralytics, no PyYAML.
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 import tempfile
@@ -37,15 +46,19 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, ImageDraw
+from PIL import Image
 
-from orchestrator.data import SYNTH_MAX_IMAGES, SYNTH_MAX_IMGSZ
+from orchestrator.data import SYNTH_MAX_IMAGES, SYNTH_MAX_IMGSZ, dataset_path
+from orchestrator.tasks import TASKS
+from orchestrator.data import shapes
+from orchestrator.data.shapes import SHAPE_NAMES
 
 __all__ = [
     "GENERATOR_VERSION",
     "MANIFEST_NAME",
     "SHAPE_NAMES",
     "MAX_CLASSES",
+    "TASKS",
     "SynthConfig",
     "generate_dataset",
     "load_manifest",
@@ -56,29 +69,12 @@ __all__ = [
 GENERATOR_VERSION = 1
 MANIFEST_NAME = "synth.json"
 
-# Class id -> shape kind. `classes=k` uses the first k.
-SHAPE_NAMES: tuple[str, ...] = (
-    "rectangle",
-    "ellipse",
-    "triangle",
-    "cross",
-    "star",
-    "diamond",
-    "ring",
-    "hexagon",
-)
-MAX_CLASSES = len(SHAPE_NAMES)
-
 # Data design constants (part of the generator version).
 _MIN_OBJECTS, _MAX_OBJECTS = 1, 4
-_MIN_SIZE, _MAX_SIZE = 0.15, 0.50  # object box side, fraction of the image side
-_MAX_ASPECT = 1.4  # long side / short side of an object box
-_GAP = 2  # pixels kept free between two object boxes
-_PLACE_TRIES = 40  # random placements tried per object before giving up on it
-_SUPERSAMPLE = 4  # shapes are drawn at this scale and downsampled (anti-aliased edges)
-_NOISE_SIGMA = 18.0  # per-pixel Gaussian noise over the whole image
-_BG_GRADIENT = 40.0  # spread (per channel) between the two background gradient colours
-_MIN_CONTRAST = 110.0  # min RGB distance between an object colour and the background mean
+_CLASSIFY_SIZES = (0.4, 0.8)  # classify: one shape per image, this fraction of the image side
+MAX_CLASSES = len(SHAPE_NAMES)
+POSE_KPT_SHAPE = [4, 3]  # top, right, bottom, left; x, y, visibility
+POSE_FLIP_IDX = [0, 3, 2, 1]  # a horizontal flip swaps right and left
 _SPLITS = ("train", "val")
 
 
@@ -91,13 +87,21 @@ class SynthConfig:
     classes: int = 3
     imgsz: int = 128
     seed: int = 0
+    task: str = "detect"
 
     def __post_init__(self) -> None:
+        if self.task not in TASKS:
+            raise ValueError(f"task: expected one of {', '.join(TASKS)} (got {self.task!r})")
         _check_int("images", self.images, 1, SYNTH_MAX_IMAGES)
         _check_int("val_images", self.val_images, 1, SYNTH_MAX_IMAGES)
         _check_int("classes", self.classes, 1, MAX_CLASSES)
         _check_int("imgsz", self.imgsz, 32, SYNTH_MAX_IMGSZ)
         _check_int("seed", self.seed, 0)
+        if self.task == "classify":  # torchvision's ImageFolder refuses a class folder with no image
+            for name in ("images", "val_images"):
+                if getattr(self, name) < self.classes:
+                    raise ValueError(f"{name}: a classify dataset needs at least one image per class "
+                                     f"({self.classes}; got {getattr(self, name)})")
 
     @property
     def names(self) -> list[str]:
@@ -124,143 +128,68 @@ def _check_int(name: str, value: object, lo: int, hi: int | None = None) -> None
         raise ValueError(f"{name}: must be at most {hi} (got {value})")
 
 
-# --------------------------------------------------------------------------- drawing
+# --------------------------------------------------------------------------- labels
 
 
-def _polygon(kind: str, x0: float, y0: float, x1: float, y1: float, rng: np.random.Generator):
-    """Vertices of a polygonal shape filling the box [x0, x1] x [y0, y1]."""
-    w, h = x1 - x0, y1 - y0
-    cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
-    if kind == "triangle":
-        # Isosceles, apex up or down (random), base on the opposite box edge.
-        if rng.random() < 0.5:
-            return [(cx, y0), (x1, y1), (x0, y1)]
-        return [(x0, y0), (x1, y0), (cx, y1)]
-    if kind == "diamond":
-        return [(cx, y0), (x1, cy), (cx, y1), (x0, cy)]
-    if kind == "hexagon":
-        # Pointy sides left/right; x at 0, 1/4, 3/4, 1 of the width.
-        return [
-            (x0, cy), (x0 + w / 4, y0), (x1 - w / 4, y0),
-            (x1, cy), (x1 - w / 4, y1), (x0 + w / 4, y1),
-        ]
-    if kind == "star":
-        # Five-pointed star, point up, scaled to fill the box exactly.
-        outer, inner = 1.0, 0.45
-        pts = []
-        for k in range(10):
-            r = outer if k % 2 == 0 else inner
-            a = -math.pi / 2 + k * math.pi / 5
-            pts.append((r * math.cos(a), r * math.sin(a)))
-        xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-        mx0, mx1, my0, my1 = min(xs), max(xs), min(ys), max(ys)
-        return [
-            (x0 + (px - mx0) / (mx1 - mx0) * w, y0 + (py - my0) / (my1 - my0) * h)
-            for px, py in pts
-        ]
-    if kind == "cross":
-        t = rng.uniform(0.28, 0.4)  # bar thickness, fraction of the side
-        ax0, ax1 = cx - w * t / 2, cx + w * t / 2
-        ay0, ay1 = cy - h * t / 2, cy + h * t / 2
-        return [
-            (ax0, y0), (ax1, y0), (ax1, ay0), (x1, ay0), (x1, ay1), (ax1, ay1),
-            (ax1, y1), (ax0, y1), (ax0, ay1), (x0, ay1), (x0, ay0), (ax0, ay0),
-        ]
-    raise AssertionError(kind)
-
-
-def _draw_mask(kind: str, box: tuple[int, int, int, int], size: int, rng) -> Image.Image:
-    """Supersampled 8-bit mask (size*S square) of one shape filling `box` (pixel edges)."""
-    s = _SUPERSAMPLE
-    mask = Image.new("L", (size * s, size * s), 0)
-    d = ImageDraw.Draw(mask)
-    x0, y0, x1, y1 = (v * s for v in box)
-    # PIL fills inclusive pixel ranges: the last filled pixel is x1-1.
-    hx1, hy1 = x1 - 1, y1 - 1
-    if kind == "rectangle":
-        d.rectangle([x0, y0, hx1, hy1], fill=255)
-    elif kind == "ellipse":
-        d.ellipse([x0, y0, hx1, hy1], fill=255)
-    elif kind == "ring":
-        d.ellipse([x0, y0, hx1, hy1], fill=255)
-        t = rng.uniform(0.45, 0.6)  # hole size relative to the outer ellipse
-        w, h = x1 - x0, y1 - y0
-        ix0, iy0 = x0 + w * (1 - t) / 2, y0 + h * (1 - t) / 2
-        d.ellipse([ix0, iy0, ix0 + w * t, iy0 + h * t], fill=0)
-    else:
-        d.polygon(_polygon(kind, x0, y0, hx1, hy1, rng), fill=255)
-    return mask.resize((size, size), Image.Resampling.BOX)
-
-
-def _random_colour(rng: np.random.Generator, avoid: np.ndarray) -> np.ndarray:
-    for _ in range(100):
-        c = rng.integers(0, 256, size=3).astype(np.float32)
-        if np.linalg.norm(c - avoid) >= _MIN_CONTRAST:
-            return c
-    # Fallback: the colour opposite the background, always far enough.
-    return 255.0 - np.round(avoid)
-
-
-def _background(rng: np.random.Generator, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """Float RGB background (a two-colour linear gradient) and its mean colour."""
-    c0 = rng.integers(0, 256, size=3).astype(np.float32)
-    c1 = np.clip(c0 + rng.normal(0.0, _BG_GRADIENT, size=3), 0, 255).astype(np.float32)
-    a = rng.uniform(0, 2 * math.pi)
-    yy, xx = np.mgrid[0:size, 0:size].astype(np.float32) / max(size - 1, 1)
-    t = (np.cos(a) * xx + np.sin(a) * yy)
-    t = (t - t.min()) / max(float(t.max() - t.min()), 1e-6)
-    img = c0[None, None, :] * (1 - t[..., None]) + c1[None, None, :] * t[..., None]
-    return img, (c0 + c1) / 2
-
-
-def _place(rng: np.random.Generator, size: int, boxes: list[tuple[int, int, int, int]]):
-    """A random box (pixel edges x0, y0, x1, y1) not within _GAP of any box in `boxes`."""
-    lo, hi = max(2, round(_MIN_SIZE * size)), round(_MAX_SIZE * size)
-    for _ in range(_PLACE_TRIES):
-        w = int(rng.integers(lo, hi + 1))
-        aspect = rng.uniform(1 / _MAX_ASPECT, _MAX_ASPECT)
-        h = int(np.clip(round(w * aspect), lo, hi))
-        x0 = int(rng.integers(0, size - w + 1))
-        y0 = int(rng.integers(0, size - h + 1))
-        box = (x0, y0, x0 + w, y0 + h)
-        if all(
-            box[0] >= b[2] + _GAP or b[0] >= box[2] + _GAP or box[1] >= b[3] + _GAP or b[1] >= box[3] + _GAP
-            for b in boxes
-        ):
-            return box
-    return None
-
-
-def _render(cfg: SynthConfig, split: str, index: int) -> tuple[Image.Image, list[str]]:
-    """One image and its label lines; depends only on (cfg, split, index)."""
+def _render(cfg: SynthConfig, split: str, index: int) -> tuple[Image.Image, list[str], int]:
+    """One image, its label lines and its class (classify; -1 otherwise); depends only on
+    (cfg, split, index)."""
     size = cfg.imgsz
     rng = np.random.default_rng([cfg.seed, _SPLITS.index(split), index, cfg.classes, size])
-    img, bg_mean = _background(rng, size)
-    n = int(rng.integers(_MIN_OBJECTS, _MAX_OBJECTS + 1))
-    boxes: list[tuple[int, int, int, int]] = []
+    img, bg_mean = shapes.background(rng, size)
+    classify = cfg.task == "classify"
+    n = 1 if classify else int(rng.integers(_MIN_OBJECTS, _MAX_OBJECTS + 1))
+    boxes: list[shapes.Box] = []
     lines: list[str] = []
     for _ in range(n):
-        box = _place(rng, size, boxes)
+        box = shapes.place(rng, size, boxes, _CLASSIFY_SIZES if classify else (shapes.MIN_SIZE, shapes.MAX_SIZE))
         if box is None:
             continue
-        cls = int(rng.integers(0, cfg.classes))
-        mask = _draw_mask(SHAPE_NAMES[cls], box, size, rng)
+        cls = index % cfg.classes if classify else int(rng.integers(0, cfg.classes))
+        angle = float(rng.uniform(0.0, 180.0)) if cfg.task == "obb" else 0.0
+        drawn = shapes.inner_box(box) if cfg.task == "obb" else box  # any rotation of it stays in the box
+        mask, outline = shapes.draw_shape(SHAPE_NAMES[cls], drawn, size, rng, angle)
         m = np.asarray(mask, dtype=np.float32)[..., None] / 255.0
-        colour = _random_colour(rng, bg_mean)
+        colour = shapes.random_colour(rng, bg_mean)
         img = img * (1 - m) + colour[None, None, :] * m
-        # Label = tight box of the rendered (visible) pixels.
-        ys, xs = np.nonzero(np.asarray(mask) > 0)
-        if xs.size == 0:  # cannot happen for boxes >= 15 % of imgsz >= 32; be safe
+        label = _label(cfg.task, cls, np.asarray(mask) > 0, outline, drawn, angle, size)
+        if label is None:  # no visible pixel: cannot happen for boxes >= 15 % of imgsz >= 32; be safe
             continue
-        bx0, bx1, by0, by1 = int(xs.min()), int(xs.max()) + 1, int(ys.min()), int(ys.max()) + 1
         boxes.append(box)
-        lines.append(
-            f"{cls} {(bx0 + bx1) / 2 / size:.6f} {(by0 + by1) / 2 / size:.6f} "
-            f"{(bx1 - bx0) / size:.6f} {(by1 - by0) / size:.6f}"
-        )
-    img = img + rng.normal(0.0, _NOISE_SIGMA, size=img.shape)
+        lines.append(label)
+    img = img + rng.normal(0.0, shapes.NOISE_SIGMA, size=img.shape)
     arr = np.clip(np.rint(img), 0, 255).astype(np.uint8)
-    return Image.fromarray(arr, "RGB"), lines
+    return Image.fromarray(arr, "RGB"), lines, (index % cfg.classes if classify else -1)
+
+
+def _label(task: str, cls: int, pixels: np.ndarray, outline, drawn, angle: float, size: int) -> str | None:
+    """The task's label line for one drawn shape (module docstring: the formats)."""
+    ys, xs = np.nonzero(pixels)
+    if xs.size == 0:
+        return None
+    bx0, bx1, by0, by1 = int(xs.min()), int(xs.max()) + 1, int(ys.min()), int(ys.max()) + 1
+    box = f"{(bx0 + bx1) / 2 / size:.6f} {(by0 + by1) / 2 / size:.6f} {(bx1 - bx0) / size:.6f} {(by1 - by0) / size:.6f}"
+    if task == "segment":
+        return f"{cls} {_coords(outline, size)}"
+    if task == "pose":
+        return f"{cls} {box} " + " ".join(f"{x / size:.6f} {y / size:.6f} 2" for x, y in _extremes(xs, ys))
+    if task == "obb":
+        x0, y0, x1, y1 = drawn
+        corners = shapes.rotate_points([(x0, y0), (x1, y0), (x1, y1), (x0, y1)], ((x0 + x1) / 2, (y0 + y1) / 2), angle)
+        return f"{cls} {_coords(corners, size)}"
+    return f"{cls} {box}"
+
+
+def _coords(points, size: int) -> str:
+    return " ".join(f"{min(max(v / size, 0.0), 1.0):.6f}" for point in points for v in point)
+
+
+def _extremes(xs: np.ndarray, ys: np.ndarray) -> list[tuple[float, float]]:
+    """The shape's top, right, bottom and left keypoints: the middle of its extreme row or column of
+    pixels (pixel centres), so a flat edge gives its midpoint, not an arbitrary corner."""
+    top, bottom, left, right = ys.min(), ys.max(), xs.min(), xs.max()
+    return [(float(xs[ys == top].mean()) + 0.5, top + 0.5), (right + 0.5, float(ys[xs == right].mean()) + 0.5),
+            (float(xs[ys == bottom].mean()) + 0.5, bottom + 0.5), (left + 0.5, float(ys[xs == left].mean()) + 0.5)]
 
 
 # --------------------------------------------------------------------------- files
@@ -276,6 +205,9 @@ def load_manifest(out_dir: Path) -> dict | None:
 
 def _looks_complete(out_dir: Path, cfg: SynthConfig) -> bool:
     """Cheap check that no file of a manifest-bearing dataset went missing."""
+    if cfg.task == "classify":
+        return all((out_dir / split).is_dir() and cfg.count(split) == sum(
+            len(os.listdir(d)) for d in (out_dir / split).iterdir() if d.is_dir()) for split in _SPLITS)
     if not (out_dir / "data.yaml").is_file():
         return False
     for split in _SPLITS:
@@ -291,28 +223,36 @@ def _looks_complete(out_dir: Path, cfg: SynthConfig) -> bool:
 def _data_yaml_text(out_dir: Path, cfg: SynthConfig) -> str:
     # Written by hand (no PyYAML needed) with JSON-quoted strings, which are valid YAML.
     lines = [
-        "# Synthetic shapes detection dataset, generated by orchestrator.data.synth",
+        f"# Synthetic shapes {cfg.task} dataset, generated by orchestrator.data.synth",
         f"# config: {json.dumps(cfg.manifest()['config'], sort_keys=True)}",
         f"path: {json.dumps(str(out_dir))}",
         "train: images/train",
         "val: images/val",
         f"nc: {cfg.classes}",
-        "names:",
     ]
-    lines += [f"  {i}: {name}" for i, name in enumerate(cfg.names)]
+    if cfg.task == "pose":
+        lines += [f"kpt_shape: {POSE_KPT_SHAPE}", f"flip_idx: {POSE_FLIP_IDX}"]
+    lines += ["names:"] + [f"  {i}: {name}" for i, name in enumerate(cfg.names)]
     return "\n".join(lines) + "\n"
 
 
 def _write_all(tmp: Path, final: Path, cfg: SynthConfig) -> None:
     for split in _SPLITS:
-        img_dir, lbl_dir = tmp / "images" / split, tmp / "labels" / split
-        img_dir.mkdir(parents=True)
-        lbl_dir.mkdir(parents=True)
+        if cfg.task == "classify":
+            for name in cfg.names:
+                (tmp / split / name).mkdir(parents=True)
+        else:
+            (tmp / "images" / split).mkdir(parents=True)
+            (tmp / "labels" / split).mkdir(parents=True)
         for i in range(cfg.count(split)):
-            image, lines = _render(cfg, split, i)
-            image.save(img_dir / f"{i:06d}.png", format="PNG", compress_level=6)
-            (lbl_dir / f"{i:06d}.txt").write_text("".join(line + "\n" for line in lines))
-    (tmp / "data.yaml").write_text(_data_yaml_text(final, cfg))
+            image, lines, cls = _render(cfg, split, i)
+            if cfg.task == "classify":
+                image.save(tmp / split / cfg.names[cls] / f"{i:06d}.png", format="PNG", compress_level=6)
+                continue
+            image.save(tmp / "images" / split / f"{i:06d}.png", format="PNG", compress_level=6)
+            (tmp / "labels" / split / f"{i:06d}.txt").write_text("".join(line + "\n" for line in lines))
+    if cfg.task != "classify":
+        (tmp / "data.yaml").write_text(_data_yaml_text(final, cfg))
     # The manifest is written last: its presence marks a complete dataset.
     (tmp / MANIFEST_NAME).write_text(json.dumps(cfg.manifest(), indent=2, sort_keys=True) + "\n")
 
@@ -324,15 +264,17 @@ def generate_dataset(
     classes: int = 3,
     imgsz: int = 128,
     seed: int = 0,
+    task: str = "detect",
 ) -> Path:
-    """Generate (or reuse) the synthetic dataset at `out_dir`; return its data.yaml path.
+    """Generate (or reuse) the synthetic dataset at `out_dir` for `task`; return what a job's `data`
+    names: its data.yaml, or the folder for classify (dataset_path).
 
     Raises ValueError for bad arguments (the message starts with the argument's name)
     and FileExistsError if `out_dir` exists, is not empty and is not a synth dataset.
     """
-    cfg = SynthConfig(images=images, val_images=val_images, classes=classes, imgsz=imgsz, seed=seed)
+    cfg = SynthConfig(images=images, val_images=val_images, classes=classes, imgsz=imgsz, seed=seed, task=task)
     out_dir = Path(out_dir).expanduser().absolute()
-    data_yaml = out_dir / "data.yaml"
+    data_yaml = dataset_path(out_dir, task)
 
     if load_manifest(out_dir) == cfg.manifest() and _looks_complete(out_dir, cfg):
         return data_yaml
@@ -390,9 +332,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--classes", type=int, default=d.classes, help=f"1..{MAX_CLASSES} (default %(default)s)")
     ap.add_argument("--imgsz", type=int, default=d.imgsz, help="image side in pixels (default %(default)s)")
     ap.add_argument("--seed", type=int, default=d.seed, help="(default %(default)s)")
+    ap.add_argument("--task", default=d.task, choices=TASKS, help="(default %(default)s)")
     a = ap.parse_args(argv)
     try:
-        path = generate_dataset(a.out_dir, a.images, a.val_images, a.classes, a.imgsz, a.seed)
+        path = generate_dataset(a.out_dir, a.images, a.val_images, a.classes, a.imgsz, a.seed, a.task)
     except (ValueError, FileExistsError) as e:
         ap.error(str(e))
     print(path)

@@ -336,3 +336,93 @@ def test_module_cli(tmp_path):
     assert Path(r.stdout.strip()) == tmp_path / "c" / "data.yaml"
     r = subprocess.run(cmd[:4] + ["--classes", "9"], cwd=repo, capture_output=True, text=True)
     assert r.returncode == 2 and "classes: must be at most 8 (got 9)" in r.stderr
+
+
+# ----------------------------------------------------------------- every task
+
+
+@pytest.mark.parametrize("task,values", [("segment", None), ("pose", 5 + 12), ("obb", 9)])
+def test_task_labels_have_the_task_format(tmp_path, task, values):
+    """Each label line has the task's Ultralytics format, normalised coordinates, a valid class."""
+    data = generate_dataset(tmp_path / task, **SMALL, task=task)
+    cfg = yaml.safe_load(data.read_text())
+    assert cfg["nc"] == 3 and (cfg.get("kpt_shape") == [4, 3]) == (task == "pose")
+    lines = [line.split() for p in (data.parent / "labels" / "train").glob("*.txt") for line in p.read_text().splitlines()]
+    assert lines
+    for parts in lines:
+        v = [float(x) for x in parts]
+        coords = [c for i, c in enumerate(v[5:]) if i % 3 != 2] if task == "pose" else v[1:]
+        assert v[0] in (0, 1, 2) and all(0.0 <= c <= 1.0 for c in coords)
+        if values is None:  # a polygon: at least 3 points
+            assert len(v) >= 7 and len(v) % 2 == 1
+        else:
+            assert len(v) == values
+
+
+def test_obb_corners_enclose_the_drawn_shape(tmp_path):
+    """The boxes are really rotated (an axis-aligned box has only 2 distinct x values); that the
+    corners enclose the drawn pixels is checked on the rendering itself (test_obb_box_holds_pixels)."""
+    data = generate_dataset(tmp_path / "obb", **SMALL, task="obb")
+    rotated = 0
+    for p in (data.parent / "labels" / "train").glob("*.txt"):
+        for line in p.read_text().splitlines():
+            v = [float(x) for x in line.split()][1:]
+            xs = v[0::2]
+            rotated += len({round(x, 3) for x in xs}) == 4  # an axis-aligned box has 2 distinct x values
+    assert rotated > 0
+
+
+def test_pose_keypoints_lie_on_the_shape_box(tmp_path):
+    """Top/bottom keypoints on the box's top/bottom edge, left/right on its sides."""
+    data = generate_dataset(tmp_path / "pose", **SMALL, task="pose")
+    for p in (data.parent / "labels" / "train").glob("*.txt"):
+        for line in p.read_text().splitlines():
+            _, cx, cy, w, h, *k = [float(x) for x in line.split()]
+            top, right, bottom, left = (k[i * 3:i * 3 + 2] for i in range(4))
+            tol = 1.0 / SMALL["imgsz"]
+            assert abs(top[1] - (cy - h / 2)) <= tol and abs(bottom[1] - (cy + h / 2)) <= tol
+            assert abs(left[0] - (cx - w / 2)) <= tol and abs(right[0] - (cx + w / 2)) <= tol
+
+
+def test_classify_is_a_folder_per_class(tmp_path):
+    out = generate_dataset(tmp_path / "cls", **SMALL, task="classify")
+    assert out == tmp_path / "cls" and not (out / "data.yaml").exists()
+    for split, n in (("train", SMALL["images"]), ("val", SMALL["val_images"])):
+        counts = {d.name: len(list(d.glob("*.png"))) for d in (out / split).iterdir()}
+        assert set(counts) == set(SHAPE_NAMES[:3]) and sum(counts.values()) == n
+        assert max(counts.values()) - min(counts.values()) <= 1  # balanced: image i has class i % nc
+    assert generate_dataset(tmp_path / "cls", **SMALL, task="classify") == out  # reused
+
+
+def test_classify_needs_an_image_per_class(tmp_path):
+    with pytest.raises(ValueError, match="val_images: a classify dataset needs at least one image per class"):
+        generate_dataset(tmp_path / "c", images=8, val_images=2, classes=3, imgsz=64, task="classify")
+
+
+def test_detect_dataset_unchanged_by_the_task_code(small):
+    """Every detect image and label byte is what the generator wrote before it learned the other
+    tasks (digest taken from that version): cached datasets and measured numbers stay valid."""
+    h = hashlib.sha256()
+    root = small.parent
+    for f in sorted(root.rglob("*")):
+        if f.is_file() and f.suffix in (".png", ".txt"):
+            h.update(str(f.relative_to(root)).encode())
+            h.update(f.read_bytes())
+    assert h.hexdigest() == "451e5b218a52be56af7196ca5b936fd7a22340f7056e1fe33d70112b3cb2e367"
+
+
+def test_obb_box_holds_pixels():
+    """Every pixel the rotated shape covers lies inside its labelled rotated box (to a pixel): the
+    pixels, rotated back about the box centre, fall inside the unrotated box."""
+    from orchestrator.data import shapes
+
+    rng = np.random.default_rng(7)
+    for kind in SHAPE_NAMES:
+        drawn = shapes.inner_box((10, 12, 50, 44))
+        mask, _ = shapes.draw_shape(kind, drawn, 64, rng, angle=33.0)
+        ys, xs = np.nonzero(np.asarray(mask) > 127)
+        x0, y0, x1, y1 = drawn
+        assert len(ys) == len(xs)
+        back = shapes.rotate_points(list(zip(xs + 0.5, ys + 0.5)), ((x0 + x1) / 2, (y0 + y1) / 2), -33.0)
+        assert xs.size > 20, kind
+        assert all(x0 - 1 <= x <= x1 + 1 and y0 - 1 <= y <= y1 + 1 for x, y in back), kind
