@@ -19,18 +19,21 @@ from orchestrator.spec.errors import SpecError
 from orchestrator.spec import dataset
 from orchestrator.spec.loader import LoadedJob, read_yaml_file, resolve_hyp
 from orchestrator.spec.job import SynthData
+from orchestrator.data import dataset_path
 from orchestrator.launch import launcher_for
 from orchestrator.rundir import cache_dir
 
 
-def synth_dir(cfg: SynthData) -> Path:
-    digest = hashlib.sha1(json.dumps(cfg.model_dump(), sort_keys=True).encode()).hexdigest()[:12]
+def synth_dir(cfg: SynthData, task: str = "detect") -> Path:
+    """The cache folder of a generated dataset (the same config and task: the same folder)."""
+    key = cfg.model_dump() if task == "detect" else dict(cfg.model_dump(), task=task)  # detect's folders kept
+    digest = hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
     return cache_dir() / "datasets" / f"synth-{digest}"
 
 
 @dataclass
 class DataInfo:
-    yaml_path: Path  # may not exist yet for synth data (generated at submit)
+    yaml_path: Path  # the data.yaml (classify: the dataset folder); synth data: generated at submit
     nc: int | None
     train_images: int | None
     synth: SynthData | None = None
@@ -85,15 +88,20 @@ class Plan:
 def describe_data(job: LoadedJob) -> DataInfo:
     """The job's dataset: classes, training images and a label check (spec/dataset.py). Label problems
     are SpecErrors here, before anything is written, not a failure mid-run."""
-    data = job.spec.data
+    data, task = job.spec.data, job.spec.task
     if not isinstance(data, str):
         cfg = data.synth
-        return DataInfo(synth_dir(cfg) / "data.yaml", cfg.classes, cfg.images, synth=cfg)
+        return DataInfo(dataset_path(synth_dir(cfg, task), task), cfg.classes, cfg.images, synth=cfg)
     path = job.resolve_path(data).resolve()
+    if task == "classify":
+        found = dataset.scan_folders(path)
+        if found.problems:
+            raise SpecError(found.problems)
+        return DataInfo(path, found.nc, found.train_images, warnings=found.warnings)
     cfg = read_yaml_file(path, "dataset yaml")
     names = cfg.get("names")
     nc = len(names) if isinstance(names, (list, dict)) else cfg.get("nc")
-    found = dataset.scan(cfg, path, nc)
+    found = dataset.scan(cfg, path, nc, task)
     if found.problems:
         raise SpecError(found.problems)
     root = found.root if dataset.relative_root(cfg) else None
@@ -134,6 +142,7 @@ def scaler_inputs(spec, hyp: dict[str, Any], nc: int | None, train_images: int |
         epochs=spec.epochs,
         nc=nc,
         dataset_size=images_trained(train_images, spec.overrides.get("fraction")),
+        task=spec.task or "detect",
     )
     cap = spec.target.max_batch_per_device
     if max_batch_per_device is not None:
@@ -186,6 +195,9 @@ def make_plan(job: LoadedJob, devices: str | None = None, policy: str | None = N
     it once."""
     spec = job.spec
     target_spec = parse_devices(devices or spec.target.devices)
+    if target_spec.kind in XLA_KINDS and spec.task != "detect":
+        raise SpecError(f"target.devices: {target_spec.text} runs the XLA backend, which trains detect models only "
+                        f"(its fixed-shape loss is the detection loss); task {spec.task} trains on cpu, cpu:N or GPUs")
     hyp = resolve_hyp(job)
     data = data or describe_data(job)
     scaled = scale_for(spec, hyp, data.nc, data.train_images, target_spec, policy or spec.scaling.policy)

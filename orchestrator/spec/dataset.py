@@ -1,5 +1,7 @@
-"""A detection dataset yaml, read as Ultralytics will read it, and its labels checked before anything
-runs (no torch: these are text files and folder walks).
+"""A dataset, read as Ultralytics will read it for the job's task, and its labels checked before anything
+runs (no torch: these are text files and folder walks). Detect, segment, pose and obb datasets are a
+data.yaml with label files (each task its own line format); a classify dataset is a folder of
+train/ and val/ (or test/) folders, one folder per class.
 
 Ultralytics (`ultralytics.data.utils.check_det_dataset`) resolves a relative `path:` against the
 training process's current folder, else its settings' `datasets_dir`; a hand-written data.yaml often
@@ -72,9 +74,12 @@ def split_entries(cfg: dict, key: str, root: Path) -> list[Path]:
     return out
 
 
-def check_yaml(cfg: dict, yaml_path: Path, label: str) -> list[str]:
-    """The checks Ultralytics' check_det_dataset makes, one line each: keys, nc against names, folders."""
+def check_yaml(cfg: dict, yaml_path: Path, label: str, task: str = "detect") -> list[str]:
+    """The checks Ultralytics' check_det_dataset makes, one line each: keys, nc against names, folders
+    (pose: kpt_shape)."""
     problems = [f"data: {label} has no '{key}' key" for key in ("train", "val") if key not in cfg]
+    if task == "pose":
+        problems += _check_kpt_shape(cfg, label)
     names, nc = cfg.get("names"), cfg.get("nc")
     if names is None and nc is None:
         problems.append(f"data: {label} has no 'names' key (nor 'nc')")
@@ -101,6 +106,24 @@ def check_yaml(cfg: dict, yaml_path: Path, label: str) -> list[str]:
     return problems
 
 
+def _check_kpt_shape(cfg: dict, label: str) -> list[str]:
+    shape, flip = cfg.get("kpt_shape"), cfg.get("flip_idx")
+    if not (isinstance(shape, list) and len(shape) == 2 and all(type(v) is int for v in shape)
+            and shape[0] >= 1 and shape[1] in (2, 3)):
+        return [f"data: {label} needs 'kpt_shape: [keypoints, 2 or 3]' for a pose dataset (got {shape!r})"]
+    if flip is not None and not (isinstance(flip, list) and sorted(flip) == list(range(shape[0]))):
+        return [f"data: {label} 'flip_idx' must list each of the {shape[0]} keypoints once (got {flip!r})"]
+    return []
+
+
+def label_values(task: str, cfg: dict) -> int | None:
+    """How many numbers a label line of `task` holds (None: a polygon, any odd count from 7)."""
+    if task == "pose":
+        kpts, dims = cfg["kpt_shape"]
+        return 5 + kpts * dims
+    return {"obb": 9, "segment": None}.get(task, 5)
+
+
 @dataclass
 class Scan:
     root: Path  # where the images were looked for (dataset_root)
@@ -109,7 +132,7 @@ class Scan:
     warnings: list[str] = field(default_factory=list)
 
 
-def scan(cfg: dict, yaml_path: Path, nc: int | None) -> Scan:
+def scan(cfg: dict, yaml_path: Path, nc: int | None, task: str = "detect") -> Scan:
     """Count the training images and check both splits' labels (Ultralytics' verify_image_label rules:
     5 values or a polygon per line, integer class in [0, nc), coordinates normalised). A split whose
     images have no label at all is an error (it would train to mAP 0); some images without labels are
@@ -136,7 +159,8 @@ def scan(cfg: dict, yaml_path: Path, nc: int | None) -> Scan:
                 result.problems.append(f"data: no {split} images in {', '.join(map(str, entries))} (image files "
                                        "are those Ultralytics reads: .jpg, .png, ...)")
                 continue
-            _check_labels(split, sorted(images), nc, result)
+            kpt_dims = cfg["kpt_shape"][1] if task == "pose" else 0
+            _check_labels(split, sorted(images), nc, result, task, label_values(task, cfg), kpt_dims)
     return result
 
 
@@ -182,7 +206,8 @@ def label_path(image: str) -> str:
     return os.path.splitext(image)[0] + ".txt"
 
 
-def _check_labels(split: str, images: list[str], nc: int | None, result: Scan) -> None:
+def _check_labels(split: str, images: list[str], nc: int | None, result: Scan, task: str, values: int | None,
+                  kpt_dims: int) -> None:
     checked = images[:MAX_LABEL_FILES_CHECKED]
     problems: list[str] = []
     unlabelled = 0
@@ -193,7 +218,7 @@ def _check_labels(split: str, images: list[str], nc: int | None, result: Scan) -
             unlabelled += 1
             continue
         for number, line in lines:
-            why = _bad_label(line, nc)
+            why = _bad_label(line, nc, task, values, kpt_dims)
             if why:
                 problems.append(f"data: {label}:{number}: {why}")
                 break
@@ -218,18 +243,73 @@ def _label_lines(path: str) -> list[tuple[int, str]]:
     return [(i, line) for i, line in enumerate(text.splitlines(), 1) if line.strip()]
 
 
-def _bad_label(line: str, nc: int | None) -> str | None:
+LINE_FORMATS = {"detect": "5 values (class x y w h) or a polygon (class x1 y1 x2 y2 ...)",
+                "segment": "a polygon (class x1 y1 x2 y2 x3 y3 ...: at least 3 points)",
+                "obb": "9 values (class x1 y1 x2 y2 x3 y3 x4 y4: the rotated box's corners)",
+                "pose": "class x y w h and then the keypoints (kpt_shape)"}
+
+
+def _bad_label(line: str, nc: int | None, task: str = "detect", expected: int | None = 5,
+               kpt_dims: int = 0) -> str | None:
     try:
         values = [float(v) for v in line.split()]
     except ValueError:
         return f"not numbers: '{line.strip()[:60]}'"
-    if not (len(values) == 5 or (len(values) > 6 and len(values) % 2 == 1)):
-        return f"expected 5 values (class x y w h) or a polygon (class x1 y1 x2 y2 ...), got {len(values)}"
+    polygon = len(values) > 6 and len(values) % 2 == 1
+    if not (len(values) == expected or (task in ("detect", "segment") and polygon)):
+        return (f"expected {LINE_FORMATS[task]} for task {task}" + (f": {expected} values" if task == "pose" else "")
+                + f", got {len(values)}")
     cls = values[0]
     if cls != int(cls) or cls < 0 or (nc is not None and cls >= nc):
         limit = f" 0..{nc - 1}" if nc else ""
         return f"class {values[0]:g} is not a class id{limit}"
     coords = values[1:]
+    if task == "pose" and kpt_dims == 3:  # the third number of a keypoint is its visibility (0, 1, 2)
+        coords = values[1:5] + [v for i, v in enumerate(values[5:]) if i % 3 != 2]
     if max(coords) > 1.0 or min(coords) < -0.01:  # Ultralytics' own tolerance
         return f"coordinates must be normalised to 0..1 (got {', '.join(f'{v:g}' for v in coords)})"
     return None
+
+
+@dataclass
+class FolderScan:
+    train_images: int | None
+    nc: int | None
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def scan_folders(root: Path) -> FolderScan:
+    """A classify dataset as Ultralytics' check_cls_dataset and torchvision's ImageFolder read it:
+    train/ and val/ (else test/) hold one folder per class, each with images. A val split whose class
+    folders differ from train's would number the classes differently (ImageFolder numbers each split's
+    own folders), so its metrics would be wrong, silently: refused."""
+    label = f"data: classify dataset {root}"
+    if not root.is_dir():
+        return FolderScan(None, None, [f"{label} is not a folder (a classify dataset is a folder with train/ and "
+                                       "val/ inside, one folder per class in each)"])
+    val = next((root / s for s in ("val", "test") if (root / s).is_dir()), None)
+    if not (root / "train").is_dir() or val is None:
+        missing = " and ".join(s for s, ok in (("train/", (root / "train").is_dir()), ("val/ (or test/)", val))
+                               if not ok)
+        return FolderScan(None, None, [f"{label} has no {missing} folder"])
+    found = FolderScan(train_images=0, nc=None)
+    classes = {}
+    for split in (root / "train", val):
+        folders = sorted(d for d in split.iterdir() if d.is_dir())
+        classes[split.name] = [d.name for d in folders]
+        for folder in folders:
+            images = _list_images(folder, split.name, found.problems) or []
+            if not images:
+                found.problems.append(f"{label}: {split.name}/{folder.name} has no images (torchvision's ImageFolder "
+                                      "refuses an empty class folder)")
+            if split.name == "train":
+                found.train_images += len(images)
+    train, other = classes["train"], classes[val.name]
+    if not train:
+        found.problems.append(f"{label}: train/ has no class folders")
+    elif train != other:
+        found.problems.append(f"{label}: {val.name}/ has class folders {other}, train/ has {train}; they must be the "
+                              "same (each split numbers its own folders)")
+    found.nc = len(train) or None
+    return found

@@ -9,6 +9,7 @@ from typing import Any, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from orchestrator.data import SYNTH_MAX_IMAGES, SYNTH_MAX_IMGSZ
+from orchestrator.tasks import TASKS
 from orchestrator.devices import DeviceSpecError, parse_devices
 from orchestrator.scaling.types import POLICIES
 from orchestrator.scaling.ultralytics_math import DEFAULTS
@@ -152,7 +153,8 @@ class XlaOptions(Strict):
 
 class JobSpec(Strict):
     name: str = Field(pattern=NAME_PATTERN, description="run name: letters, digits, '.', '_', '-'")
-    task: Literal["detect"] = "detect"
+    task: Optional[Literal[TASKS]] = Field(  # type: ignore[valid-type]
+        default=None, description="detect, segment, pose, obb or classify; unset: the model's task (loader.py)")
     model: str = Field(default="yolo11n.yaml", min_length=1)
     data: str | DataSource
     epochs: int = Field(default=DEFAULTS["epochs"], ge=1, le=100000)

@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from orchestrator.tasks import EXAMPLE_MODELS, TASKS
 from orchestrator.spec import ultralytics_cfg
 from orchestrator.spec import dataset
 from orchestrator.spec.errors import SpecError, format_pydantic_errors
@@ -100,7 +101,8 @@ def load_job_dict(
     except ValidationError as exc:
         raise SpecError([_with_home(line) for line in format_pydantic_errors(exc)]) from None
     job = LoadedJob(spec=spec, path=path, base_dir=base_dir)
-    problems = check_model(job) + check_data(job) + check_overrides(spec.overrides)
+    problems = check_model(job)  # first: it sets the task a job left out, which the data check reads
+    problems += check_data(job) + check_overrides(spec.overrides)
     try:
         resolve_hyp(job)
     except SpecError as exc:
@@ -133,36 +135,56 @@ def _with_home(line: str) -> str:
 
 
 def check_model(job: LoadedJob) -> list[str]:
+    """The model must be a local file or an Ultralytics yaml (weights are never downloaded), and build
+    the job's task; a job without `task` takes the model's (set here, so every layer sees one task)."""
     model = job.spec.model
     local = job.resolve_path(model)
+    built = None
     if local.is_file():
-        return _check_model_task(job, local) if model.endswith((".yaml", ".yml")) else []
-    if model.endswith((".yaml", ".yml")):
+        built = ultralytics_cfg.model_yaml_task(local) if model.endswith((".yaml", ".yml")) else \
+            ultralytics_cfg.weights_task(local) if model.endswith(".pt") else None
+    elif model.endswith((".yaml", ".yml")):
         found = ultralytics_cfg.find_model_yaml(Path(model).name)
-        if found is not None and Path(model).name == model:
-            return _check_model_task(job, found)
-        return [f"model: unknown model yaml '{model}' (not a local file nor an Ultralytics config)"
-                f"{ultralytics_cfg.suggest_model(Path(model).name)}"]
-    if model.endswith(".pt"):
-        return [f"model: weights file '{model}' not found; weights cannot be downloaded offline "
-                f"(build from '{Path(model).stem}.yaml' or give a local path)"]
-    return [f"model: expected a model yaml (e.g. yolo11n.yaml) or a local .pt file (got '{model}')"]
+        if found is None or Path(model).name != model:
+            return [f"model: unknown model yaml '{model}' (not a local file nor an Ultralytics config)"
+                    f"{ultralytics_cfg.suggest_model(Path(model).name)}"]
+        built = ultralytics_cfg.model_yaml_task(found)
+    elif model.endswith(".pt"):
+        return [f"model: weights file '{model}' not found, and weights are never downloaded (offline by design): put "
+                f"the file at {local} (or give its path), or build from '{Path(model).stem}.yaml'"]
+    else:
+        return [f"model: expected a model yaml (e.g. yolo11n.yaml) or a local .pt file (got '{model}')"]
+    return _check_model_task(job, built)
 
 
-def _check_model_task(job: LoadedJob, yaml_path: Path) -> list[str]:
-    """A segment/pose/obb/classify model yaml under `task: detect` would build the wrong head."""
-    built = ultralytics_cfg.model_yaml_task(yaml_path)
-    if built is None or built == job.spec.task:
+def _check_model_task(job: LoadedJob, built: str | None) -> list[str]:
+    """A segment/pose/obb/classify model under another task would build or load the wrong head."""
+    task = job.spec.task
+    if built is not None and built not in TASKS:  # e.g. Ultralytics' semantic or depth heads
+        return [f"model: {job.spec.model} is a {built} model; yolo-orch trains {', '.join(TASKS)} models"]
+    if task is None:
+        job.spec.task = built or "detect"
         return []
-    return [f"model: {job.spec.model} builds a model for task {built}, but the job's task is {job.spec.task} "
-            f"(this version trains detect models: use a detection yaml such as yolo11n.yaml)"]
+    if built is None or built == task:
+        return []
+    return [f"model: {job.spec.model} is a {built} model, but the job's task is {task} (leave `task` out to "
+            f"train the model's own task, or give a {task} model such as {EXAMPLE_MODELS[task]})"]
 
 
 def check_data(job: LoadedJob) -> list[str]:
     data = job.spec.data
-    if not isinstance(data, str):
-        return []  # synth: generated on first use
+    if not isinstance(data, str):  # synth: generated on first use
+        synth = data.synth
+        if job.spec.task == "classify" and min(synth.images, synth.val_images) < synth.classes:
+            return [f"data.synth: a classify dataset needs at least one image per class in each split ({synth.classes} "
+                    f"classes; images {synth.images}, val_images {synth.val_images})"]
+        return []
     path = job.resolve_path(data)
+    if job.spec.task == "classify":
+        if path.is_dir():
+            return []  # its folders are read with the images (dataset.scan_folders, plan.describe_data)
+        return [f"data: a classify dataset is a folder with train/ and val/, one folder per class in each; "
+                f"'{data}' is {'a file' if path.exists() else 'not found'}"]
     if not path.is_file():
         return [f"data: dataset yaml '{data}' not found"]
     try:
@@ -171,7 +193,7 @@ def check_data(job: LoadedJob) -> list[str]:
         return [f"data: {line}" for line in exc.problems]
     if not isinstance(cfg, dict):
         return [f"data: {data} must be a mapping with train, val and names"]
-    return dataset.check_yaml(cfg, path.resolve(), data)
+    return dataset.check_yaml(cfg, path.resolve(), data, job.spec.task)
 
 
 def check_overrides(overrides: dict, values: bool = True) -> list[str]:

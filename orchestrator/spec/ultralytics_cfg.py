@@ -92,8 +92,10 @@ def check_train_arg(key: str, value) -> str | None:
     `fraction` ranges, `cache` values."""
     types = cfg_key_types()
     number = isinstance(value, (int, float))  # Ultralytics' FLOAT_OR_INT: a bool passes as 0/1 there too
-    if value is None:
-        return None if default_cfg().get(key) is None else "must not be null"
+    if value is None:  # check_cfg: null is refused for amp and the typed keys with a default, but auto_augment
+        typed = set().union(*(types[name] for name in _KEY_SETS)) | {"scale", "compile"}
+        refused = key == "amp" or (default_cfg().get(key) is not None and key in typed and key != "auto_augment")
+        return "must not be null" if refused else None
     if key == "cache":
         ok = isinstance(value, bool) or (isinstance(value, str) and value.lower() in ("ram", "disk"))
         return None if ok else f"expected true, false, 'ram' or 'disk' (got {value!r})"
@@ -152,4 +154,39 @@ def model_yaml_task(path: Path) -> str | None:
                          ("pose", "pose"), ("obb", "obb"), ("depth", "depth")):
         if marker in m:
             return task
+    return None
+
+
+FILENAME_TASKS = (("-seg", "segment"), ("-cls", "classify"), ("-pose", "pose"), ("-obb", "obb"))
+
+
+def weights_task(path: Path) -> str | None:
+    """The task a .pt checkpoint trains, without torch: its `train_args` task read from the pickle's
+    opcodes (never executed); else Ultralytics' filename rule (guess_model_task: -seg, -cls, -pose, -obb,
+    otherwise detect)."""
+    return _checkpoint_task(path) or next((t for mark, t in FILENAME_TASKS if mark in Path(path).stem), "detect")
+
+
+def _checkpoint_task(path: Path) -> str | None:
+    import pickletools
+    import zipfile
+
+    from orchestrator.tasks import TASKS as tasks
+    try:
+        with zipfile.ZipFile(path) as z:
+            name = next(n for n in z.namelist() if n.endswith("data.pkl"))
+            data = z.read(name)
+        memo: dict[int, str] = {}
+        last, after_task = None, False
+        for op, arg, _ in pickletools.genops(data):
+            if op.name in ("BINPUT", "LONG_BINPUT") and isinstance(last, str):  # torch.save: pickle protocol 2
+                memo[arg] = last
+            value = memo.get(arg) if op.name in ("BINGET", "LONG_BINGET") else arg if isinstance(arg, str) else None
+            if value is None:
+                continue
+            if after_task and value in tasks:
+                return value
+            after_task, last = value == "task", value
+    except Exception:  # noqa: BLE001 - not a torch zip checkpoint: the filename decides
+        return None
     return None
