@@ -8,6 +8,7 @@ from fractions import Fraction
 
 from orchestrator.scaling import evidence
 from orchestrator.scaling import ultralytics_math as um
+from orchestrator.tasks import MEAN_LOSS_TASKS
 
 WARMUP_MIN_EPOCHS = 5.0  # Goyal et al. 2017: gradual warmup over 5 epochs for large minibatches
 WARMUP_K_THRESHOLD = 4.0  # lengthen warmup when images per step grow at least this much
@@ -34,7 +35,8 @@ def power(k: Fraction, e: float) -> Fraction | float:
     return k ** int(e) if e == int(e) else float(k) ** e
 
 
-def rule_for(policy: str, opt: str, images: int, images_ref: int, world: int, world_ref: int) -> Rule:
+def rule_for(policy: str, opt: str, images: int, images_ref: int, world: int, world_ref: int,
+             growth: Fraction | None = None, task: str = "detect") -> Rule:
     """The policy's rule for optimizer ``opt`` when images per optimizer step go images_ref -> images.
 
     Every k-rule (auto, linear, sqrt) passes lr0 x k**e and gives the optimizer a weight decay x k**(1-e),
@@ -43,22 +45,24 @@ def rule_for(policy: str, opt: str, images: int, images_ref: int, world: int, wo
     SGD step already grows with k at a fixed lr0 (mean-gradient lr x k**(e+1)); an Adam-family step
     does not (mean-gradient lr x k**e). linear and sqrt are the literature's rules in mean-gradient
     terms; auto's exponent is the measured one (evidence.AUTO_LR0_EXPONENT).
+
+    `growth` is by how much the SGD step grows at a fixed lr0 (scaler._step_growth): the images per step
+    for a summed loss; for classify's mean loss (tasks.MEAN_LOSS_TASKS) the micro-batches per step, so there lr0
+    is divided by `growth` on top of the rule, which keeps the same mean-gradient step as for detect.
     """
     k_images = Fraction(images, images_ref)
+    growth = k_images if growth is None else growth
+    mean_loss = task in MEAN_LOSS_TASKS
     sgd = opt in um.SGD_FAMILY
     family = "SGD" if sgd else "Adam"
     k_text = f"k = {images}/{images_ref} = {float(k_images):.2f} images per optimizer step"
-    summed = (
-        f"Ultralytics' summed loss already grows the {opt} step with the images per step (x {float(k_images):.4g})"
-        if sgd
-        else f"the {opt} update ignores the gradient's scale, so Ultralytics' summed loss changes nothing"
-    )
+    summed = _step_text(opt, sgd, mean_loss, float(growth))
     if policy == "none":
-        if k_images == 1:
+        if k_images == 1 and (growth == 1 or not sgd):
             return Rule("none", family, 1.0, "no scaling", Fraction(1), Fraction(1), False, "", "")
         per_epoch = (
-            "the linear rule in mean-gradient terms (Goyal et al. 2017)"
-            if sgd
+            f"mean-gradient step x {float(growth):.4g}" if sgd and mean_loss
+            else "the linear rule in mean-gradient terms (Goyal et al. 2017)" if sgd
             else f"{float(k_images):.4g} x fewer steps of the same size per epoch"
         )
         return Rule(
@@ -69,28 +73,32 @@ def rule_for(policy: str, opt: str, images: int, images_ref: int, world: int, wo
     if policy == "table":
         d = Fraction(world, world_ref)
         lr_text = f"table rule lr0 x {float(d):.4g} (k = {world}/{world_ref} devices)"
-        if sgd and k_images != 1:
-            lr_text += f"; with the summed loss the mean-gradient SGD step grows x {float(d * k_images):.4g}"
-        if d == 1 and k_images == 1:
+        if sgd and growth != 1:
+            lr_text += f"; with Ultralytics' loss scaling the mean-gradient SGD step grows x {float(d * growth):.4g}"
+        if d == 1 and growth == 1:
             lr_text = ""
         return Rule(
             "table", family, float(d), f"k = {world}/{world_ref} = {float(d):.2f} devices", d, d, d > 1, lr_text,
             f"table rule effective weight decay x {float(d):.4g} (k = {world}/{world_ref} devices)",
         )
     if policy == "auto":
-        e = evidence.AUTO_LR0_EXPONENT[family]
+        e = evidence.auto_exponent(family, task)
     else:  # the literature's rule in mean-gradient terms: linear x k, sqrt x sqrt(k)
         e = (1.0 if policy == "linear" else 0.5) - (1.0 if sgd else 0.0)
-    lr_mult = power(k_images, e)
-    wd_mult = k_images / lr_mult if isinstance(lr_mult, Fraction) else float(k_images) / lr_mult
     mean_exp = e + 1 if sgd else e  # the mean-gradient learning rate grows x k**mean_exp
+    lr_mult, wd_mult = _multipliers(k_images, e, mean_exp, growth if sgd and mean_loss else None)
     k = float(k_images)
-    if k == 1:
+    if k == 1 and lr_mult == 1:
         lr_reason = ""
+    elif k == 1:
+        lr_reason = (f"{policy} keeps the reference's step at the same images per step: {summed}, so lr0 x "
+                     f"1/{float(growth):.4g} (and the weight decay x {float(growth):.4g}: the same decay per step)")
     elif policy == "auto":
-        measured = evidence.gaps(family, k, "auto")
+        measured = evidence.gaps(family, k, "auto", task)
         named = {0.5: ", the square-root rule (Malladi et al. 2022)", 1.0: ", the linear rule"}
         how = f"{summed}; lr0 x k^{e:g}" + (" on top" if sgd else named.get(mean_exp, ""))
+        if sgd and mean_loss:
+            how = f"{summed}; lr0 x k^{mean_exp:g} / {float(growth):.4g}"
         lr_reason = (
             f"auto ({family}-family {opt}): {how}: step x {k ** mean_exp:.4g} in mean-gradient terms, movement per "
             f"epoch x {k ** (mean_exp - 1):.4g} ({k:.4g} x fewer optimizer steps); {k_text}; "
@@ -107,6 +115,27 @@ def rule_for(policy: str, opt: str, images: int, images_ref: int, world: int, wo
         f"steps x 1/{k:.4g}, lr0 x {float(lr_mult):.4g}, weight decay x {float(wd_mult):.4g})"
     )
     return Rule(policy, family, k, k_text, lr_mult, wd_mult, k >= WARMUP_K_THRESHOLD, lr_reason, wd_reason)
+
+
+def _multipliers(k: Fraction, e: float, mean_exp: float, growth: Fraction | None):
+    """lr0 x k**e (exact for integer exponents); with a mean loss's `growth` (SGD, classify) the step
+    grows with the micro-batches, not with k: lr0 x k**mean_exp / growth. The weight decay gets
+    k / lr_mult, which keeps optimizer steps x lr0 x weight decay per epoch."""
+    lr_mult = power(k, e)
+    if growth is not None:
+        lr_mult = power(k, mean_exp) / growth if e == int(e) else float(k) ** mean_exp / float(growth)
+    return lr_mult, (k / lr_mult if isinstance(lr_mult, Fraction) else float(k) / lr_mult)
+
+
+def _step_text(opt: str, sgd: bool, mean_loss: bool, growth: float) -> str:
+    """Why (or whether) the optimizer's step grows with the batch at a fixed lr0."""
+    if not sgd:
+        return f"the {opt} update ignores the gradient's scale, so Ultralytics' loss scaling changes nothing"
+    if mean_loss:
+        return (f"Ultralytics' classify loss is a mean per micro-batch, multiplied by the world size under DDP and "
+                f"added up over accumulation, so the {opt} step grows with the micro-batches per optimizer step "
+                f"(world x accumulate: x {growth:.4g})")
+    return f"Ultralytics' summed loss already grows the {opt} step with the images per step (x {growth:.4g})"
 
 
 def auto_basis(k: float) -> str:

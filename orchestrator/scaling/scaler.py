@@ -44,6 +44,7 @@ from orchestrator.scaling.effective import clean, effective_values, fmt
 from orchestrator.scaling.reference import resolve_reference, validate_reference
 from orchestrator.scaling.rules import WARMUP_K_THRESHOLD, WARMUP_MIN_EPOCHS, Rule, rule_for
 from orchestrator.scaling.types import POLICIES, ReferenceHyp, ScaleResult, ScalingError, TargetHardware
+from orchestrator.tasks import MEAN_LOSS_TASKS
 
 __all__ = ["scale"]
 
@@ -76,7 +77,8 @@ def scale(reference: ReferenceHyp, target: TargetHardware, policy: str = "auto")
         reasons_for["nbs"].append(_nbs_reason(ref.nbs, nbs, total, images, world))
 
     # 3. the policy's rule: lr0, the weight decay, the warmup
-    rule = rule_for(policy, base["optimizer"], images, images_ref, world, ref.world_size)
+    rule = rule_for(policy, base["optimizer"], images, images_ref, world, ref.world_size,
+                    _step_growth(ref, images, images_ref, total, nbs, world), ref.task)
     passed = dict(ref_passed, batch=total, nbs=nbs)
     passed["lr0"] = base["lr0"] if rule.lr_mult == 1 else clean(base["lr0"] * float(rule.lr_mult))
     if rule.lr_reason:  # printed as "lr0 a -> b: ..." or "lr0 a kept: ..."
@@ -96,6 +98,16 @@ def scale(reference: ReferenceHyp, target: TargetHardware, policy: str = "auto")
     return ScaleResult(devices=str(target.devices) or target.devices.kind, policy=policy, passed=passed,
                        effective=eff, reasons=_reason_lines(ref, passed, reasons_for, kept_for), warnings=warnings,
                        reference_effective=ref_eff, k=rule.k)
+
+
+def _step_growth(ref: ReferenceHyp, images: int, images_ref: int, total: int, nbs: int, world: int) -> Fraction:
+    """By how much Ultralytics' gradient per optimizer step grows at a fixed lr0 (the mean gradient's
+    multiple, target over reference). A summed loss (detect, segment, pose, obb): with the images per
+    step. Classify's loss is a mean per micro-batch that `_do_train` multiplies by the world size under
+    DDP, and accumulation adds `accumulate` of them: with the micro-batches per step, world x accumulate."""
+    if ref.task not in MEAN_LOSS_TASKS:
+        return Fraction(images, images_ref)
+    return Fraction(world * um.accumulate(nbs, total), ref.world_size * um.accumulate(ref.nbs, ref.batch))
 
 
 def _checked_inputs(ref: ReferenceHyp, target: TargetHardware, policy: str) -> tuple[str, int, str]:

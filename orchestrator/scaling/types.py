@@ -37,6 +37,7 @@ class ReferenceHyp:
     epochs: int = um.DEFAULTS["epochs"]
     nc: int | None = None  # number of classes, when known
     dataset_size: int | None = None  # training images, when known
+    task: str = "detect"  # Ultralytics task: classify's loss is a mean, the others' a sum (tasks.MEAN_LOSS_TASKS)
 
 
 @dataclass(frozen=True)

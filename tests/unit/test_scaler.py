@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import subprocess
 import sys
@@ -499,3 +500,64 @@ def test_few_optimizer_steps_warn_with_the_measured_gap_and_offer_epochs():
     assert "auto ended at 0.741 mAP50-95 against the reference's 0.347" in few[0]
     many = scale(ReferenceHyp(optimizer="AdamW", batch=16, nbs=16, dataset_size=2048, epochs=30), tgt("cpu", batch=64))
     assert not any("optimizer steps in all" in w for w in many.warnings)  # 960 steps: measured enough
+
+
+# ----------------------------------------------------------------- classify's mean loss
+
+def _cls(opt="SGD", **kw):
+    return ReferenceHyp(optimizer=opt, lr0=0.01, weight_decay=0.0005, batch=64, nbs=64, task="classify", **kw)
+
+
+def test_classify_sgd_same_images_more_micro_batches_divides_lr0():
+    """batch 64 -> 16 on one device: 64 images per step either way, but 4 micro-batch means are added up
+    instead of 1, so the SGD step would be 4x: lr0 / 4 and the weight decay x 4 keep the step and the decay."""
+    r = scale(_cls(), TargetHardware(parse_devices("cpu"), batch=16), "auto")
+    assert (r.passed["batch"], r.passed["nbs"], r.passed["lr0"], r.passed["weight_decay"]) == (16, 64, 0.0025, 0.002)
+    assert any("classify loss is a mean per micro-batch" in line and "x 4" in line for line in r.reasons)
+
+
+def test_classify_ddp_multiplies_by_world_size():
+    """2 GPUs, the same 64 images per step: DDP's x world_size makes 2 micro-batch means per step."""
+    r = scale(_cls(), TargetHardware(parse_devices("0,1"), batch=64), "auto")
+    assert (r.passed["lr0"], r.passed["weight_decay"]) == (0.005, 0.001)
+
+
+def test_classify_adam_family_ignores_the_micro_batches():
+    r = scale(_cls("AdamW"), TargetHardware(parse_devices("cpu"), batch=16), "auto")
+    assert (r.passed["lr0"], r.passed["weight_decay"]) == (0.01, 0.0005)
+
+
+def test_classify_k4_keeps_detects_mean_gradient_step():
+    """k = 4 images per step on 4 devices: the mean-gradient step grows as for detect (x k^1.5 under auto
+    SGD), so lr0 x 8/4 = 2 where detect passes lr0 x 2 too (its summed loss gives the other x 4)."""
+    target = TargetHardware(parse_devices("0,1,2,3"), batch=256)
+    cls = scale(_cls(), target, "auto")
+    det = scale(dataclasses.replace(_cls(), task="detect"), target, "auto")
+    assert cls.passed["lr0"] == det.passed["lr0"] == 0.02
+
+
+def test_classify_none_policy_says_the_step_grows():
+    r = scale(_cls(), TargetHardware(parse_devices("cpu"), batch=16), "none")
+    assert r.passed["lr0"] == 0.01
+    assert any("policy none" in line and "micro-batches per optimizer step" in line for line in r.reasons)
+
+
+def test_classify_adamw_auto_is_the_square_root_rule_its_rows_chose():
+    """classify's own fidelity rows chose lr0 x sqrt(k) for AdamW (the linear rule lost 0.258 top-1 at
+    k = 4); detect keeps lr0 x k. The reason quotes classify's rows."""
+    target = TargetHardware(parse_devices("cpu"), batch=256)
+    cls = scale(_cls("AdamW"), target, "auto")
+    det = scale(dataclasses.replace(_cls("AdamW"), task="detect"), target, "auto")
+    assert (cls.passed["lr0"], det.passed["lr0"]) == (0.02, 0.04)
+    lr_reason = next(line for line in cls.reasons if line.startswith("lr0"))
+    assert "square-root rule" in lr_reason and "top-1 at k = 4 (AdamW, classify" in lr_reason
+
+
+def test_segment_quotes_its_own_rows_where_measured():
+    """segment keeps detect's rule; at k = 4 its plan quotes segment's rows, at k = 2 detect's."""
+    ref = ReferenceHyp(optimizer="SGD", lr0=0.01, batch=16, nbs=16, task="segment")
+    k4 = scale(ref, TargetHardware(parse_devices("cpu"), batch=64), "auto")
+    k2 = scale(ref, TargetHardware(parse_devices("cpu"), batch=32), "auto")
+    assert k4.passed["lr0"] == 0.02
+    assert "mask mAP50-95 at k = 4 (SGD, segment" in next(x for x in k4.reasons if x.startswith("lr0"))
+    assert "mAP50-95 at k = 2 (SGD, detect" in next(x for x in k2.reasons if x.startswith("lr0"))
