@@ -17,7 +17,7 @@ from orchestrator.rundir import (ENV_SUPERVISOR_PID, ENV_SUPERVISOR_START, EVENT
                                  LOG, RESOLVED, SUMMARY, EventTail, EventWriter, completed_epochs, dump_yaml,
                                  failure_cause, load_resolved, new_run_id, process_identity, run_summary,
                                  write_json_atomic, write_text_atomic)
-from orchestrator.plan import Plan
+from orchestrator.plan import Plan, synth_dir
 from orchestrator.registry import RESUMABLE, Registry
 from orchestrator.spec.errors import SpecError
 from orchestrator.wandb_mode import resolve_mode
@@ -54,9 +54,9 @@ def ensure_data(plan: Plan) -> None:
     if plan.data.synth is not None and not plan.data.yaml_path.exists():
         from orchestrator.data.synth import generate_dataset
 
-        cfg = plan.data.synth
-        generate_dataset(plan.data.yaml_path.parent, images=cfg.images, val_images=cfg.val_images,
-                         classes=cfg.classes, imgsz=cfg.imgsz, seed=cfg.seed)
+        cfg, task = plan.data.synth, plan.job.spec.task
+        generate_dataset(synth_dir(cfg, task), images=cfg.images, val_images=cfg.val_images, classes=cfg.classes, imgsz=cfg.imgsz,
+                         seed=cfg.seed, task=task)
 
 
 DATA_YAML = "data.yaml"

@@ -9,6 +9,7 @@ import secrets
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -82,6 +83,31 @@ def write_text(folder: Path, name: str, text: str) -> Path:
     path = folder / name
     path.write_text(textwrap.dedent(text))
     return path
+
+
+def read_events(run_dir: Path) -> list[dict]:
+    """A run's events.jsonl; a line being written (not yet whole JSON) is skipped."""
+    path = run_dir / "events.jsonl"
+    out = []
+    for line in path.read_text().splitlines() if path.exists() else []:
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            pass
+    return out
+
+
+def wait_first_epoch(runs: Path, proc: subprocess.Popen, job: str = "tiny", timeout: float = 300) -> Path:
+    """The run directory of job `job` under `runs` once its first epoch event is written (`proc`, the
+    submit, must still be running)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for events in runs.glob(f"{job}/*/events.jsonl"):
+            if any(e.get("event") == "epoch" for e in read_events(events.parent)):
+                return events.parent
+        assert proc.poll() is None, proc.stdout.read() if proc.stdout else "submit exited early"
+        time.sleep(0.05)
+    raise AssertionError("no epoch event within the timeout")
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from typing import Optional
 
 import typer
 
+from orchestrator.tasks import headline
 from orchestrator.cli.common import fail, human, print_json, run_exit_code
 
 kaggle_app = typer.Typer(
@@ -195,9 +196,9 @@ def _launch_with_progress(job, opts) -> int:
     if outcome.message:
         print(outcome.message)
     metrics = (outcome.resume or {}).get("metrics") or {}
-    for key in ("metrics/mAP50(B)", "metrics/mAP50-95(B)"):
-        if key in metrics:
-            print(f"  {key} {metrics[key]:.4f}")
+    for label, value in headline(metrics):
+        if value is not None:
+            print(f"  {label} {value:.4f}")
     return run_exit_code(outcome.state)
 
 

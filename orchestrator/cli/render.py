@@ -8,6 +8,7 @@ from typing import Any, Callable, Iterator
 from rich.table import Table
 
 from orchestrator.plan import Plan
+from orchestrator.tasks import headline
 from orchestrator.scaling.types import ScaleResult
 
 
@@ -61,8 +62,7 @@ def summary_table(job: str, run_id: str, run_dir, devices: str, summary: dict | 
     rows = [
         ("devices", devices),
         ("epochs", f"{(summary or {}).get('epochs_completed', '-')}/{(summary or {}).get('epochs', '-')}"),
-        ("mAP50", _fmt(metrics.get("metrics/mAP50(B)"))),
-        ("mAP50-95", _fmt(metrics.get("metrics/mAP50-95(B)"))),
+        *((label, _fmt(value)) for label, value in headline(metrics)),
         ("wall time", f"{(summary or {}).get('wall_time_s', 0):.1f} s" if summary else "-"),
         ("best weights", _fmt((summary or {}).get("best"))),
         ("run dir", str(run_dir)),
@@ -110,8 +110,9 @@ def training_progress(console, total: int, completed: int = 0) -> Iterator[Calla
                 progress.update(task, completed=event["epoch"] - 1 + min(event["batch"] / event["batches"], 1.0))
             elif kind == "epoch":
                 m = event.get("metrics") or {}
-                text = (f"mAP50 {m.get('metrics/mAP50(B)', 0):.3f}  mAP50-95 {m.get('metrics/mAP50-95(B)', 0):.3f}"
-                        f"  box {m.get('train/box_loss', 0):.3f}")
+                label, value = headline(m)[-1]
+                loss = "train/box_loss" if "train/box_loss" in m else "train/loss"
+                text = f"{label} {value or 0:.3f}  {loss.split('/')[1].replace('_', ' ')} {m.get(loss) or 0:.3f}"
                 progress.update(task, completed=event["epoch"], metrics=text)
             elif kind in ("oom_restart", "warning"):  # OOM recovery (docs/operations.md), W&B fallback
                 progress.console.print(event.get("message"), style="yellow", markup=False, highlight=False)

@@ -21,10 +21,10 @@ from orchestrator.cli.common import out, print_json
 from orchestrator.registry import ACTIVE, STATES, Registry, RegistryError, registry_path
 from orchestrator.rundir import BEST, EVENTS, LAST, LOG, RESOLVED, RESULTS, SUMMARY, load_own_yaml
 from orchestrator.spec.errors import SpecError
+from orchestrator.tasks import headline
 
 STATE_STYLE = {"queued": "cyan", "running": "bold blue", "finished": "green", "failed": "red",
                "killed": "yellow", "stalled": "red", "pruned": "magenta"}
-MAP_KEY = "metrics/mAP50-95(B)"
 
 RunsDirOption = typer.Option("runs", "--runs-dir", help="The runs folder whose registry.db to read.")
 RegistryOption = typer.Option(None, "--registry", help="Registry file (default: RUNS_DIR/registry.db or "
@@ -62,9 +62,13 @@ def _duration(row: dict) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
-def _map(row: dict) -> str:
-    value = (row.get("metrics") or {}).get(MAP_KEY) if isinstance(row.get("metrics"), dict) else None
-    return "-" if value is None else f"{value:.4f}"
+def _result(row: dict) -> str:
+    """The task's headline metric, short: `mAP50-95 0.512`, `mask mAP50-95 0.40`, `top-1 0.93`."""
+    metrics = row.get("metrics") if isinstance(row.get("metrics"), dict) else None
+    if not metrics:
+        return "-"
+    label, value = headline(metrics)[-1]
+    return "-" if value is None else f"{label} {value:.3f}"
 
 
 def _short_time(ts: float | None) -> str:
@@ -76,14 +80,14 @@ def _short_time(ts: float | None) -> str:
 
 
 def runs_table(rows: list[dict], title: str) -> Table:
-    columns = ["run", "job", "state", "devices", "started", "time", "epochs", "mAP50-95"]
+    columns = ["run", "job", "state", "devices", "started", "time", "epochs", "result"]
     if any(r.get("oom_retries") for r in rows):
         columns.append("oom")
     if any(r.get("study") is not None for r in rows):
         columns.append("study/trial")
     # Compact and unwrapped: every cell is short, and at 80 columns a boxed table cut ids to `2026…`.
     table = Table(title=title, header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
-    widths = {"run": 20, "job": 4, "state": 8, "time": 5, "epochs": 5, "mAP50-95": 6}
+    widths = {"run": 20, "job": 4, "state": 8, "time": 5, "epochs": 5, "result": 14}
     for name in columns:
         table.add_column(name, no_wrap=name not in ("job", "study/trial"), overflow="fold",
                          min_width=widths.get(name, 3))
@@ -95,7 +99,7 @@ def runs_table(rows: list[dict], title: str) -> Table:
             "started": _short_time(started),
             "time": _duration(r),
             "epochs": f"{r['epochs_done'] if r.get('epochs_done') is not None else '-'}/{r.get('epochs') or '-'}",
-            "mAP50-95": _map(r), "oom": str(r.get("oom_retries") or 0),
+            "result": _result(r), "oom": str(r.get("oom_retries") or 0),
             "study/trial": f"{r['study']}/{r['trial']}" if r.get("study") is not None else "-",
         }
         table.add_row(*[cells[c] for c in columns])
@@ -209,8 +213,8 @@ def show_cmd(
                                           if isinstance(v, (int, float)))))
     elif info["last_epoch"]:
         m = info["last_epoch"].get("metrics") or {}
-        rows.append((f"epoch {info['last_epoch'].get('epoch')}", f"mAP50-95 {m.get(MAP_KEY, 0):.4f}, box loss "
-                                                                  f"{m.get('train/box_loss', 0):.4f}"))
+        label, value = headline(m)[-1]
+        rows.append((f"epoch {info['last_epoch'].get('epoch')}", f"{label} {value or 0:.4f}"))
     for step in (info["recoveries"] or {}).get("oom", []):
         from orchestrator.replan import describe_oom_step
 

@@ -18,7 +18,9 @@ def train_cmd(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved plan and train nothing."),
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output on stdout."),
 ) -> None:
-    """Train with Ultralytics' key=value arguments (the job they mean: see --save)."""
+    """Train with Ultralytics' key=value arguments (the job they mean: see --save).
+
+    The task is the model's (or task=): e.g. yolo-orch train model=yolo11n-seg.yaml data=data.yaml epochs=10"""
     from orchestrator.cli.submit import plan_and_run
     from orchestrator.rundir import dump_yaml, write_text_atomic
     from orchestrator.spec.from_args import job_from_args

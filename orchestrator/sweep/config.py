@@ -25,6 +25,7 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
+from orchestrator import tasks
 from orchestrator.spec import ultralytics_cfg
 from orchestrator.spec.job import NAME_PATTERN, Hyperparameters
 
@@ -123,22 +124,13 @@ class Space(Strict):
 
 # ----------------------------------------------------------------------------- objective
 
-METRIC_ALIASES = {
-    "mAP50-95": "metrics/mAP50-95(B)",
-    "mAP50": "metrics/mAP50(B)",
-    "precision": "metrics/precision(B)",
-    "recall": "metrics/recall(B)",
-}
-METRICS = (
-    "fitness",
-    "metrics/mAP50-95(B)", "metrics/mAP50(B)", "metrics/precision(B)", "metrics/recall(B)",
-    "val/box_loss", "val/cls_loss", "val/dfl_loss",
-    "train/box_loss", "train/cls_loss", "train/dfl_loss",
-)
+METRIC_ALIASES = tasks.METRIC_ALIASES
+METRICS = ("fitness", *tasks.all_metric_keys())
 
 
 class Objective(Strict):
-    metric: str = Field(default="fitness", description="Ultralytics fitness (detect: mAP50-95), a metrics/ or loss key")
+    metric: str = Field(default="fitness", description="Ultralytics fitness (the task's: detect mAP50-95, classify "
+                        "(top-1 + top-5)/2, ...), a metrics/ or loss key, or a short name (mAP50-95, mask-mAP50-95, top1)")
     direction: Optional[Literal["maximize", "minimize"]] = Field(
         default=None, description="default: minimize for losses, maximize otherwise")
 
@@ -147,7 +139,7 @@ class Objective(Strict):
     def _known(cls, v: str) -> str:
         v = METRIC_ALIASES.get(v, v)
         if v not in METRICS:
-            known = ", ".join(["fitness", *METRIC_ALIASES, *METRICS[5:]])
+            known = ", ".join(["fitness", *METRIC_ALIASES, *(m for m in METRICS if "loss" in m)])
             raise ValueError(f"unknown metric '{v}'; expected one of {known}{ultralytics_cfg.suggest(v, METRICS)}")
         return v
 

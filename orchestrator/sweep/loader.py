@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from orchestrator import tasks
 from orchestrator.spec import ultralytics_cfg
 from orchestrator.spec.errors import SpecError, format_pydantic_errors
 from orchestrator.spec.job import NAME_PATTERN, Hyperparameters
@@ -157,6 +158,7 @@ def load_sweep(path: Path, study: str | None = None) -> LoadedSweep:
     if problems:
         raise SpecError(problems)
     problems += _cross_checks(spec, raw)
+    problems += _check_metrics_of_task(spec, base.spec.task)
     problems += _check_auto_optimizer(params, base)
     problems += _check_against_job(params, base_raw, base_dir)
     enqueue, enqueue_problems = _flatten_enqueue(spec.enqueue, params)
@@ -253,6 +255,14 @@ def _cross_checks(spec: SweepSpec, raw: dict) -> list[str]:
         if spec.sampler.name == "cmaes":
             problems.append("sampler: cmaes optimises a single objective; use tpe or nsga2 for several")
     return problems
+
+
+def _check_metrics_of_task(spec: SweepSpec, task: str) -> list[str]:
+    """A metric the base job's task never reports would leave every trial without a value."""
+    known = set(tasks.METRICS[task]) | {f"{split}/{loss}" for loss in tasks.LOSSES[task] for split in ("train", "val")}
+    return [f"objective: {o.metric} is not reported by task {task} (its metrics: fitness, "
+            f"{', '.join(tasks.METRICS[task])}, and the losses {', '.join(tasks.LOSSES[task])})"
+            for o in spec.objectives if o.metric != "fitness" and o.metric not in known]
 
 
 AUTO_IGNORES = ("lr0", "momentum", "warmup_bias_lr")  # optimizer=auto picks its own (domain brief §1)

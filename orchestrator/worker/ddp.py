@@ -109,6 +109,15 @@ def bn_momentum_factor(plan: dict) -> float:
     return float(plan.get("world_size") or 1)
 
 
+def task_trainer(task: str):
+    """The Ultralytics trainer class of `task`, as `YOLO(model, task=...)` picks it."""
+    from ultralytics.models import yolo
+
+    return {"detect": yolo.detect.DetectionTrainer, "segment": yolo.segment.SegmentationTrainer,
+            "pose": yolo.pose.PoseTrainer, "obb": yolo.obb.OBBTrainer,
+            "classify": yolo.classify.ClassificationTrainer}[task]
+
+
 def trainer_factory(resolved: dict):
     """train.train() calls this after the offline setup: the trainer class for this rank."""
     import torch
@@ -118,11 +127,10 @@ def trainer_factory(resolved: dict):
     if on_cpu(resolved["plan"]):
         local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(local_world, 1)))
-    from ultralytics.models.yolo.detect import DetectionTrainer
-
     from orchestrator.worker.ddp_trainer import make_trainer_class
 
-    return make_trainer_class(DetectionTrainer, sync_bn=bool(resolved["job"].get("sync_bn", False)),
+    base = task_trainer(resolved["job"].get("task") or "detect")
+    return make_trainer_class(base, sync_bn=bool(resolved["job"].get("sync_bn", False)),
                               bn_momentum_factor=bn_momentum_factor(resolved["plan"]))
 
 

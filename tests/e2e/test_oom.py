@@ -145,3 +145,23 @@ def test_oom_on_one_rank_of_two(tmp_path):
     assert [e["epoch"] for e in events if e["event"] == "epoch"] == [1, 2]
     with Registry.open(tmp_path / "runs") as reg:
         assert reg.get(run_dir.name)["oom_retries"] == 1
+
+
+@pytest.mark.slow
+def test_classify_oom_restart_rescales_lr0_for_the_mean_loss(tmp_path):
+    """Halving classify's per-device batch doubles the micro-batch means added up per step (accumulate
+    3 -> 6), so under SGD the re-plan halves lr0 and doubles the weight decay (scaling/scaler.py)."""
+    job = write_job(tmp_path, OOM_JOB, model="yolo11n-cls.yaml",
+                    hyp={"preset": "scratch-default", "optimizer": "SGD", "lr0": 0.01})
+    r = run_cli("submit", job, "--json", cwd=tmp_path, env={**ENV, "YOLO_ORCH_FAULT_OOM": "epoch=2"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    run_dir = _only_run(tmp_path)
+    restart = next(e for e in _events(run_dir) if e["event"] == "oom_restart")
+    assert restart["batch_per_device"] == [6, 3] and restart["images_per_step"] == [18, 18]
+    resolved = yaml.safe_load((run_dir / "job.resolved.yaml").read_text())
+    args, wd = resolved["plan"]["train_args"], resolved["plan"]["hyp"]["weight_decay"]
+    assert (args["batch"], args["nbs"], args["lr0"]) == (3, 18, 0.005)
+    # x2 of what the reference applied (its Ultralytics factor 18/16); nbs 18 makes the target's factor 1
+    assert args["weight_decay"] == pytest.approx(2 * wd * 18 / 16)
+    assert any("classify loss is a mean" in line for line in resolved["plan"]["scaling"]["reasons"])
+    assert json.loads((run_dir / "summary.json").read_text())["state"] == "finished"

@@ -15,32 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import TINY_JOB, cli_env, run_cli, write_job
+from conftest import TINY_JOB, cli_env, read_events, run_cli, wait_first_epoch, write_job
 from orchestrator.registry import Registry, process_alive
 
 NO_ENV_REGISTRY = {"YOLO_ORCH_REGISTRY": ""}
-
-
-def _events(run_dir: Path) -> list[dict]:
-    path = run_dir / "events.jsonl"
-    out = []
-    for line in path.read_text().splitlines() if path.exists() else []:
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            pass
-    return out
-
-
-def _wait_first_epoch(runs: Path, proc: subprocess.Popen, timeout: float = 300) -> Path:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        for events in runs.glob("tiny/*/events.jsonl"):
-            if any(e.get("event") == "epoch" for e in _events(events.parent)):
-                return events.parent
-        assert proc.poll() is None, proc.stdout.read() if proc.stdout else "submit exited early"
-        time.sleep(0.05)
-    raise AssertionError("no epoch event within the timeout")
 
 
 @pytest.mark.slow
@@ -52,7 +30,7 @@ def test_kill9_process_group_then_resume(tmp_path, record_property):
     t0 = time.time()
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "submit", str(job)], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-    run_dir = _wait_first_epoch(runs, proc)
+    run_dir = wait_first_epoch(runs, proc)
     t_epoch = time.time()
     assert (run_dir / "weights" / "last.pt").is_file()
     with Registry.open(runs) as reg:
@@ -75,7 +53,7 @@ def test_kill9_process_group_then_resume(tmp_path, record_property):
     assert row["state"] == "killed", row
     assert row["epochs_done"] == 1
     assert any("vanished" in n["text"] for n in row["notes"])
-    epochs_before = [e["epoch"] for e in _events(run_dir) if e["event"] == "epoch"]
+    epochs_before = [e["epoch"] for e in read_events(run_dir) if e["event"] == "epoch"]
     assert epochs_before == [1]
 
     t_resume = time.time()
@@ -85,7 +63,7 @@ def test_kill9_process_group_then_resume(tmp_path, record_property):
     out = json.loads(r.stdout)
     assert out["state"] == "finished" and out["resumed_from_epoch"] == 2 and out["run_id"] == run_dir.name
 
-    events = _events(run_dir)
+    events = read_events(run_dir)
     starts = [e for e in events if e["event"] == "train_start"]
     assert [s["start_epoch"] for s in starts] == [0, 1]
     assert [e["epoch"] for e in events if e["event"] == "epoch"] == [1, 2, 3]  # epoch 1 not repeated
@@ -185,18 +163,18 @@ def test_resume_on_two_cpu_processes(tmp_path):
     env = cli_env({**NO_ENV_REGISTRY, "YOLO_ORCH_FAULT_SLEEP": "epoch=2,seconds=300"})
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "submit", str(job)], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-    run_dir = _wait_first_epoch(tmp_path / "runs", proc)
+    run_dir = wait_first_epoch(tmp_path / "runs", proc)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(30)
     r = run_cli("resume", run_dir.name, "--devices", "cpu:2", "--json", cwd=tmp_path, env=NO_ENV_REGISTRY)
     assert r.returncode == 0, r.stdout + r.stderr
     out = json.loads(r.stdout)
     assert out["state"] == "finished" and out["replanned"] and out["devices"] == "cpu:2"
-    starts = [e for e in _events(run_dir) if e["event"] == "train_start"]
+    starts = [e for e in read_events(run_dir) if e["event"] == "train_start"]
     assert [(s["batch"], s["accumulate"], s["world_size"], s["start_epoch"]) for s in starts] == \
         [(4, 4, 0, 0), (8, 2, 2, 1)]
     assert starts[0]["batch"] * starts[0]["accumulate"] == starts[1]["batch"] * starts[1]["accumulate"] == 16
-    assert [e["epoch"] for e in _events(run_dir) if e["event"] == "epoch"] == [1, 2, 3]
+    assert [e["epoch"] for e in read_events(run_dir) if e["event"] == "epoch"] == [1, 2, 3]
     with Registry.open(tmp_path / "runs") as reg:
         row = reg.get(run_dir.name)
     assert row["state"] == "finished" and row["devices"] == "cpu:2"
@@ -211,7 +189,7 @@ def test_worker_killed_by_a_signal_says_which_and_how_to_continue(tmp_path):
     env = cli_env({**NO_ENV_REGISTRY, "YOLO_ORCH_FAULT_SLEEP": "epoch=2,seconds=300"})
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "submit", str(job), "--json"], cwd=tmp_path,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    run_dir = _wait_first_epoch(runs, proc)
+    run_dir = wait_first_epoch(runs, proc)
     with Registry.open(runs) as reg:
         worker = reg.get(run_dir.name)["worker_pid"]
     os.kill(worker, signal.SIGKILL)  # the worker only, as the OOM killer would
@@ -250,6 +228,6 @@ def test_a_run_killed_after_its_last_epoch_is_closed_not_retrained(tmp_path):
     out = json.loads(r.stdout)
     assert out["state"] == "finished" and "closed as finished" in out["note"]
     assert out["summary"]["epochs_completed"] == 1 and "metrics/mAP50-95(B)" in out["summary"]["metrics"]
-    assert [e["event"] for e in _events(run_dir)].count("train_start") == 1  # nothing trained again
+    assert [e["event"] for e in read_events(run_dir)].count("train_start") == 1  # nothing trained again
     with Registry.open(tmp_path / "runs") as reg:
         assert reg.get(run_id)["state"] == "finished"

@@ -114,3 +114,16 @@ def test_online_that_cannot_start_logs_offline(tmp_path, server, request):
     history = [row for row in read_run(files[0])["history"] if "metrics/mAP50(B)" in row]
     assert [row["epoch"] for row in history] == [1, 2]
     assert wall < 90, f"{wall:.0f} s: the fallback must not wait for wandb's 90 s init timeout"
+
+
+def test_offline_logs_a_classify_runs_own_metrics(tmp_path):
+    """Another task's run logs its own metrics (top-1/top-5) per epoch and in the summary."""
+    job = write_job(tmp_path, name="cls", model="yolo11n-cls.yaml", epochs=2, wandb={"project": "orch-test"})
+    result = run_cli("submit", job, "--json", cwd=tmp_path, env={"WANDB_API_KEY": ""})
+    assert result.returncode == 0, result.stderr[-3000:]
+    run_dir = Path(json.loads(result.stdout)["run_dir"])
+    run = read_run(next(run_dir.glob("wandb/offline-run-*/run-*.wandb")))
+    assert run["config"]["job"]["task"] == "classify"
+    epochs = [row for row in run["history"] if "metrics/accuracy_top1" in row]
+    assert [row["epoch"] for row in epochs] == [1, 2]
+    assert "final/metrics/accuracy_top5" in run["summary"]

@@ -16,16 +16,17 @@ MAY_IMPORT: dict[str, set[str]] = {
     # the contract between the two processes, and leaves that import nothing of the tool
     "rundir": set(),
     "devices": set(),
-    "data": set(),
+    "tasks": set(),
+    "data": {"tasks"},
     "urls": set(),
     "sqlite_wal": set(),
     # the training process: the contract, generated data, its own package (and Ultralytics, torch)
     "worker": {"rundir", "data"},
     # the pure core: what to train and how its hyperparameters map to the target
-    "scaling": {"devices"},
-    "spec": {"rundir", "data", "devices", "scaling"},
+    "scaling": {"devices", "tasks"},
+    "spec": {"rundir", "data", "devices", "tasks", "scaling"},
     "launch": {"rundir", "devices", "spec"},
-    "plan": {"rundir", "data", "devices", "scaling", "spec", "launch"},
+    "plan": {"rundir", "data", "devices", "tasks", "scaling", "spec", "launch"},
     # the orchestrator side: runs, their registry and recovery, sweeps, Kaggle, diagnostics
     "registry": {"rundir", "sqlite_wal"},
     "wandb_mode": {"spec"},
@@ -33,14 +34,14 @@ MAY_IMPORT: dict[str, set[str]] = {
     "watchdog": {"rundir"},
     "runner": {"rundir", "data", "devices", "spec", "launch", "plan", "replan", "registry", "wandb_mode", "watchdog"},
     # the pruning callback runs inside the training process, on the worker's epoch bookkeeping
-    "sweep": {"rundir", "sqlite_wal", "urls", "devices", "spec", "launch", "plan", "registry", "runner",
+    "sweep": {"rundir", "sqlite_wal", "urls", "devices", "tasks", "spec", "launch", "plan", "registry", "runner",
               "worker.callbacks"},
-    "kaggle": {"rundir", "devices", "spec", "plan", "registry"},
+    "kaggle": {"rundir", "devices", "tasks", "spec", "plan", "registry"},
     # doctor checks the training process's offline settings and W&B reach: it reads those two
     # torch-free modules rather than keeping a second copy of their constants
     "doctor": {"rundir", "registry", "spec", "urls", "wandb_mode", "worker.offline", "worker.wandb_reach"},
     # the command line on top
-    "cli": {"rundir", "data", "devices", "scaling", "spec", "launch", "plan", "registry", "wandb_mode", "replan",
+    "cli": {"rundir", "data", "devices", "tasks", "scaling", "spec", "launch", "plan", "registry", "wandb_mode", "replan",
             "runner", "sweep", "kaggle", "doctor"},
     "__main__": {"cli"},
 }

@@ -1,5 +1,5 @@
 """The light CLI paths (--help, plan, submit --dry-run, schema) must not import torch
-or ultralytics: they would cost seconds of start-up."""
+or ultralytics: they would cost seconds of start-up. Every task's plan included."""
 
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ import sys
 from typer.testing import CliRunner
 from orchestrator.cli.app import app
 runner = CliRunner()
+tasks = [["plan", sys.argv[1], "--set", f"model={m}", "--json"]
+         for m in ("yolo11n-seg.yaml", "yolo11n-pose.yaml", "yolo11n-obb.yaml", "yolo11n-cls.yaml")]
 for args in (["--help"], ["plan", sys.argv[1], "-d", "cpu", "-d", "4", "--json"],
-             ["submit", sys.argv[1], "--dry-run", "--json"], ["schema"], ["train", "--help"]):
+             ["submit", sys.argv[1], "--dry-run", "--json"], ["schema"], ["train", "--help"], *tasks):
     result = runner.invoke(app, args)
     assert result.exit_code == 0, (args, result.output)
 heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "ultralytics", "torchvision", "cv2", "wandb"))
@@ -27,3 +29,4 @@ def test_light_paths_import_no_torch(tiny_job):
                             text=True, cwd=tiny_job.parent, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "HEAVY []" in result.stdout, result.stdout
+

@@ -1,0 +1,125 @@
+"""Every Ultralytics task through the same spec, launcher and run directory: segment, pose, obb and
+classify each train for real on generated data (detect has its own tests), are killed in epoch 2 and
+resumed, sweep two trials, train under cpu:2 (classify, segment), and plan the same from `yolo train`
+words as from the job file they mean. A .pt names its own task (read from its checkpoint)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import TINY_JOB, cli_env, read_events, run_cli, wait_first_epoch, write_job
+from orchestrator.tasks import EXAMPLE_MODELS, HEADLINE, METRICS
+
+pytestmark = pytest.mark.slow
+
+OTHER_TASKS = ("segment", "pose", "obb", "classify")
+NO_ENV_REGISTRY = {"YOLO_ORCH_REGISTRY": ""}
+
+
+def task_job(tmp_path: Path, task: str, **changes) -> Path:
+    """TINY_JOB for `task`: the task's model (the task comes from it), its generated data."""
+    synth = dict(TINY_JOB["data"]["synth"])
+    return write_job(tmp_path, **{"name": task, "model": EXAMPLE_MODELS[task], "data": {"synth": synth}, **changes})
+
+
+@pytest.mark.parametrize("task", OTHER_TASKS)
+def test_task_trains_is_killed_and_resumes(task, tmp_path):
+    """Submit 2 epochs, kill -9 the orchestrator's group in epoch 2, resume: epoch 2 trains once, the
+    summary holds the task's metrics and the CLI shows its headline (mask mAP, pose mAP, top-1)."""
+    job = task_job(tmp_path, task, epochs=2)
+    runs = tmp_path / "runs"
+    env = cli_env({**NO_ENV_REGISTRY, "YOLO_ORCH_FAULT_SLEEP": "epoch=2,seconds=300"})
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "submit", str(job)], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    run_dir = wait_first_epoch(runs, proc, job=task)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+    resolved = yaml.safe_load((run_dir / "job.resolved.yaml").read_text())
+    assert resolved["job"]["task"] == task  # taken from the model
+    time.sleep(1)  # the worker follows its orchestrator
+    r = run_cli("resume", run_dir.name, cwd=tmp_path, env=NO_ENV_REGISTRY, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    epochs = [e["epoch"] for e in read_events(run_dir) if e["event"] == "epoch"]
+    assert epochs == [1, 2]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["state"] == "finished" and summary["epochs_completed"] == 2
+    assert set(METRICS[task]) <= set(summary["metrics"]), summary["metrics"]
+    assert (run_dir / "weights" / "best.pt").is_file() and (run_dir / "results.csv").is_file()
+    for label, _ in HEADLINE[task]:
+        assert label in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize("task", ("classify", "segment"))
+def test_task_trains_on_two_cpu_processes(task, tmp_path):
+    job = task_job(tmp_path, task, epochs=1)
+    r = run_cli("submit", job, "-d", "cpu:2", cwd=tmp_path, env=NO_ENV_REGISTRY, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    run_dir = next((tmp_path / "runs" / task).iterdir())
+    start = next(e for e in read_events(run_dir) if e["event"] == "train_start")
+    assert start["world_size"] == 2 and (run_dir / "rank1.log").is_file()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["state"] == "finished" and set(METRICS[task]) <= set(summary["metrics"])
+
+
+@pytest.mark.parametrize("task", OTHER_TASKS)
+def test_task_sweeps_two_trials(task, tmp_path):
+    task_job(tmp_path, task, epochs=1)
+    sweep = {"base": "job.yaml", "study": f"{task}-sweep", "objective": {"metric": "fitness"},
+             "pruner": {"name": "none"}, "budget": {"n_trials": 2},
+             "space": {"hyp": {"lr0": {"low": 0.001, "high": 0.004, "log": True}}}}
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(sweep))
+    r = run_cli("sweep", tmp_path / "sweep.yaml", "--json", cwd=tmp_path, env=NO_ENV_REGISTRY, timeout=900)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = json.loads(r.stdout)
+    assert out["states"]["COMPLETE"] == 2, out
+    assert all(isinstance(t["values"][0], float) for t in out["trials"])
+
+
+def test_yolo_train_words_plan_each_task_as_its_job_file(tmp_path):
+    for task in OTHER_TASKS:
+        data = tmp_path / f"data-{task}"
+        r = run_cli("data", "synth", "--out", data, "--task", task, "--images", "8", "--val-images", "4",
+                    "--imgsz", "64", cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        target = data if task == "classify" else data / "data.yaml"
+        words = [f"model={EXAMPLE_MODELS[task]}", f"data={target}", "epochs=1", "imgsz=64", "batch=4", "device=cpu",
+                 "lr0=0.002", "optimizer=SGD"]
+        saved = tmp_path / f"{task}.yaml"
+        r = run_cli("train", *words, "--save", saved, "--dry-run", "--json", cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        from_words = json.loads(r.stdout)
+        r = run_cli("submit", saved, "--dry-run", "--json", cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["train_args"] == from_words["train_args"]
+        r = run_cli("train", *words, "task=detect", "--dry-run", cwd=tmp_path)
+        assert r.returncode == 2 and f"is a {task} model, but the job's task is detect" in r.stderr
+
+
+def test_weights_name_their_task(tmp_path):
+    """A trained segment .pt, even renamed without -seg, is a segment model: the plan reads its task from
+    the checkpoint (no torch) and refuses it under another task."""
+    job = task_job(tmp_path, "segment", epochs=1)
+    r = run_cli("submit", job, cwd=tmp_path, env=NO_ENV_REGISTRY, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    best = next((tmp_path / "runs" / "segment").iterdir()) / "weights" / "best.pt"
+    plain = tmp_path / "weights.pt"
+    shutil.copy(best, plain)
+    r = run_cli("submit", job, "--set", f"model={plain}", "--dry-run", "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    r = run_cli("plan", job, "--set", f"model={plain}", "--set", "task=detect", cwd=tmp_path)
+    assert r.returncode == 2 and "weights.pt is a segment model, but the job's task is detect" in r.stderr
+    # and it trains from the file, offline
+    r = run_cli("submit", job, "--set", f"model={plain}", "--set", "name=from-weights", cwd=tmp_path,
+                env=NO_ENV_REGISTRY, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "mask mAP50-95" in r.stdout
