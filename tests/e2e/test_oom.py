@@ -15,15 +15,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import TINY_JOB, run_cli, write_job
+from conftest import TINY_JOB, read_events, run_cli, write_job
 from orchestrator.registry import Registry
 
 OOM_JOB = {**TINY_JOB, "name": "oomjob", "epochs": 2, "reference": {"devices": 1, "batch": 6, "nbs": 16}}
 ENV = {"YOLO_ORCH_REGISTRY": ""}
-
-
-def _events(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
 
 
 def _only_run(tmp_path: Path) -> Path:
@@ -43,7 +39,7 @@ def test_oom_after_checkpoint_restarts_from_last_pt(tmp_path):
     out = json.loads(r.stdout)
     assert out["state"] == "finished"
     run_dir = _only_run(tmp_path)
-    events = _events(run_dir)
+    events = read_events(run_dir)
     kinds = [e["event"] for e in events]
     assert kinds.count("oom") == 1 and kinds.count("oom_restart") == 1
     oom = next(e for e in events if e["event"] == "oom")
@@ -81,7 +77,7 @@ def test_oom_first_epoch_preempts_ultralytics_halving(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert "oom recovery" in r.stdout and "images per optimizer step 18 -> 18" in r.stdout
     run_dir = _only_run(tmp_path)
-    events = _events(run_dir)
+    events = read_events(run_dir)
     log = (run_dir / "train.log").read_text()
     assert "Reducing to batch" not in log  # Ultralytics' own halving never ran
     restart = next(e for e in events if e["event"] == "oom_restart")
@@ -98,7 +94,7 @@ def test_oom_retries_exhausted(tmp_path):
     assert r.returncode == 1, r.stdout + r.stderr
     assert json.loads(r.stdout)["state"] == "failed"
     run_dir = _only_run(tmp_path)
-    kinds = [e["event"] for e in _events(run_dir)]
+    kinds = [e["event"] for e in read_events(run_dir)]
     assert kinds.count("oom") == 2 and kinds.count("oom_restart") == 1
     with Registry.open(tmp_path / "runs") as reg:
         row = reg.get(run_dir.name)
@@ -136,7 +132,7 @@ def test_oom_on_one_rank_of_two(tmp_path):
     r = run_cli("submit", job, "--json", cwd=tmp_path, env={**ENV, "YOLO_ORCH_FAULT_OOM": "epoch=2,rank=1"})
     assert r.returncode == 0, r.stdout + r.stderr
     run_dir = _only_run(tmp_path)
-    events = _events(run_dir)
+    events = read_events(run_dir)
     oom = [e for e in events if e["event"] == "oom"]
     assert len(oom) == 1 and oom[0]["rank"] == 1 and oom[0]["batch_per_device"] == 4
     starts = [e for e in events if e["event"] == "train_start"]
@@ -156,7 +152,7 @@ def test_classify_oom_restart_rescales_lr0_for_the_mean_loss(tmp_path):
     r = run_cli("submit", job, "--json", cwd=tmp_path, env={**ENV, "YOLO_ORCH_FAULT_OOM": "epoch=2"})
     assert r.returncode == 0, r.stdout + r.stderr
     run_dir = _only_run(tmp_path)
-    restart = next(e for e in _events(run_dir) if e["event"] == "oom_restart")
+    restart = next(e for e in read_events(run_dir) if e["event"] == "oom_restart")
     assert restart["batch_per_device"] == [6, 3] and restart["images_per_step"] == [18, 18]
     resolved = yaml.safe_load((run_dir / "job.resolved.yaml").read_text())
     args, wd = resolved["plan"]["train_args"], resolved["plan"]["hyp"]["weight_decay"]

@@ -9,7 +9,6 @@ the tests shorten that wait with `scontrol update JobId=N StartTime=now`, as an 
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import time
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, TINY_JOB, cli_env, run_cli, write_job
+from conftest import REPO, TINY_JOB, cli_env, read_events, run_cli, write_job
 from orchestrator.registry import Registry
 
 pytestmark = pytest.mark.slow
@@ -75,10 +74,6 @@ def _wait_end(env: dict, job_id: str, timeout: float = 600) -> dict:
     raise AssertionError(f"job {job_id} did not end within {timeout} s: {_job(env, job_id)}")
 
 
-def _events(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
-
-
 def _run(tmp_path: Path, job_id: str) -> tuple[dict, Path]:
     with Registry.open(tmp_path / "runs") as reg:
         row = reg.get(f"slurm-{job_id}")
@@ -105,7 +100,7 @@ def test_an_sbatch_script_trains_on_two_processes_to_the_end(slurm, tmp_path):
     assert job["JobState"] == "COMPLETED", log[-3000:]
     row, run_dir = _run(tmp_path, job_id)
     assert row["state"] == "finished" and row["epochs_done"] == 2 and row["devices"] == "cpu:2"
-    starts = [e for e in _events(run_dir) if e["event"] == "train_start"]
+    starts = [e for e in read_events(run_dir) if e["event"] == "train_start"]
     assert [s["world_size"] for s in starts] == [2]  # torchrun, gloo: 2 ranks
 
 
@@ -126,7 +121,7 @@ def test_a_requeued_job_resumes_its_run(slurm, tmp_path):
     assert "resuming tiny/slurm-" in log
     row, run_dir = _run(tmp_path, job_id)
     assert row["state"] == "finished" and row["epochs_done"] == 6
-    events = _events(run_dir)
+    events = read_events(run_dir)
     assert [e["epoch"] for e in events if e["event"] == "epoch"] == [1, 2, 3, 4, 5, 6]  # none twice
     starts = [e["start_epoch"] for e in events if e["event"] == "train_start"]
     assert len(starts) == 2 and starts[0] == 0 and starts[1] >= 1
@@ -144,7 +139,7 @@ def test_a_time_limit_shorter_than_the_training_requeues_until_done(slurm, tmp_p
     assert int(job["Restarts"]) >= 1 and "the time limit is near: requeueing job" in log, log[-3000:]
     row, run_dir = _run(tmp_path, job_id)
     assert row["state"] == "finished" and row["epochs_done"] == 100
-    events = _events(run_dir)
+    events = read_events(run_dir)
     assert [e["epoch"] for e in events if e["event"] == "epoch"] == list(range(1, 101))  # none twice
     # Slurm may warn up to 60 s early, so an allocation can end before its first epoch (CI saw it):
     # each start must resume exactly where the last stopped, whatever the timing; a resume after
@@ -169,7 +164,7 @@ def test_a_stalled_run_requeues_its_job_and_resumes(slurm, tmp_path):
     assert "the run stalled (stacks in its run directory): requeueing job" in log
     row, run_dir = _run(tmp_path, job_id)
     assert row["state"] == "finished" and any("stalled: no rank advanced" in n["text"] for n in row["notes"])
-    assert [e["epoch"] for e in _events(run_dir) if e["event"] == "epoch"] == [1, 2, 3]
+    assert [e["epoch"] for e in read_events(run_dir) if e["event"] == "epoch"] == [1, 2, 3]
     assert (run_dir / "stacks" / "rank1.txt").read_text().count("faults.py") >= 1
 
 
