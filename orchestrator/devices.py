@@ -16,7 +16,10 @@ Grammar (one string, as in ``--devices`` and ``target.devices``):
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
 from dataclasses import dataclass
 
 KINDS = ("cpu", "cuda", "tpu", "xla_cpu")
@@ -106,3 +109,15 @@ def _positive(token: str, text: str) -> int:
     if n < 1:
         raise DeviceSpecError(f"'{text}' needs a count of at least 1")
     return n
+
+
+def visible_gpus() -> list[int]:
+    """The GPU indices this process may use: CUDA_VISIBLE_DEVICES where set, else `nvidia-smi -L`'s
+    GPUs (asked of the driver, not torch: the CLI stays light)."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return [int(x) for x in env.split(",") if x.strip().isdigit()]
+    if shutil.which("nvidia-smi") is None:
+        return []
+    out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
+    return list(range(sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))))

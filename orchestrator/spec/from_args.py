@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import ast
 import difflib
-import shutil
-import subprocess
 from typing import Any
 
+from orchestrator.devices import visible_gpus
 from orchestrator.spec import ultralytics_cfg
 from orchestrator.spec.errors import SpecError
 from orchestrator.spec.job import Hyperparameters
@@ -62,11 +61,8 @@ def parse_pairs(args: list[str]) -> dict[str, Any]:
 
 
 def default_device() -> str:
-    """Ultralytics' empty `device`: the first GPU when there is one, else the CPU (asked of nvidia-smi: no torch)."""
-    if shutil.which("nvidia-smi") is None:
-        return "cpu"
-    out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
-    return "0" if out.returncode == 0 and out.stdout.startswith("GPU ") else "cpu"
+    """Ultralytics' empty `device`: the first GPU when there is one, else the CPU."""
+    return "0" if visible_gpus() else "cpu"
 
 
 def job_from_args(args: list[str]) -> dict[str, Any]:

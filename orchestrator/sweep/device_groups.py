@@ -10,11 +10,9 @@ CUDA_VISIBLE_DEVICES or `nvidia-smi -L`.
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 from dataclasses import dataclass
 
-from orchestrator.devices import DeviceSpec
+from orchestrator.devices import DeviceSpec, visible_gpus
 from orchestrator.spec.errors import SpecError
 
 
@@ -38,15 +36,7 @@ class DeviceGroup:
 
 
 def visible(kind: str) -> list[int]:
-    if kind == "cpu":
-        return sorted(os.sched_getaffinity(0))
-    env = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if env is not None:
-        return [int(x) for x in env.split(",") if x.strip().isdigit()]
-    if shutil.which("nvidia-smi") is None:
-        return []
-    out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
-    return list(range(sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))))
+    return sorted(os.sched_getaffinity(0)) if kind == "cpu" else visible_gpus()
 
 
 def device_groups(base: DeviceSpec, per_trial: int) -> list[DeviceGroup]:

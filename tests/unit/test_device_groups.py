@@ -38,3 +38,22 @@ def test_groups_that_cannot_be_made_are_one_line(monkeypatch, devices, per_trial
     with pytest.raises(SpecError) as exc:
         device_groups(parse_devices(devices), per_trial)
     assert len(exc.value.problems) == 1 and exc.value.problems[0].startswith(message), exc.value.problems
+
+
+def test_gpus_are_counted_from_the_environment_else_nvidia_smi(monkeypatch, tmp_path):
+    """One count for the sweep's groups and `yolo-orch train`'s empty device (Ultralytics' first GPU)."""
+    from orchestrator.devices import visible_gpus
+    from orchestrator.spec.from_args import default_device
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert (visible_gpus(), default_device()) == ([], "cpu")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    assert (visible_gpus(), default_device()) == ([2, 3], "0")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    smi = tmp_path / "nvidia-smi"  # the driver's tool, at the process boundary: no GPU here
+    smi.write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H100 (UUID: GPU-a)'\necho 'GPU 1: NVIDIA H100 (UUID: GPU-b)'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    assert (visible_gpus(), default_device()) == ([0, 1], "0")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert (visible_gpus(), default_device()) == ([], "cpu")
