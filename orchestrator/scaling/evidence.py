@@ -55,7 +55,11 @@ GAPS = (
     Gap("Adam", 4, "none", -0.016, CLS_ADAMW_CPU, "classify"),
     Gap("Adam", 4, "auto", +0.000, CLS_ADAMW_CPU, "classify"),
     Gap("Adam", 4, "linear", -0.258, CLS_ADAMW_CPU, "classify"),
-    # segment (mask mAP50-95), k = 4 only: detect's rules, and they held (k = 2 not measured)
+    # segment (mask mAP50-95): detect's rules, and they held; at k = 2 every cell is within the seeds' spread
+    Gap("SGD", 2, "none", -0.005, "SGD, " + SEG_CPU, "segment"),
+    Gap("SGD", 2, "auto", +0.001, "SGD, " + SEG_CPU, "segment"),
+    Gap("Adam", 2, "none", -0.007, "AdamW, " + SEG_CPU, "segment"),
+    Gap("Adam", 2, "auto", -0.002, "AdamW, " + SEG_CPU, "segment"),
     Gap("SGD", 4, "none", -0.019, "SGD, " + SEG_CPU, "segment"),
     Gap("SGD", 4, "auto", +0.003, "SGD, " + SEG_CPU, "segment"),
     Gap("Adam", 4, "none", -0.001, "AdamW, " + SEG_CPU, "segment"),

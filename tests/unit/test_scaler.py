@@ -553,11 +553,15 @@ def test_classify_adamw_auto_is_the_square_root_rule_its_rows_chose():
     assert "square-root rule" in lr_reason and "top-1 at k = 4 (AdamW, classify" in lr_reason
 
 
-def test_segment_quotes_its_own_rows_where_measured():
-    """segment keeps detect's rule; at k = 4 its plan quotes segment's rows, at k = 2 detect's."""
-    ref = ReferenceHyp(optimizer="SGD", lr0=0.01, batch=16, nbs=16, task="segment")
-    k4 = scale(ref, TargetHardware(parse_devices("cpu"), batch=64), "auto")
-    k2 = scale(ref, TargetHardware(parse_devices("cpu"), batch=32), "auto")
-    assert k4.passed["lr0"] == 0.02
-    assert "mask mAP50-95 at k = 4 (SGD, segment" in next(x for x in k4.reasons if x.startswith("lr0"))
-    assert "mAP50-95 at k = 2 (SGD, detect" in next(x for x in k2.reasons if x.startswith("lr0"))
+def test_segment_quotes_its_own_rows_pose_detects():
+    """segment keeps detect's rule and its plans quote segment's rows (k = 2 and 4); pose has no rows
+    of its own, so its plans quote detect's, saying detect."""
+    def lr_reason(task: str, batch: int) -> str:
+        ref = ReferenceHyp(optimizer="SGD", lr0=0.01, batch=16, nbs=16, task=task)
+        plan = scale(ref, TargetHardware(parse_devices("cpu"), batch=batch), "auto")
+        assert plan.passed["lr0"] == pytest.approx(0.01 * (batch / 16) ** 0.5)
+        return next(x for x in plan.reasons if x.startswith("lr0"))
+
+    assert "mask mAP50-95 at k = 4 (SGD, segment" in lr_reason("segment", 64)
+    assert "mask mAP50-95 at k = 2 (SGD, segment" in lr_reason("segment", 32)
+    assert "-0.026 mAP50-95 at k = 2 (SGD, detect" in lr_reason("pose", 32)
