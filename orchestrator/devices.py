@@ -1,4 +1,4 @@
-"""Device spec strings: where a job runs.
+"""Device spec strings: where a job runs; and `visible_gpus()`, the GPUs this machine offers.
 
 Grammar (one string, as in ``--devices`` and ``target.devices``):
 
