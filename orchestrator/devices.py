@@ -119,5 +119,8 @@ def visible_gpus() -> list[int]:
         return [int(x) for x in env.split(",") if x.strip().isdigit()]
     if shutil.which("nvidia-smi") is None:
         return []
-    out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):  # a broken or hung driver: no GPU to plan for, no traceback
+        return []
     return list(range(sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))))

@@ -55,5 +55,7 @@ def test_gpus_are_counted_from_the_environment_else_nvidia_smi(monkeypatch, tmp_
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     assert (visible_gpus(), default_device()) == ([0, 1], "0")
+    smi.write_bytes(b"\x7fELF not a program")  # a broken driver install: exec fails
+    assert (visible_gpus(), default_device()) == ([], "cpu")
     monkeypatch.setenv("PATH", "/nonexistent")
     assert (visible_gpus(), default_device()) == ([], "cpu")
