@@ -71,7 +71,12 @@ def headline(metrics: dict) -> list[tuple[str, object]]:
     return [(label, (metrics or {}).get(key)) for label, key in HEADLINE[task_of_keys(metrics)]]
 
 
+def metric_keys(task: str) -> tuple[str, ...]:
+    """Every key `task` reports: its validation metrics, then its val/ and train/ losses."""
+    return METRICS[task] + tuple(f"{split}/{loss}" for loss in LOSSES[task] for split in ("val", "train"))
+
+
 def all_metric_keys() -> tuple[str, ...]:
-    keys = [k for task in TASKS for k in METRICS[task]]
-    keys += [f"{split}/{loss}" for task in TASKS for loss in LOSSES[task] for split in ("val", "train")]
+    """Every task's keys once, all the metrics before the losses."""
+    keys = [k for task in TASKS for k in METRICS[task]] + [k for task in TASKS for k in metric_keys(task)]
     return tuple(dict.fromkeys(keys))

@@ -259,7 +259,7 @@ def _cross_checks(spec: SweepSpec, raw: dict) -> list[str]:
 
 def _check_metrics_of_task(spec: SweepSpec, task: str) -> list[str]:
     """A metric the base job's task never reports would leave every trial without a value."""
-    known = set(tasks.METRICS[task]) | {f"{split}/{loss}" for loss in tasks.LOSSES[task] for split in ("train", "val")}
+    known = tasks.metric_keys(task)
     return [f"objective: {o.metric} is not reported by task {task} (its metrics: fitness, "
             f"{', '.join(tasks.METRICS[task])}, and the losses {', '.join(tasks.LOSSES[task])})"
             for o in spec.objectives if o.metric != "fitness" and o.metric not in known]
