@@ -11,6 +11,7 @@ from pathlib import Path
 
 from orchestrator.spec.errors import SpecError
 from orchestrator.rundir import load_own_yaml
+from orchestrator.tasks import TASKS
 
 
 @lru_cache(maxsize=1)
@@ -171,7 +172,6 @@ def _checkpoint_task(path: Path) -> str | None:
     import pickletools
     import zipfile
 
-    from orchestrator.tasks import TASKS as tasks
     try:
         with zipfile.ZipFile(path) as z:
             name = next(n for n in z.namelist() if n.endswith("data.pkl"))
@@ -184,7 +184,7 @@ def _checkpoint_task(path: Path) -> str | None:
             value = memo.get(arg) if op.name in ("BINGET", "LONG_BINGET") else arg if isinstance(arg, str) else None
             if value is None:
                 continue
-            if after_task and value in tasks:
+            if after_task and value in TASKS:
                 return value
             after_task, last = value == "task", value
     except Exception:  # noqa: BLE001 - not a torch zip checkpoint: the filename decides
