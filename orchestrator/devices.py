@@ -111,12 +111,31 @@ def _positive(token: str, text: str) -> int:
     return n
 
 
-def visible_gpus() -> list[int]:
-    """The GPU indices this process may use: CUDA_VISIBLE_DEVICES where set, else `nvidia-smi -L`'s
-    GPUs (asked of the driver, not torch: the CLI stays light)."""
+def missing_gpus(spec: DeviceSpec) -> str | None:
+    """Why this machine cannot give `spec` its GPUs (None: it can, or `spec` needs none). Indices
+    count the visible GPUs, as torch numbers them inside CUDA_VISIBLE_DEVICES."""
+    if spec.kind != "cuda":
+        return None
+    visible = visible_gpus()
+    where = (f"CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']!r}" if "CUDA_VISIBLE_DEVICES" in os.environ
+             else "nvidia-smi")
+    if not visible:
+        return (f"'{spec.text}' asks for GPUs, but this machine shows none ({where}); train on cpu or cpu:N here, or "
+                "run the job where the GPUs are (`plan` shows any target without them)")
+    highest = max(spec.gpu_ids) if spec.gpu_ids else spec.per_node - 1
+    if highest >= len(visible):
+        need = f"GPU {highest}" if spec.gpu_ids else f"{spec.per_node} GPUs per node"
+        return f"'{spec.text}' needs {need}, but this machine shows {len(visible)} ({where})"
+    return None
+
+
+def visible_gpus() -> list[int | str]:
+    """The GPUs this process may use: CUDA_VISIBLE_DEVICES where set, read as torch reads it
+    (`parse_visible_devices`), else `nvidia-smi -L`'s GPUs (asked of the driver, not torch: the CLI
+    stays light). Entries are indices, or GPU-/MIG- UUIDs as Slurm and Kubernetes set them."""
     env = os.environ.get("CUDA_VISIBLE_DEVICES")
     if env is not None:
-        return [int(x) for x in env.split(",") if x.strip().isdigit()]
+        return parse_visible_devices(env)
     if shutil.which("nvidia-smi") is None:
         return []
     try:
@@ -124,3 +143,25 @@ def visible_gpus() -> list[int]:
     except (OSError, subprocess.TimeoutExpired):  # a broken or hung driver: no GPU to plan for, no traceback
         return []
     return list(range(sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))))
+
+
+def parse_visible_devices(value: str) -> list[int | str]:
+    """CUDA_VISIBLE_DEVICES as torch.cuda._parse_visible_devices reads it: a list of UUIDs when it
+    starts with GPU- or MIG- (up to the first entry of another form); else ordinals read like
+    strtoul ('1gpu' is 1), up to the first that is not one (a negative one ends the list); an entry
+    given twice hides every GPU."""
+    entries = value.split(",")
+    prefix = next((p for p in ("GPU-", "MIG-") if value.startswith(p)), None)
+    found: list[int | str] = []
+    for entry in entries:
+        if prefix:
+            item: int | str | None = entry if entry.startswith(prefix) else None
+        else:
+            m = re.match(r"[+-]?\d+", entry.strip())
+            item = int(m.group()) if m and int(m.group()) >= 0 else None
+        if item is None:
+            break
+        if item in found:
+            return []
+        found.append(item)
+    return found

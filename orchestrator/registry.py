@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from orchestrator.rundir import RESULTS, SUMMARY, completed_epochs, process_alive, process_identity
-from orchestrator.sqlite_wal import enable_wal, is_busy, is_damaged
+from orchestrator.sqlite_wal import enable_wal, foreign_tables, is_busy, is_damaged
 
 STATES = ("queued", "running", "finished", "failed", "killed", "stalled", "pruned")
 ACTIVE = ("queued", "running")
@@ -91,6 +91,10 @@ class RegistryUnusable(Exception):
     the file and what to do (CLI: exit 1)."""
 
 
+class NotARegistry(RegistryUnusable):
+    """The file named as the registry is another program's file (CLI: exit 2); it is left untouched."""
+
+
 READ_ONLY_MARKERS = ("readonly", "read-only", "unable to open", "permission denied", "disk i/o error")
 
 
@@ -103,6 +107,10 @@ class Registry:
         self.path = Path(path)
         self._lock = threading.RLock()
         self.readonly = False
+        tables = foreign_tables(self.path, "runs", ("id", "job", "state", "created_at"))
+        if tables:  # another program's SQLite file: opening it would add `runs` and switch it to WAL
+            raise NotARegistry(f"registry {self.path}: an SQLite database of other tables ({', '.join(tables)}), "
+                               "not a yolo-orch registry; it was left untouched: name a registry.db or a runs folder")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = self._connect(str(self.path), timeout_s)
@@ -117,7 +125,8 @@ class Registry:
                                        "YOLO_ORCH_REGISTRY") from None
             self._open_readonly(timeout_s)
 
-    def _connect(self, target: str, timeout_s: float, uri: bool = False) -> sqlite3.Connection:
+    @staticmethod
+    def _connect(target: str, timeout_s: float, uri: bool = False) -> sqlite3.Connection:
         conn = sqlite3.connect(target, timeout=timeout_s, isolation_level=None, check_same_thread=False, uri=uri)
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")

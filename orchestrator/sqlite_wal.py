@@ -12,9 +12,11 @@ retry usually finds the file already in WAL.
 
 from __future__ import annotations
 
+import os
 import random
 import sqlite3
 import time
+from urllib.parse import quote
 
 
 def is_busy(exc: BaseException) -> bool:
@@ -42,3 +44,26 @@ def enable_wal(conn: sqlite3.Connection, timeout_s: float) -> str:
                 raise
         time.sleep(delay * (1 + random.random()))
         delay = min(delay * 2, 0.2)
+
+
+def foreign_tables(path, table: str, columns: tuple[str, ...]) -> list[str]:
+    """The tables of `path` (at most 5 named) when it is an SQLite database without `table` and its
+    `columns`: another program's file. [] when it is one of ours, empty, missing, not SQLite or
+    unreadable (the caller's own open says which). Read only, and never opens a FIFO or a device."""
+    if not os.path.isfile(path):
+        return []
+    try:
+        with open(path, "rb") as f:
+            if f.read(16) != b"SQLite format 3\x00":
+                return []
+        conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True)
+        try:
+            tables = sorted(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
+            have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+        finally:
+            conn.close()
+    except (OSError, sqlite3.Error):
+        return []
+    if not tables or set(columns) <= have:
+        return []
+    return tables[:5] + (["..."] if len(tables) > 5 else [])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -257,8 +258,10 @@ def kaggle_job(tmp_path: Path, **changes) -> Path:
 
 
 def build(tmp_path: Path, *args, env: dict | None = None, job: Path | None = None):
+    """`kaggle build` into tmp_path/kernel, made anew each time (an existing folder needs --force)."""
     job = job or kaggle_job(tmp_path)
     out = tmp_path / "kernel"
+    shutil.rmtree(out, ignore_errors=True)
     res = run_cli("kaggle", "build", job, "--out", out, "--owner", "alice", "--json", *args, cwd=tmp_path, env=env)
     return res, out
 

@@ -15,7 +15,7 @@ from orchestrator.cli import sweep as sweep_cli
 from orchestrator.cli import kaggle as kaggle_cli
 from orchestrator.cli import doctor as doctor_cli, resume as resume_cli, runs as runs_cli
 from orchestrator.cli.common import fail
-from orchestrator.registry import RegistryUnusable
+from orchestrator.registry import NotARegistry, RegistryUnusable
 from orchestrator.spec.errors import SpecError
 
 # Disk errors under the orchestrator itself (run dir, registry, events): one line and what to do.
@@ -64,6 +64,8 @@ def main(argv: list[str] | None = None) -> None:
         app(args=argv, standalone_mode=True)
     except SpecError as exc:
         fail(exc.problems)
+    except NotARegistry as exc:  # the user named another program's file: bad input
+        fail([str(exc)])
     except RegistryUnusable as exc:
         fail([str(exc)], code=1)
     except KeyboardInterrupt:

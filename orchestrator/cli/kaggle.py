@@ -82,6 +82,7 @@ def build_cmd(
     max_boxes: Optional[int] = MAX_BOXES,
     bf16: Optional[bool] = BF16,
     set_: Optional[list[str]] = SETS,
+    force: bool = typer.Option(False, "--force", help="Replace the files of an existing kernel folder."),
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output on stdout."),
 ) -> None:
     """Write a ready kernel folder: kernel-metadata.json, the runner script, the resolved job."""
@@ -93,7 +94,7 @@ def build_cmd(
         out=out, owner=owner, machine_shape=machine_shape, wheels_dataset=wheels_dataset, data_dataset=data_dataset,
         resume_from=resume_from, kernel=kernel, session=session, run_id=run_id, devices=devices,
         session_hours=session_hours, margin_minutes=margin_minutes, internet=internet, max_boxes=max_boxes,
-        bf16=bf16,
+        bf16=bf16, force=force,
     ))
     console = human(json_out)
     for w in result.warnings:

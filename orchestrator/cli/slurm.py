@@ -35,7 +35,7 @@ def slurm_cmd(
 ) -> None:
     """Print a plain sbatch script that runs the job on Slurm, one torchrun per node; for a sweep
     file, a job array of sweep workers on one study."""
-    from orchestrator.launch.slurm import SlurmOptions
+    from orchestrator.launch.slurm import SlurmOptions, option_problems
     from orchestrator.spec.yamlio import read_yaml_file
 
     check_devices_flag(devices)
@@ -43,6 +43,9 @@ def slurm_cmd(
                         extra_sbatch=list(sbatch or []), requeue=requeue, warn_s=warn_seconds)
     if python:
         opts.python = python
+    problems = option_problems(opts)
+    if problems:
+        raise SpecError(problems)
     raw = read_yaml_file(job_file, "job or sweep file")
     if isinstance(raw, dict) and "space" in raw:
         if devices or set_:
@@ -96,16 +99,18 @@ def sweep_array(sweep_file: Path, workers: int | None, storage: str | None, opts
     from sqlalchemy.engine import make_url
 
     from orchestrator.launch.slurm import sweep_array_script
+    from orchestrator.urls import redact_url
     from orchestrator.sweep import driver
 
-    request = driver.prepare(sweep_file, storage=storage, workers=1)
+    request = driver.prepare(sweep_file, storage=storage, workers=1, here=False)  # the nodes have the devices
     url = make_url(request.url)
     if url.get_backend_name() == "sqlite":
         raise SpecError(f"--storage: array tasks may run on other nodes: the study needs a database server every "
                         f"node reaches (postgresql://user@host:5432/db), not {request.url}")
-    if url.password:
-        raise SpecError("--storage: the URL holds a password, which the script would carry in clear text; put it "
-                        "in ~/.pgpass or PGPASSWORD on the nodes and leave it out of the URL")
+    if redact_url(request.url) != request.url:  # a password, ?password=, sslpassword=, a token...
+        raise SpecError(f"--storage: {redact_url(request.url)} holds a password or another secret, which the "
+                        "script would carry in clear text; put it in ~/.pgpass or PGPASSWORD on the nodes and leave "
+                        "it out of the URL")
     sweep = request.sweep
     return sweep_array_script(sweep.study, Path(sweep_file).resolve(), workers or sweep.spec.workers, request.url,
                               request.base_plan.devices, opts)

@@ -46,8 +46,10 @@ def submit_cmd(
 
 
 def plan_and_run(job, dry_run: bool, json_out: bool, node_rank: int | None = None, rdzv_endpoint: str | None = None,
-                 rdzv_backend: str = "static", rdzv_id: str | None = None, run_id: str | None = None) -> None:
-    """Plan a loaded job; print the plan (--dry-run) or train it and print the outcome (also `yolo-orch train`)."""
+                 rdzv_backend: str = "static", rdzv_id: str | None = None, run_id: str | None = None,
+                 on_planned=lambda plan: None) -> None:
+    """Plan a loaded job; print the plan (--dry-run) or train it and print the outcome (also `yolo-orch train`).
+    `on_planned(plan)` runs once the plan is whole and, unless dry, can start here (train's --save)."""
     from orchestrator.cli.render import scaling_table, train_args_table
     from orchestrator.plan import make_plan
 
@@ -56,6 +58,11 @@ def plan_and_run(job, dry_run: bool, json_out: bool, node_rank: int | None = Non
         from orchestrator.launch.torchrun import launch_options  # docs/distributed.md
 
         plan.launch = launch_options(plan.devices, node_rank, rdzv_endpoint, rdzv_backend, rdzv_id, require=not dry_run)
+    if not dry_run:
+        from orchestrator.runner import check_launchable
+
+        check_launchable(plan)  # GPUs this machine lacks, a missing package: before anything is written
+    on_planned(plan)
     console = human(json_out)
     if dry_run:
         from orchestrator.wandb_mode import describe_mode, resolve_mode

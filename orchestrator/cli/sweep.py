@@ -43,7 +43,7 @@ def sweep_cmd(
     from orchestrator.sweep import driver
 
     request = driver.prepare(sweep_file, study_name, storage, n_trials, timeout, epoch_budget, workers,
-                             devices_per_trial)
+                             devices_per_trial, here=not dry_run)
     console = human(json_out)
     for note in request.notes:
         console.print(f"[yellow]{note}[/]")

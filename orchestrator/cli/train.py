@@ -15,6 +15,7 @@ from orchestrator.cli.common import human
 def train_cmd(
     args: list[str] = typer.Argument(..., help="Ultralytics train arguments, key=value, as `yolo train` takes them."),
     save: Optional[Path] = typer.Option(None, "--save", help="Write the equivalent job file here (validated first)."),
+    force: bool = typer.Option(False, "--force", help="With --save: replace an existing job file."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved plan and train nothing."),
     json_out: bool = typer.Option(False, "--json", help="Machine-readable output on stdout."),
 ) -> None:
@@ -22,16 +23,22 @@ def train_cmd(
 
     The task is the model's (or task=): e.g. yolo-orch train model=yolo11n-seg.yaml data=data.yaml epochs=10"""
     from orchestrator.cli.submit import plan_and_run
-    from orchestrator.rundir import dump_yaml, write_text_atomic
+    from orchestrator.rundir import dump_yaml
+    from orchestrator.spec.files import check_output_file, write_output_file
     from orchestrator.spec.from_args import job_from_args
     from orchestrator.spec.loader import load_job_dict
 
+    if save is not None:  # before the job's checks: nothing is planned in vain
+        check_output_file(save, "--save", force)
     raw = job_from_args(list(args))
     job = load_job_dict(dict(raw), base_dir=Path.cwd(), label="yolo-orch train")  # every check a job file gets
-    if save is not None:
-        write_text_atomic(save, dump_yaml(raw))
-        human(json_out).print(f"wrote {save}: `yolo-orch submit {save}` runs the same job", highlight=False)
-    plan_and_run(job, dry_run, json_out)
+
+    def save_job(_plan) -> None:
+        if save is not None:
+            write_output_file(save, dump_yaml(raw), "--save", force)
+            human(json_out).print(f"wrote {save}: `yolo-orch submit {save}` runs the same job", highlight=False)
+
+    plan_and_run(job, dry_run, json_out, on_planned=save_job)
 
 
 def register(app: typer.Typer) -> None:

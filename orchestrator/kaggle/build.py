@@ -12,8 +12,11 @@ secret store, Kaggle credentials stay with the `kaggle` CLI on this machine.
 from __future__ import annotations
 
 import dataclasses
+import json
 import pprint
 import re
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -25,7 +28,8 @@ from orchestrator.devices import DeviceSpecError, parse_devices
 from orchestrator.spec.errors import SpecError
 from orchestrator.spec.kaggle import KaggleOptions
 from orchestrator.spec.dataset import dataset_root
-from orchestrator.rundir import RESOLVED, dump_yaml, new_run_id, write_json_atomic, write_text_atomic
+from orchestrator.rundir import RESOLVED, dump_yaml, new_run_id, write_text_atomic
+from orchestrator.spec.files import check_output_file, output_problem
 from orchestrator.spec.loader import LoadedJob, read_yaml_file
 
 RUNNER_TEMPLATE = Path(__file__).with_name("kernel_runner.py")
@@ -50,6 +54,7 @@ class BuildOptions:
     enable_internet: bool | None = None
     max_boxes: int | None = None
     bf16: bool | None = None
+    force: bool = False  # replace the files of an existing kernel folder
 
 
 @dataclass
@@ -247,12 +252,39 @@ def build(job: LoadedJob, opts: BuildOptions) -> BuildResult:
     bundle = session_bundle(plan, settings, resolved, meta["id"], session, opts.resume_from, data, model_bundle(job),
                             wheels)
     folder = Path(opts.out) if opts.out else Path("kaggle") / slug
-    folder.mkdir(parents=True, exist_ok=True)
-    files = [folder / md.KERNEL_METADATA, folder / md.CODE_FILE, folder / RESOLVED]
-    write_json_atomic(files[0], meta)
-    write_text_atomic(files[1], render_runner(bundle))
-    write_text_atomic(files[2], dump_yaml(resolved))
-    return BuildResult(folder.resolve(), meta, bundle, files, warnings)
+    texts = {md.KERNEL_METADATA: json.dumps(meta, indent=2, default=str) + "\n", md.CODE_FILE: render_runner(bundle),
+             RESOLVED: dump_yaml(resolved)}
+    write_kernel_folder(folder, texts, opts.force)
+    return BuildResult(folder.resolve(), meta, bundle, [folder / name for name in texts], warnings)
+
+
+def write_kernel_folder(folder: Path, texts: dict[str, str], force: bool) -> None:
+    """Every file checked before any is written (an existing one only with --force; never through a
+    link, a device or a folder in its place); a new folder appears whole, by one rename."""
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        raise SpecError(f"--out: {folder} is not a folder (a file, a link or a device); name a kernel folder")
+    if folder.is_dir():
+        problems = [f"--out: {folder / name} {why}" for name in texts
+                    if (why := output_problem(folder / name, force))]
+        if problems:
+            raise SpecError(problems)
+        for name, text in texts.items():
+            write_text_atomic(folder / name, text)
+        return
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SpecError(f"--out: cannot make {folder.parent} ({exc.strerror or exc})") from None
+    check_output_file(folder, "--out")  # the name fits
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    try:
+        staging.chmod(0o755)  # mkdtemp's 0700 would hide the folder from its group
+        for name, text in texts.items():
+            (staging / name).write_text(text)
+        staging.rename(folder)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
 
 
 def session_number(opts: BuildOptions) -> int:

@@ -164,7 +164,7 @@ def _loop(job, opts, base, spec, run_id, run_dir, registry, resume_from, session
                                   f"{(state or {}).get('epochs_done')}/{spec.epochs} epochs")
             folder = run_dir / "kaggle" / f"session-{session}"
             opts_s = BuildOptions(**{**base.__dict__, "out": folder, "session": session, "run_id": run_id,
-                                     "resume_from": resume_from})
+                                     "resume_from": resume_from, "force": True})  # the run's own folder
             result = build(job, opts_s)
             kernel = result.metadata["id"]
             on_event({"event": "built", "session": session, "kernel": kernel, "folder": str(folder),

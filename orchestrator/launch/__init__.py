@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from orchestrator.devices import DeviceSpec
+from orchestrator.devices import DeviceSpec, missing_gpus
 from orchestrator.launch import local, torchrun, xla
 
 COMMANDS: dict[str, Callable[[Path], list[str]]] = {
@@ -33,6 +33,6 @@ def command(launcher: str, run_dir: Path) -> list[str]:
 
 
 def unavailable(launcher: str, devices: DeviceSpec) -> str | None:
-    """Why `launcher` cannot start on this machine (a missing package), or None: checked by
-    `submit`, `sweep` and a re-planned `resume` before anything is written."""
-    return xla.unavailable(devices) if launcher == "xla" else None
+    """Why `launcher` cannot start on this machine (a missing package, GPUs it does not have), or
+    None: checked by `submit`, `train`, `sweep` and a re-planned `resume` before anything is written."""
+    return xla.unavailable(devices) if launcher == "xla" else missing_gpus(devices)

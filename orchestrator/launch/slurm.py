@@ -13,6 +13,7 @@ preemption with requeue goes the same way, and so does a run the stall watchdog 
 
 from __future__ import annotations
 
+import re
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -36,6 +37,58 @@ class SlurmOptions:
     extra_sbatch: list[str] = field(default_factory=list)  # raw "#SBATCH" option strings, e.g. "--qos=high"
     requeue: bool = True  # requeue before the time limit and resume (see above)
     warn_s: int = 120  # how long before the limit Slurm signals (it may come up to a minute earlier)
+
+
+_TIME_FORMS = (  # Slurm's --time: the forms sbatch(1) lists, as (pattern, seconds per field)
+    (r"(\d+)", (60,)), (r"(\d+):(\d+)", (60, 1)), (r"(\d+):(\d+):(\d+)", (3600, 60, 1)),
+    (r"(\d+)-(\d+)", (86400, 3600)), (r"(\d+)-(\d+):(\d+)", (86400, 3600, 60)),
+    (r"(\d+)-(\d+):(\d+):(\d+)", (86400, 3600, 60, 1)),
+)
+_SLURM_NAME = re.compile(r"[A-Za-z0-9_.,+@-]{1,128}")  # partitions (a comma list), accounts
+_RAW_OPTION = re.compile(r"--?[A-Za-z][A-Za-z0-9-]*(=[^\x00-\x1f\x7f]*)?")  # one option, no line breaks
+
+
+def time_limit_seconds(text: str) -> int | None:
+    """Seconds in a Slurm --time value (None: no limit: 0, UNLIMITED, INFINITE); ValueError if
+    Slurm would not read it."""
+    if text.strip().lower() in ("unlimited", "infinite"):
+        return None
+    for pattern, scale in _TIME_FORMS:
+        m = re.fullmatch(pattern, text.strip())
+        if m:
+            seconds = sum(int(v) * k for v, k in zip(m.groups(), scale))
+            return seconds or None
+    raise ValueError(text)
+
+
+def option_problems(opts: SlurmOptions) -> list[str]:
+    """One line per option Slurm would refuse or misread; every value here goes into the script's
+    #SBATCH header, where a line break would start a shell line and end Slurm's reading of the header."""
+    problems = []
+    try:
+        limit = time_limit_seconds(opts.time)
+    except ValueError:
+        limit = None
+        problems.append(f"--time: {opts.time!r} is not a Slurm time (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or "
+                        "D-HH:MM:SS, or UNLIMITED)")
+    if opts.requeue and limit is not None and opts.warn_s >= limit:
+        problems.append(f"--warn-seconds: {opts.warn_s} s is not before the time limit ({opts.time} = {limit} s): the "
+                        "job would requeue before it trained; give a shorter --warn-seconds or a longer --time")
+    if not 1 <= opts.port <= 65535:
+        problems.append(f"--port: {opts.port} is not a TCP port (1-65535)")
+    if opts.cpus_per_task is not None and not 1 <= opts.cpus_per_task <= 4096:
+        problems.append(f"--cpus-per-task: must be between 1 and 4096 (got {opts.cpus_per_task})")
+    for flag, value in (("--partition", opts.partition), ("--account", opts.account)):
+        if value is not None and not _SLURM_NAME.fullmatch(value):
+            problems.append(f"--{flag.lstrip('-')}: {value[:60]!r} is not a Slurm name (letters, digits, '_', '.', "
+                            "'-'; a comma between partitions)")
+    for raw in opts.extra_sbatch:
+        if not _RAW_OPTION.fullmatch(raw):
+            problems.append(f"--sbatch: {raw[:60]!r} is not one sbatch option (e.g. --qos=high, no line breaks)")
+    for flag, value in (("--python", opts.python), ("the working folder", str(opts.workdir))):
+        if re.search(r"[\x00-\x1f\x7f]", value):
+            problems.append(f"{flag}: {value[:60]!r} holds a line break or control character")
+    return problems
 
 
 def sbatch_script(job_name: str, job_file: Path, devices: DeviceSpec, sets: list[str] | None = None,

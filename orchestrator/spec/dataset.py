@@ -12,9 +12,12 @@ the trainer read the same images wherever the worker starts."""
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from orchestrator.spec.files import read_regular_bounded
 
 # Ultralytics' IMG_FORMATS (ultralytics/data/utils.py): the files its dataset counts as images.
 IMAGE_SUFFIXES = {f".{s}" for s in ("avif", "bmp", "dng", "heic", "heif", "jp2", "jpeg", "jpg", "mpo", "png", "tif",
@@ -23,6 +26,8 @@ MAX_IMAGES_COUNTED = 2_000_000  # beyond this the count is "unknown" (None), as 
 MAX_OTHER_ENTRIES = 100_000  # non-image files/folders met in an image folder before it is called wrong
 MAX_LABEL_FILES_CHECKED = 200_000  # the label check reads at most this many files per split
 MAX_LABEL_PROBLEMS = 20
+MAX_LABEL_BYTES = 16 << 20  # one image's label file: real ones are a few KiB (a polygon per object)
+MAX_LIST_BYTES = 256 << 20  # a `train: list.txt` of image paths: ~100 bytes a line, millions of lines
 
 
 def ultralytics_datasets_dir() -> Path:
@@ -167,9 +172,14 @@ def scan(cfg: dict, yaml_path: Path, nc: int | None, task: str = "detect") -> Sc
 def _list_images(entry: Path, split: str, problems: list[str]) -> list[str] | None:
     """The images of one `train:`/`val:` entry (a folder walked recursively, or a txt list of paths);
     None past MAX_IMAGES_COUNTED. A folder full of other files (a wrong `path:`) stops the walk."""
-    if entry.is_file():
+    if entry.is_file() or (entry.exists() and not entry.is_dir()):
+        raw, why = read_regular_bounded(str(entry), MAX_LIST_BYTES)
+        if raw is None or len(raw) > MAX_LIST_BYTES:
+            problems.append(f"data: {split} list {entry} " + (f"cannot be read ({why})" if raw is None else
+                            f"is more than {MAX_LIST_BYTES >> 20} MiB; expected a text file of image paths"))
+            return []
         base = entry.parent
-        lines = [ln.strip() for ln in entry.read_text(errors="replace").splitlines() if ln.strip()]
+        lines = [ln.strip() for ln in raw.decode(errors="replace").splitlines() if ln.strip()]
         return [ln if os.path.isabs(ln) else os.path.normpath(os.path.join(base, ln)) for ln in lines]
     images: list[str] = []
     others = 0
@@ -213,7 +223,10 @@ def _check_labels(split: str, images: list[str], nc: int | None, result: Scan, t
     unlabelled = 0
     for image in checked:
         label = label_path(image)
-        lines = _label_lines(label)
+        lines, unreadable = _label_lines(label)
+        if unreadable:
+            problems.append(f"data: {label}: {unreadable}")
+            continue
         if not lines:
             unlabelled += 1
             continue
@@ -234,13 +247,18 @@ def _check_labels(split: str, images: list[str], nc: int | None, result: Scan, t
                                "with problems")
 
 
-def _label_lines(path: str) -> list[tuple[int, str]]:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            text = f.read()
-    except OSError:
-        return []
-    return [(i, line) for i, line in enumerate(text.splitlines(), 1) if line.strip()]
+def _label_lines(path: str) -> tuple[list[tuple[int, str]], str | None]:
+    """A label file's non-empty lines, numbered; or why it cannot be a label file (a FIFO, a device,
+    more than MAX_LABEL_BYTES). A missing file is no lines: a background image."""
+    if not os.path.lexists(path):
+        return [], None
+    raw, why = read_regular_bounded(path, MAX_LABEL_BYTES)
+    if raw is None:
+        return [], (None if not os.path.exists(path) else f"cannot be read as a label file ({why})")
+    if len(raw) > MAX_LABEL_BYTES:
+        return [], f"is more than {MAX_LABEL_BYTES >> 20} MiB; a label file holds a few lines per object"
+    text = raw.decode("utf-8", errors="replace")
+    return [(i, line) for i, line in enumerate(text.splitlines(), 1) if line.strip()], None
 
 
 LINE_FORMATS = {"detect": "5 values (class x y w h) or a polygon (class x1 y1 x2 y2 ...)",
@@ -254,7 +272,9 @@ def _bad_label(line: str, nc: int | None, task: str = "detect", expected: int | 
     try:
         values = [float(v) for v in line.split()]
     except ValueError:
-        return f"not numbers: '{line.strip()[:60]}'"
+        return f"not numbers: {line.strip()[:60]!r}"
+    if not all(math.isfinite(v) for v in values):
+        return f"not finite numbers (nan or inf): {line.strip()[:60]!r}"
     polygon = len(values) > 6 and len(values) % 2 == 1
     if not (len(values) == expected or (task in ("detect", "segment") and polygon)):
         return (f"expected {LINE_FORMATS[task]} for task {task}" + (f": {expected} values" if task == "pose" else "")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import reprlib
 
 _REPR = reprlib.Repr()
@@ -25,7 +26,7 @@ def format_pydantic_errors(exc, prefix: str = "") -> list[str]:
     errors = exc.errors()
     nested = {tuple(str(p) for p in e["loc"] if not _is_union_tag(p))[:-1] for e in errors}
     for err in errors:
-        loc = [str(p) for p in err["loc"] if not _is_union_tag(p)]
+        loc = [field_text(p) for p in err["loc"] if not _is_union_tag(p)]
         if err["type"] == "string_type" and tuple(loc) in nested:
             continue  # the string branch of a `preset name | mapping` union: the mapping's errors say more
         path = ".".join(loc) or "(top level)"
@@ -50,6 +51,19 @@ def format_pydantic_errors(exc, prefix: str = "") -> list[str]:
         else:
             lines.append(f"{path}: {_lower_first(msg)}")
     return _dedupe(lines)
+
+
+_PLAIN_FIELD = re.compile(r"[\w.\-]{1,40}")
+MAX_FIELD_CHARS = 40
+
+
+def field_text(part) -> str:
+    """A key as an error line names it: as written when it is a plain name, else a short escaped
+    excerpt (a file of other things, such as a symlink to /etc/shadow, is not echoed back whole)."""
+    text = str(part)
+    if _PLAIN_FIELD.fullmatch(text):
+        return text
+    return repr(text[:MAX_FIELD_CHARS] + ("..." if len(text) > MAX_FIELD_CHARS else ""))
 
 
 def _is_union_tag(part) -> bool:

@@ -65,6 +65,17 @@ def default_device() -> str:
     return "0" if visible_gpus() else "cpu"
 
 
+def device_text(value: Any) -> str:
+    """Ultralytics' `device` value as a device spec: `0,1,2,3` reads as a tuple and `[0,1]` as a
+    list (both GPU lists), `0` is GPU 0 (not "not given"); empty or none is Ultralytics' default."""
+    if value is None or value == "":
+        return default_device()
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v).strip() for v in value)
+    text = str(value).replace(" ", "")
+    return "cpu" if text.lower() == "cpu" else text
+
+
 def job_from_args(args: list[str]) -> dict[str, Any]:
     """The raw job dict (validated later as any job file is) that `yolo train` ARGS means."""
     pairs = parse_pairs(args)
@@ -72,8 +83,7 @@ def job_from_args(args: list[str]) -> dict[str, Any]:
                for k, ex in (("model", "yolo11n.yaml"), ("data", "data.yaml")) if pairs.get(k) in (None, "")]
     if missing:
         raise SpecError(missing)
-    device = str(pairs.pop("device", None) or default_device()).replace(" ", "")
-    device = "cpu" if device.lower() == "cpu" else device
+    device = device_text(pairs.pop("device", None))
     name = str(pairs.pop("name", None) or "train")
     job: dict[str, Any] = {"name": name, **{k: pairs.pop(k) for k in TOP_LEVEL if k in pairs}}
     if "project" in pairs:

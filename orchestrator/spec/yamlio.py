@@ -8,6 +8,7 @@ from typing import Any
 import yaml
 
 from orchestrator.spec.errors import SpecError
+from orchestrator.spec.files import PIPE_WAIT_S, read_stream_bounded, too_long_component
 
 MAX_BYTES = 1 << 20  # a job or sweep spec is small; refuse anything over 1 MiB
 MAX_ALIASES = 100  # legit anchors are few; a "billion laughs" file has many
@@ -52,6 +53,9 @@ class _GuardedLoader(yaml.SafeLoader):
 def read_yaml_file(path: Path, what: str = "file") -> Any:
     """Load one YAML document from `path`, turning every failure into a SpecError."""
     label = str(path)
+    long_name = too_long_component(path)
+    if long_name is not None:
+        raise SpecError(f"{label[:60]}...: a name in this path is longer than 255 bytes; no such {what}")
     if not path.exists():
         raise SpecError(f"{label}: no such {what}")
     if path.is_dir():
@@ -60,8 +64,10 @@ def read_yaml_file(path: Path, what: str = "file") -> Any:
     if size > MAX_BYTES:
         raise SpecError(f"{label}: {what} is {size / 2**20:.1f} MiB; at most {MAX_BYTES // 2**20} MiB is accepted")
     try:  # read at most one byte past the limit: a pipe, /dev/zero or <(...) has no size to check first
-        with open(path, "rb") as f:
-            raw = f.read(MAX_BYTES + 1)
+        raw = read_stream_bounded(path, MAX_BYTES)
+    except TimeoutError:
+        raise SpecError(f"{label}: nothing came through this pipe in {PIPE_WAIT_S:.0f} s (a FIFO nobody writes "
+                        f"to?); expected a YAML {what}") from None
     except OSError as exc:
         raise SpecError(f"{label}: cannot read this {what} ({exc.strerror or exc})") from None
     if len(raw) > MAX_BYTES:

@@ -52,8 +52,10 @@ def check_flags(n_trials, timeout, epoch_budget, workers, devices_per_trial=None
 
 def prepare(sweep_file: Path, study: str | None = None, storage: str | None = None, n_trials: int | None = None,
             timeout: float | None = None, epoch_budget: int | None = None,
-            workers: int | None = None, devices_per_trial: int | None = None) -> SweepRequest:
-    """Validate everything a sweep needs before it runs; SpecError (exit 2) names each problem."""
+            workers: int | None = None, devices_per_trial: int | None = None, here: bool = True) -> SweepRequest:
+    """Validate everything a sweep needs before it runs; SpecError (exit 2) names each problem. `here`:
+    the trials will run on this machine (not a --dry-run, not a Slurm array), so it must have their
+    devices."""
     check_flags(n_trials, timeout, epoch_budget, workers, devices_per_trial)
     from orchestrator.plan import make_plan
     from orchestrator.runner import check_launchable
@@ -64,7 +66,8 @@ def prepare(sweep_file: Path, study: str | None = None, storage: str | None = No
     spec = sweep.spec
     check_sampler_available(spec.sampler)
     base_plan = make_plan(sweep.base)
-    check_launchable(base_plan)  # the base job must be runnable here
+    if here:
+        check_launchable(base_plan)  # the base job must be runnable here
     url = check_url(storage) if storage else check_url(spec.storage, "storage") if spec.storage else \
         check_url(default_storage(sweep))
     request = SweepRequest(sweep, base_plan, url, n_trials or spec.budget.n_trials,
@@ -76,7 +79,7 @@ def prepare(sweep_file: Path, study: str | None = None, storage: str | None = No
     if spec.sampler.name == "grid":
         size = 1
         for p in sweep.params:
-            size *= len(p.grid())
+            size *= p.grid_size()
         if request.n_trials > size:
             request.notes.append(f"grid has {size} points: n_trials {request.n_trials} -> {size}")
             request.n_trials = size

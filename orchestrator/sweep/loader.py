@@ -52,6 +52,16 @@ class Param:
                                                         step=int(self.step or 1))
         return optuna.distributions.FloatDistribution(float(self.low), float(self.high), log=self.log, step=self.step)
 
+    def grid_size(self) -> int | None:
+        """How many values `grid()` holds, counted without building it (None: continuous)."""
+        if self.kind == "categorical":
+            return len(self.choices)
+        if self.kind == "int":
+            return len(range(int(self.low), int(self.high) + 1, int(self.step or 1)))
+        if self.step is None:
+            return None
+        return int(math.floor((self.high - self.low) / self.step + 1e-9)) + 1
+
     def grid(self) -> list | None:
         """The finite values of this dimension, for the grid sampler (None: continuous)."""
         if self.kind == "categorical":
@@ -268,6 +278,9 @@ def _check_metrics_of_task(spec: SweepSpec, task: str) -> list[str]:
 AUTO_IGNORES = ("lr0", "momentum", "warmup_bias_lr")  # optimizer=auto picks its own (domain brief §1)
 
 
+MAX_GRID_POINTS = 100_000
+
+
 def _check_auto_optimizer(params: list[Param], base: LoadedJob) -> list[str]:
     """Ultralytics' optimizer=auto discards lr0 and momentum: sampling them would be a silent no-op."""
     names = {p.name for p in params}
@@ -280,11 +293,26 @@ def _check_auto_optimizer(params: list[Param], base: LoadedJob) -> list[str]:
 
 def _check_sampler(spec: SweepSpec, params: list[Param], enqueue: list[dict], base: LoadedJob) -> list[str]:
     if spec.sampler.name == "grid":
-        return [f"space.{p.name}: the grid sampler needs finite values: give `step` or `choices`"
-                for p in params if p.grid() is None]
+        return _check_grid(params)
     if spec.sampler.startup == "local" and not start_point(params, enqueue, base):
         return ["sampler.startup: `local` searches near a start, but no dimension of the space has one: "
                 "add an `enqueue:` point, or set the base job's values inside the space"]
+    return []
+
+
+def _check_grid(params: list[Param]) -> list[str]:
+    """Every dimension finite, and the whole grid at most MAX_GRID_POINTS (Optuna's GridSampler builds
+    the product as a list: 1e9 points would fill the memory before the first trial)."""
+    sizes = {p.name: p.grid_size() for p in params}
+    problems = [f"space.{name}: the grid sampler needs finite values: give `step` or `choices`"
+                for name, size in sizes.items() if size is None]
+    if problems:
+        return problems
+    total = math.prod(sizes.values())
+    if total > MAX_GRID_POINTS:
+        biggest = max(sizes, key=sizes.get)
+        return [f"space.{biggest}: the grid would have {total:,} points ({biggest}: {sizes[biggest]:,} values); at "
+                f"most {MAX_GRID_POINTS:,}: give a larger `step`, fewer `choices`, or another sampler"]
     return []
 
 

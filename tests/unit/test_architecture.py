@@ -41,7 +41,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     # torch-free modules rather than keeping a second copy of their constants
     "doctor": {"rundir", "registry", "spec", "urls", "wandb_mode", "worker.offline", "worker.wandb_reach"},
     # the command line on top
-    "cli": {"rundir", "data", "devices", "tasks", "scaling", "spec", "launch", "plan", "registry", "wandb_mode", "replan",
+    "cli": {"rundir", "urls", "data", "devices", "tasks", "scaling", "spec", "launch", "plan", "registry", "wandb_mode", "replan",
             "runner", "sweep", "kaggle", "doctor"},
     "__main__": {"cli"},
 }

@@ -33,7 +33,7 @@ def test_registry_opened_by_processes_released_together_never_fails(tmp_path):
         path = tmp_path / f"r{r}" / "registry.db"
         path.parent.mkdir()
         con = sqlite3.connect(path)  # an existing file in rollback mode, as an older registry would be
-        con.execute("CREATE TABLE t (x)")
+        con.execute("CREATE TABLE runs (id TEXT PRIMARY KEY, job TEXT, state TEXT, created_at REAL)")
         con.commit()
         con.close()
         barrier, results = ctx.Barrier(PROCS), ctx.Queue()
