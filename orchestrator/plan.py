@@ -216,6 +216,8 @@ def make_plan(job: LoadedJob, devices: str | None = None, policy: str | None = N
     args.update(hyp)
     args.update(scaled.passed)
     args.update(spec.overrides)
+    if isinstance(args.get("pretrained"), str) and job.resolve_path(args["pretrained"]).is_file():
+        args["pretrained"] = str(job.resolve_path(args["pretrained"]))  # where the plan found it, as `model`
     return Plan(
         job=job,
         devices=target_spec,

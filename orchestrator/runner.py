@@ -13,8 +13,8 @@ from typing import Callable
 
 from orchestrator import launch, replan
 from orchestrator.launch import process
-from orchestrator.rundir import (ENV_SUPERVISOR_PID, ENV_SUPERVISOR_START, EVENTS, EXIT_NOT_RESUMABLE, EXIT_OOM, LAST,
-                                 LOG, RESOLVED, SUMMARY, EventTail, EventWriter, completed_epochs, dump_yaml,
+from orchestrator.rundir import (DEADLINE_STOP, ENV, ENV_SUPERVISOR_PID, ENV_SUPERVISOR_START, EVENTS, EXIT_NOT_RESUMABLE,
+                                 EXIT_OOM, HEARTBEATS, LAST, LOG, RESOLVED, RESULTS, STACKS, SUMMARY, EventTail, EventWriter, completed_epochs, dump_yaml,
                                  failure_cause, load_resolved, new_run_id, process_identity, run_summary,
                                  write_json_atomic, write_text_atomic)
 from orchestrator.plan import Plan, synth_dir
@@ -85,15 +85,13 @@ def create_run(plan: Plan, runs_dir: Path | None = None, tags: dict | None = Non
     ensure_data(plan)
     spec = plan.job.spec
     root = Path(runs_dir or spec.runs_dir).expanduser().resolve()
-    run_id = run_id or new_run_id()
-    run_dir = root / spec.name / run_id
-    if not run_dir.resolve().is_relative_to(root):  # names are sanitised by the spec; belt and braces
+    if not (root / spec.name).resolve().is_relative_to(root):  # names are sanitised by the spec; belt and braces
         raise SpecError(f"name: '{spec.name}' would write outside {root}")
-    if run_dir.exists():  # a chosen --run-id whose folder another registry (or none) knows
-        raise SpecError(f"--run-id: {run_dir} exists already; pick another id")
+    if run_id and (root / spec.name / run_id).exists():  # a chosen --run-id whose folder another registry knows
+        raise SpecError(f"--run-id: {root / spec.name / run_id} exists already; pick another id")
     registry = Registry.open(root)
     registry.check_writable()  # before the run dir exists: nothing half-written
-    run_dir.mkdir(parents=True, exist_ok=False)
+    run_id, run_dir = claim_run_dir(root / spec.name, run_id)
     write_data_yaml(plan, run_dir)
     mode, _ = resolve_mode(spec.wandb)
     write_text_atomic(run_dir / RESOLVED, dump_yaml(plan.resolved_document(run_id, run_dir, mode)))
@@ -101,6 +99,22 @@ def create_run(plan: Plan, runs_dir: Path | None = None, tags: dict | None = Non
         registry.add_run(run_id, job=spec.name, run_dir=run_dir, devices=plan.devices.text, tags=tags,
                          epochs=spec.epochs)
     return run_id, run_dir
+
+
+def claim_run_dir(job_dir: Path, run_id: str | None) -> tuple[str, Path]:
+    """Make the run's folder, which claims its id: of two commands creating one id at the same moment
+    (the same --run-id, or new ids within one second that drew the same 4 hex digits) one gets it; the
+    other picks a new id, or is told (a chosen id)."""
+    for _ in range(5):
+        candidate = run_id or new_run_id()
+        try:
+            (job_dir / candidate).mkdir(parents=True, exist_ok=False)
+            return candidate, job_dir / candidate
+        except FileExistsError:
+            if run_id:
+                raise SpecError(f"--run-id: run {run_id} was created by another command at the same moment; pick "
+                                "another id") from None
+    raise SpecError(f"runs_dir: could not find a free run id in {job_dir}")
 
 
 def child_env() -> dict[str, str]:
@@ -194,10 +208,19 @@ def failure_note(run_id: str, run_dir: Path, code: int, epochs_done: int) -> str
     return note
 
 
+RUN_FILES = (LOG, EVENTS, SUMMARY, RESOLVED, RESULTS, ENV, DATA_YAML, DEADLINE_STOP, "args.yaml", "trial.json")
+RUN_FOLDERS = ("weights", HEARTBEATS, STACKS, "wandb")
+
+
 def refuse_symlinks(run_dir: Path) -> None:
-    """The files a run appends to must be its own: a train.log or events.jsonl replaced by a symbolic
-    link would make a resume write wherever it points (a shell profile, another run)."""
-    links = [p for p in (run_dir / LOG, run_dir / EVENTS, run_dir / SUMMARY, run_dir / "weights") if p.is_symlink()]
+    """The files a run writes or appends to must be its own: a train.log, a stacks/ folder or a
+    results.csv replaced by a symbolic link would make a resume write wherever it points (a shell
+    profile, another run). Checked: the run's files and folders, and what lies in those folders."""
+    paths = [run_dir / name for name in RUN_FILES + RUN_FOLDERS]
+    for folder in RUN_FOLDERS:
+        if (run_dir / folder).is_dir() and not (run_dir / folder).is_symlink():
+            paths += sorted((run_dir / folder).iterdir())[:1000]
+    links = [p for p in paths if p.is_symlink()]
     if links:
         raise SpecError([f"{p}: a symbolic link in the run directory; refusing to write through it (replace it "
                          "with a regular file or folder)" for p in links])

@@ -71,6 +71,9 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         sys.exit(130)
     except OSError as exc:  # a full, read-only or forbidden disk under the orchestrator itself
+        if exc.errno == errno.ENAMETOOLONG:  # a path the user gave (a flag the spec's checks do not see)
+            fail([f"{str(exc.filename)[:60]}...: a name in this path is longer than the filesystem allows "
+                  "(255 bytes)"])
         if exc.errno not in DISK_ERRNOS:
             raise
         where = f"{exc.filename}: " if exc.filename else ""

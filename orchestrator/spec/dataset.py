@@ -90,6 +90,8 @@ def check_yaml(cfg: dict, yaml_path: Path, label: str, task: str = "detect") -> 
         problems.append(f"data: {label} has no 'names' key (nor 'nc')")
     elif names is not None and not isinstance(names, (list, dict)):
         problems.append(f"data: {label} 'names' must be a list or a mapping of class ids to names")
+    elif isinstance(names, dict):
+        problems += _check_name_ids(names, label)
     if nc is not None and (isinstance(nc, bool) or not isinstance(nc, (int, float)) or nc != int(nc) or nc < 1):
         problems.append(f"data: {label} 'nc: {nc}' must be a positive integer")
     elif nc is not None and isinstance(names, (list, dict)) and len(names) != nc:
@@ -109,6 +111,21 @@ def check_yaml(cfg: dict, yaml_path: Path, label: str, task: str = "detect") -> 
             if not folder.exists():
                 problems.append(f"data: {key} folder {folder} does not exist (from {label})")
     return problems
+
+
+def _check_name_ids(names: dict, label: str) -> list[str]:
+    """Ultralytics' check_class_names: the keys of a `names` mapping are the class ids 0..n-1 (as
+    integers or their text); others end the run with a KeyError."""
+    try:
+        ids = sorted(int(k) for k in names)
+    except (TypeError, ValueError):
+        return [f"data: {label} 'names' keys must be class ids 0..{len(names) - 1} (got {sorted(map(str, names))[:5]})"]
+    if not ids:
+        return [f"data: {label} 'names' is empty; at least one class name is needed"]
+    if ids != list(range(len(ids))):
+        return [f"data: {label} 'names' has {len(ids)} classes, so its keys must be 0..{len(ids) - 1} (got "
+                f"{', '.join(map(str, ids[:8]))}{', ...' if len(ids) > 8 else ''})"]
+    return []
 
 
 def _check_kpt_shape(cfg: dict, label: str) -> list[str]:

@@ -13,6 +13,7 @@ from orchestrator.tasks import TASKS
 from orchestrator.devices import DeviceSpecError, parse_devices
 from orchestrator.scaling.types import POLICIES
 from orchestrator.scaling.ultralytics_math import DEFAULTS
+from orchestrator.spec.files import NAME_MAX, too_long_component
 from orchestrator.spec.kaggle import KaggleOptions
 
 OPTIMIZERS = ("auto", "SGD", "MuSGD", "Adam", "Adamax", "AdamW", "NAdam", "RAdam", "RMSProp")
@@ -77,6 +78,11 @@ class HypBlock(Hyperparameters):
     """`hyp:` in a job: an optional preset (name in hyp/ or a YAML path) plus inline values."""
 
     preset: Optional[str] = None
+
+    @field_validator("preset")
+    @classmethod
+    def _preset_fits(cls, v):
+        return _fits_the_filesystem(v)
 
 
 class SynthData(Strict):
@@ -195,7 +201,20 @@ class JobSpec(Strict):
     def _hyp_str(cls, v):
         if isinstance(v, str) and not v.strip():
             raise ValueError("preset name or path must not be empty")
-        return v
+        return _fits_the_filesystem(v)
+
+    @field_validator("model", "data", "runs_dir")
+    @classmethod
+    def _path_fits(cls, v):
+        return _fits_the_filesystem(v)
+
+
+def _fits_the_filesystem(value):
+    """A path with a name longer than the filesystem allows would fail every open() with ENAMETOOLONG."""
+    long_name = too_long_component(value) if isinstance(value, str) else None
+    if long_name is not None:
+        raise ValueError(f"a name in this path is longer than {NAME_MAX} bytes ('{long_name[:40]}...')")
+    return value
 
 
 def hyp_block(job: JobSpec) -> HypBlock:

@@ -14,6 +14,7 @@ from orchestrator.spec import ultralytics_cfg
 from orchestrator.spec import dataset
 from orchestrator.spec.errors import SpecError, format_pydantic_errors
 from orchestrator.spec.job import HypBlock, Hyperparameters, JobSpec, hyp_block
+from orchestrator.spec.files import read_regular_bounded
 from orchestrator.spec.yamlio import parse_yaml_text, read_yaml_file
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -102,7 +103,7 @@ def load_job_dict(
         raise SpecError([_with_home(line) for line in format_pydantic_errors(exc)]) from None
     job = LoadedJob(spec=spec, path=path, base_dir=base_dir)
     problems = check_model(job)  # first: it sets the task a job left out, which the data check reads
-    problems += check_data(job) + check_overrides(spec.overrides)
+    problems += check_data(job) + check_overrides(spec.overrides) + check_pretrained(job)
     try:
         resolve_hyp(job)
     except SpecError as exc:
@@ -169,6 +170,25 @@ def _check_model_task(job: LoadedJob, built: str | None) -> list[str]:
         return []
     return [f"model: {job.spec.model} is a {built} model, but the job's task is {task} (leave `task` out to "
             f"train the model's own task, or give a {task} model such as {EXAMPLE_MODELS[task]})"]
+
+
+WEIGHTS_MAGIC = (b"PK\x03\x04", b"\x80")  # torch.save's zip archive; a legacy pickle (protocol 2 and later)
+
+
+def check_pretrained(job: LoadedJob) -> list[str]:
+    """`overrides.pretrained` as a path: a local weights file Ultralytics can load (it would download
+    a missing one, or die mid-run reading /etc/passwd as a checkpoint). true/false are flags."""
+    value = job.spec.overrides.get("pretrained")
+    if not isinstance(value, str) or value.lower() in ("true", "false"):
+        return []
+    path = job.resolve_path(value)
+    if not path.is_file():
+        return [f"overrides.pretrained: weights file '{value}' not found, and weights are never downloaded (offline "
+                f"by design): put the file at {path}, or set pretrained: false"]
+    raw, why = read_regular_bounded(str(path), 4)
+    if raw is None or not raw.startswith(WEIGHTS_MAGIC):
+        return [f"overrides.pretrained: {path} is not a PyTorch weights file ({why or 'not a torch.save checkpoint'})"]
+    return []
 
 
 def check_data(job: LoadedJob) -> list[str]:

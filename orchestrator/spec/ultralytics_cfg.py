@@ -105,6 +105,8 @@ def check_train_arg(key: str, value) -> str | None:
     if key == "amp":
         ok = isinstance(value, bool) or str(value).lower() in ("fp16", "bf16", "fp32")
         return None if ok else f"expected true, false, 'fp16', 'bf16' or 'fp32' (got {value!r})"
+    if key == "time" and not (number and value >= 0):  # hours; a negative one makes the epochs negative
+        return f"expected the hours to train, a number >= 0 (0 or null: train by epochs; got {value!r})"
     if key in types["CFG_FLOAT_KEYS"]:
         return None if number else f"expected a number (got {value!r})"
     if key in types["CFG_FRACTION_KEYS"]:
@@ -122,9 +124,13 @@ def check_train_arg(key: str, value) -> str | None:
         return None if isinstance(value, bool) else f"expected true or false (got {value!r})"
     if key in types["CFG_STR_KEYS"]:
         return None if isinstance(value, str) else f"expected a string (got {value!r})"
-    if key == "compile":
-        return None if isinstance(value, (bool, str)) else f"expected true, false or a mode name (got {value!r})"
+    if key == "compile":  # torch.compile refuses another mode, and Ultralytics then trains uncompiled, silently
+        ok = isinstance(value, bool) or value in COMPILE_MODES
+        return None if ok else f"expected true, false or one of {', '.join(COMPILE_MODES)} (got {value!r})"
     return None
+
+
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")  # torch.compile's
 
 
 def _check_fraction(value) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -119,8 +120,13 @@ def parse_yaml_text(text: str, label: str) -> Any:
     if _flow_depth(text, MAX_FLOW_DEPTH) > MAX_FLOW_DEPTH:
         raise SpecError(f"{label}: YAML nested too deeply (more than {MAX_FLOW_DEPTH} levels of [ or {{)")
     try:
-        data = yaml.load(text, Loader=_GuardedLoader)  # noqa: S506 - SafeLoader subclass
-        if _expanded_size(data, {}, MAX_EXPANDED) > MAX_EXPANDED:
+        loader = _GuardedLoader(text)
+        try:
+            data = loader.get_single_data()
+        finally:
+            loader.dispose()
+        # without aliases the size is the file's (at most 1 MiB): a 60,000-class `names` is no bomb
+        if loader._aliases and _expanded_size(data, {}, MAX_EXPANDED) > MAX_EXPANDED:
             raise SpecError(f"{label}: YAML aliases expand to more than {MAX_EXPANDED} values "
                             "(refusing a possible alias bomb)")
         return data
@@ -133,3 +139,8 @@ def parse_yaml_text(text: str, label: str) -> Any:
         raise SpecError(f"{label}: YAML error: {exc}") from None
     except RecursionError:
         raise SpecError(f"{label}: YAML nested too deeply") from None
+    except ValueError as exc:  # Python's int() refuses more than 4300 digits (CVE-2020-10735)
+        if "digits" not in str(exc):
+            raise
+        raise SpecError(f"{label}: a number with more than {sys.get_int_max_str_digits()} digits; no field takes "
+                        "one") from None

@@ -36,7 +36,9 @@ class Heartbeat:
         self._batch_started = now
         stacks = Path(run_dir) / STACKS
         stacks.mkdir(parents=True, exist_ok=True)
-        self._stack_file = open(stacks / f"rank{rank_id}.txt", "a")  # kept open: faulthandler writes to its fd
+        # kept open: faulthandler writes to its fd; O_NOFOLLOW: never through a link planted in the run dir
+        fd = os.open(stacks / f"rank{rank_id}.txt", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        self._stack_file = os.fdopen(fd, "a")
         faulthandler.register(STACK_SIGNAL, file=self._stack_file, all_threads=True)
 
     def mark(self, phase: str, trainer=None, batch: int | None = None) -> None:

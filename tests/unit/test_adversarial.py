@@ -264,3 +264,69 @@ def test_visible_gpus_counts_as_torch_does(monkeypatch, value):
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", value)
     assert visible_gpus() == torch.cuda._parse_visible_devices()
+
+
+# ---------------------------------------------------------------- what passes plan and dies later; tracebacks
+
+def test_sixty_thousand_class_names_are_not_an_alias_bomb(tmp_path, dataset):
+    import yaml as pyyaml
+
+    cfg = pyyaml.safe_load(dataset.read_text())
+    cfg["names"], cfg["nc"] = {i: f"c{i}" for i in range(60_000)}, 60_000
+    dataset.write_text(pyyaml.safe_dump(cfg))
+    res = run_cli("plan", write_job(tmp_path, data=str(dataset)), "--json", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-500:]
+    assert "alias" not in res.stderr
+
+
+@pytest.mark.parametrize("field", ["model", "data", "hyp", "hyp.preset", "runs_dir"])
+def test_a_name_longer_than_the_filesystem_allows_is_one_line(tmp_path, field):
+    res = run_cli("plan", write_job(tmp_path), "--set", f"{field}={'a' * 300}.yaml", cwd=tmp_path)
+    _one_line_exit_2(res, f"{field}: a name in this path is longer than 255 bytes")
+
+
+def test_a_long_path_given_to_a_flag_is_one_line(tmp_path):
+    res = run_cli("runs", "--runs-dir", tmp_path / ("r" * 300), cwd=tmp_path)
+    _one_line_exit_2(res, "a name in this path is longer than the filesystem allows")
+
+
+def test_two_commands_claiming_one_run_id_at_once(tmp_path, monkeypatch):
+    from orchestrator import runner
+    from orchestrator.spec.errors import SpecError
+
+    job_dir = tmp_path / "runs" / "tiny"
+    (job_dir / "r1").mkdir(parents=True)  # the other command's mkdir won the race
+    with pytest.raises(SpecError, match="run r1 was created by another command at the same moment"):
+        runner.claim_run_dir(job_dir, "r1")
+    ids = iter(["r1", "r2"])  # a new id that drew the same digits in the same second: the next one is taken
+    monkeypatch.setattr(runner, "new_run_id", lambda: next(ids))
+    assert runner.claim_run_dir(job_dir, None) == ("r2", job_dir / "r2")
+
+
+@pytest.mark.parametrize("planted", ["stacks", "heartbeat", "results.csv", "heartbeat/rank0.json",
+                                     "stacks/rank0.txt"])
+def test_a_symlink_anywhere_a_run_writes_is_refused_before_a_resume(tmp_path, planted):
+    from orchestrator.runner import refuse_symlinks
+    from orchestrator.spec.errors import SpecError
+
+    run_dir = tmp_path / "run"
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (run_dir / "heartbeat").mkdir(parents=True)
+    (run_dir / "stacks").mkdir()
+    link = run_dir / planted
+    if link.is_dir():
+        link.rmdir()
+    link.symlink_to(target)
+    with pytest.raises(SpecError, match="a symbolic link in the run directory"):
+        refuse_symlinks(run_dir)
+
+
+def test_the_worker_never_writes_stacks_through_a_link(tmp_path):
+    from orchestrator.worker.heartbeat import Heartbeat
+
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "rank0.txt").symlink_to(tmp_path / "profile")
+    with pytest.raises(OSError):
+        Heartbeat(tmp_path, 0)
+    assert not (tmp_path / "profile").exists()
