@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from orchestrator.cli.common import human
+from orchestrator.cli.common import err, human
 
 
 def train_cmd(
@@ -30,7 +30,10 @@ def train_cmd(
 
     if save is not None:  # before the job's checks: nothing is planned in vain
         check_output_file(save, "--save", force)
-    raw = job_from_args(list(args))
+    notes: list[str] = []
+    raw = job_from_args(list(args), notes)
+    for note in notes:  # Ultralytics' own warnings for the words it repairs
+        err.print(f"warning: {note}", markup=False, highlight=False, soft_wrap=True)
     job = load_job_dict(dict(raw), base_dir=Path.cwd(), label="yolo-orch train")  # every check a job file gets
 
     def save_job(_plan) -> None:
@@ -42,4 +45,5 @@ def train_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("train", context_settings={"allow_interspersed_args": True})(train_cmd)
+    # unknown options are Ultralytics words (`--imgsz=640`, which its parser takes with a warning)
+    app.command("train", context_settings={"allow_interspersed_args": True, "ignore_unknown_options": True})(train_cmd)

@@ -10,53 +10,32 @@ No torch: the keys come from Ultralytics' default.yaml on disk.
 
 from __future__ import annotations
 
-import ast
-import difflib
 from typing import Any
 
 from orchestrator.devices import visible_gpus
-from orchestrator.spec import ultralytics_cfg
 from orchestrator.spec.errors import SpecError
 from orchestrator.spec.job import Hyperparameters
+from orchestrator.spec.yolo_cli import parse_words
 
 TOP_LEVEL = ("task", "model", "data", "epochs", "imgsz", "seed", "deterministic")
-REFUSED = {"resume": "continue a run with `yolo-orch resume RUN`", "mode": "this command trains",
-           "cfg": "give the keys themselves, or a job file to `yolo-orch submit`"}
-IGNORED = ("exist_ok",)  # every run gets its own folder
+REFUSED = {"resume": "continue a run with `yolo-orch resume RUN`"}
+IGNORED = {"exist_ok": "every run gets its own folder"}
 
 
-def smart_value(text: str) -> Any:
-    """A value as Ultralytics' `smart_value` reads it: none/true/false by name, a Python literal, else text."""
-    lowered = text.lower()
-    if lowered == "none":
-        return None
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return text
-
-
-def parse_pairs(args: list[str]) -> dict[str, Any]:
-    """`key=value` words -> {key: value}; one line per word that is not an Ultralytics argument."""
-    known = ultralytics_cfg.default_cfg()
-    pairs, problems = {}, []
-    for word in args:
-        key, sep, text = word.partition("=")
-        key = key.strip().lstrip("-")
-        if not sep or not key:
-            problems.append(f"{word}: expected key=value, as `yolo train` takes them (e.g. epochs=10)")
-        elif key not in known:
-            close = difflib.get_close_matches(key, list(known), n=3, cutoff=0.6)
-            similar = f"; similar arguments are i.e. {[f'{k}={known[k]}' for k in close]}" if close else ""
-            problems.append(f"{key}: not a valid YOLO argument{similar}")
-        elif key in REFUSED:
-            problems.append(f"{key}: not taken here; {REFUSED[key]}")
-        else:
-            pairs[key] = smart_value(text.strip())
+def parse_pairs(args: list[str], notes: list[str] | None = None) -> dict[str, Any]:
+    """Ultralytics' command-line words -> {key: value} (spec/yolo_cli.py); one line per word it would
+    refuse, or that this command does not take. `notes` collects what was repaired or ignored."""
+    words = parse_words(args)
+    pairs = words.pairs
+    problems = [f"{key}: not taken here; {why}" for key, why in REFUSED.items() if key in pairs]
+    mode = pairs.pop("mode", "train")
+    if mode != "train":
+        problems.append(f"mode: {mode!r}: yolo-orch train trains; `yolo {mode}` runs Ultralytics' {mode} mode")
     if problems:
         raise SpecError(problems)
+    words.notes += [f"{key}={pairs.pop(key)} ignored: {why}" for key, why in IGNORED.items() if key in pairs]
+    if notes is not None:
+        notes += words.notes
     return pairs
 
 
@@ -76,9 +55,10 @@ def device_text(value: Any) -> str:
     return "cpu" if text.lower() == "cpu" else text
 
 
-def job_from_args(args: list[str]) -> dict[str, Any]:
-    """The raw job dict (validated later as any job file is) that `yolo train` ARGS means."""
-    pairs = parse_pairs(args)
+def job_from_args(args: list[str], notes: list[str] | None = None) -> dict[str, Any]:
+    """The raw job dict (validated later as any job file is) that `yolo train` ARGS means; `notes`
+    collects Ultralytics' warnings for words it repairs (spaces around '=', dashes, commas)."""
+    pairs = parse_pairs(args, notes)
     missing = [f"{k}: required, as `yolo train` needs it (e.g. {k}={ex})"
                for k, ex in (("model", "yolo11n.yaml"), ("data", "data.yaml")) if pairs.get(k) in (None, "")]
     if missing:
@@ -99,7 +79,7 @@ def job_from_args(args: list[str]) -> dict[str, Any]:
     hyp = {k: pairs.pop(k) for k in list(pairs) if k in hyp_keys}
     if hyp:
         job["hyp"] = hyp
-    overrides = {k: v for k, v in pairs.items() if k not in IGNORED}
+    overrides = dict(pairs)
     if overrides:
         job["overrides"] = overrides
     return job

@@ -139,6 +139,10 @@ def check_model(job: LoadedJob) -> list[str]:
     """The model must be a local file or an Ultralytics yaml (weights are never downloaded), and build
     the job's task; a job without `task` takes the model's (set here, so every layer sees one task)."""
     model = job.spec.model
+    family = other_family(model)
+    if family:
+        return [f"model: {Path(model).name} is {family} model, which Ultralytics trains with its own class, not YOLO's "
+                f"trainers; yolo-orch trains YOLO models (e.g. {EXAMPLE_MODELS['detect']})"]
     local = job.resolve_path(model)
     built = None
     if local.is_file():
@@ -156,6 +160,19 @@ def check_model(job: LoadedJob) -> list[str]:
     else:
         return [f"model: expected a model yaml (e.g. yolo11n.yaml) or a local .pt file (got '{model}')"]
     return _check_model_task(job, built)
+
+
+def other_family(model: str) -> str | None:
+    """The model family Ultralytics' entrypoint routes to another class than YOLO, by its file name
+    (`ultralytics.cfg.entrypoint`: RTDETR, FastSAM, SAM, NAS), or None."""
+    stem = Path(model).stem.lower()
+    if "rtdetr" in stem:
+        return "an RT-DETR"
+    if "fastsam" in stem:
+        return "a FastSAM"
+    if any(k in stem for k in ("sam_", "sam2_", "sam2.1_", "sam3", "mobile_sam")):
+        return "a SAM"
+    return "a YOLO-NAS" if "yolo_nas" in stem else None
 
 
 def _check_model_task(job: LoadedJob, built: str | None) -> list[str]:

@@ -70,6 +70,7 @@ def cfg_key_types() -> dict[str, object]:
     tree = ast.parse((package_dir() / "cfg" / "__init__.py").read_text())
     found: dict[str, object] = {name: frozenset() for name in _KEY_SETS}
     found["CFG_INT_MIN"] = {}
+    found["TASKS"], found["MODES"] = frozenset(), frozenset()  # the task and mode words of its command line
     for node in tree.body:
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
             continue

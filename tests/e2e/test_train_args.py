@@ -49,3 +49,51 @@ def test_yolo_train_words_train_a_run(tmp_path, shapes):
     out = json.loads(r.stdout)
     assert out["state"] == "finished" and out["summary"]["epochs_completed"] == 1
     assert Path(out["run_dir"]).parent == tmp_path / "runs" / "words"
+
+
+# Ultralytics' own CLI tests (tests/test_cli.py: test_train, test_rtdetr's word forms), with this
+# machine's data and model yamls in place of downloaded weights and datasets.
+ULTRALYTICS_FORMS = {
+    "test_train": "train {task} model={model} data={data} imgsz=32 epochs=1 cache=disk",
+    "test_rtdetr": "train {task} model={model} data={data} --imgsz= 32 epochs =1, cache = disk",
+    "task first": "{task} train model={model} data={data} imgsz=32 epochs=1 cache=disk",
+    "mode= task=": "mode=train task={task} model={model} data={data} imgsz=32 epochs=1 cache=disk",
+}
+
+
+@pytest.mark.parametrize("task", ["detect", "segment", "pose", "obb", "classify"])
+def test_ultralytics_cli_test_commands_plan_alike(tmp_path, task):
+    from orchestrator.data.synth import generate_dataset
+    from orchestrator.tasks import EXAMPLE_MODELS
+
+    data = generate_dataset(tmp_path / "data", images=8, val_images=4, classes=2, imgsz=32, seed=0, task=task)
+    plans = {}
+    for form, words in ULTRALYTICS_FORMS.items():
+        line = words.format(task=task, model=EXAMPLE_MODELS[task], data=data).split()  # split as `run()` does
+        r = run_cli("train", *line, "--dry-run", "--json", cwd=tmp_path)
+        assert r.returncode == 0, f"{form}: {r.stderr}"
+        plans[form] = json.loads(r.stdout)["train_args"]
+        assert (plans[form]["imgsz"], plans[form]["epochs"], plans[form]["cache"]) == (32, 1, "disk"), form
+    assert all(p == plans["test_train"] for p in plans.values())
+
+
+def test_a_cfg_file_gives_arguments_under_the_command_line(tmp_path, shapes):
+    (tmp_path / "custom.yaml").write_text("epochs: 3\nimgsz: 96\noptimizer: SGD\nlr0: 0.02\nsave_txt: true\n")
+    r = run_cli("train", f"model={TINY}", f"data={shapes}", "imgsz=64", "cfg=custom.yaml", "epochs=2", "plots",
+                "--dry-run", "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    args = json.loads(r.stdout)["train_args"]
+    assert (args["epochs"], args["imgsz"], args["optimizer"], args["lr0"]) == (2, 64, "SGD", 0.02)
+    assert args["save_txt"] is True and args["plots"] is True
+    assert "Overriding" in r.stderr
+
+
+@pytest.mark.slow
+def test_ultralytics_repaired_words_train_a_run(tmp_path, shapes):
+    """`--imgsz= 64 epochs =1, batch = 8`: merged and repaired as Ultralytics does, with its warnings."""
+    line = f"train detect model={TINY} data={shapes} --imgsz= 64 epochs =1, batch = 8 workers=0 plots=False"
+    r = run_cli(*line.split(), "device=cpu", "name=repaired", "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "does not require leading dashes '--'" in r.stderr and "does not require trailing comma" in r.stderr
+    out = json.loads(r.stdout)
+    assert out["state"] == "finished" and out["summary"]["epochs_completed"] == 1

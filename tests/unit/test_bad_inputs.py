@@ -47,7 +47,7 @@ def test_corpus_size():
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
 def test_bad_input(case, tmp_path, big_file, isolated_cache):
     args = [a.format(dir=CORPUS, tmp=tmp_path, big=big_file, huge_int="9" * 5000) for a in case["args"]]
-    env = cli_env({"YOLO_ORCH_REGISTRY": "", "COLUMNS": "200"})
+    env = cli_env({"YOLO_ORCH_REGISTRY": "", "COLUMNS": "200", **case.get("env", {})})
     cache_before = _snapshot(Path(isolated_cache))
     timings = []
     for _ in range(3):  # the machine is shared: a timing miss is retried, every other check is not
