@@ -153,6 +153,7 @@ def scaler_inputs(spec, hyp: dict[str, Any], nc: int | None, train_images: int |
         batch_per_device=spec.target.batch_per_device,
         max_batch_per_device=cap,
         drop_last=bool(spec.overrides.get("compile")),  # DetectionTrainer.get_dataloader: drop_last=compile
+        sync_bn=spec.sync_bn,
     )
     return reference, target
 

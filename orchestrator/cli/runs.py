@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from orchestrator.cli.common import out, print_json
-from orchestrator.registry import ACTIVE, STATES, Registry, RegistryError, registry_path
+from orchestrator.registry import ACTIVE, DB_NAME, STATES, Registry, RegistryError, registry_path
 from orchestrator.rundir import BEST, EVENTS, LAST, LOG, RESOLVED, RESULTS, SUMMARY, load_own_yaml
 from orchestrator.spec.errors import SpecError
 from orchestrator.tasks import headline
@@ -38,6 +38,19 @@ def existing_registry(runs_dir: Path, registry: Optional[Path]) -> Registry:
         raise SpecError(f"RUN: no registry at {path}: no runs there yet (give --runs-dir or --registry, "
                         "or set YOLO_ORCH_REGISTRY)")
     return Registry.open(path)
+
+
+def other_registries(path: Path, limit: int = 5) -> list[str]:
+    """Runs folders in the current folder (one level down) with a registry other than `path`'s."""
+    found = []
+    try:
+        folders = sorted(p for p in Path.cwd().iterdir() if p.is_dir())[:200]
+    except OSError:
+        return []
+    for folder in folders:
+        if (folder / DB_NAME).is_file() and (folder / DB_NAME).resolve() != path:
+            found.append(str(folder.relative_to(Path.cwd())))
+    return found[:limit]
 
 
 def find_run(reg: Registry, ref: str) -> dict:
@@ -127,7 +140,11 @@ def runs_cmd(
         print_json(rows)
         return
     if not rows:
-        out.print(f"no runs{f' in state {state}' if state else ''} in {path}")
+        out.print(f"no runs{f' in state {state}' if state else ''} in {path}", highlight=False)
+        others = [] if state or job or study else other_registries(path)
+        if others:
+            out.print(f"registries beside it (a job's runs_dir, `train project=`): "
+                      f"{', '.join(f'yolo-orch runs --runs-dir {o}' for o in others)}", highlight=False, soft_wrap=True)
         return
     # piped output is not cut to 80 columns: scripts and `less -S` get whole rows
     console = out if out.is_terminal else Console(width=max(out.width, 160))

@@ -120,7 +120,9 @@ def existing_run(runs_dir: Path, run_id: str, resume_existing: bool, job_name: s
     if row is not None and row["job"] != job_name:
         raise SpecError(f"--run-id: run {run_id} is a run of job '{row['job']}', not '{job_name}'; pick another id")
     if row is not None and not resume_existing:
-        then = "pick another id" if row["state"] == "finished" else f"`yolo-orch resume {run_id}` continues it"
+        then = ("pick another id" if row["state"] == "finished" else
+                f"it is still going: `yolo-orch logs {run_id} --follow` shows it" if row["state"] in ("queued", "running")
+                else f"`yolo-orch resume {run_id}` continues it")
         raise SpecError(f"--run-id: run {run_id} exists ({row['state']}); {then}")
     return row
 

@@ -107,17 +107,19 @@ def per_step_warnings(
 
 
 def target_warnings(ref, devices, passed: dict[str, Any], eff: dict[str, Any], ref_eff: dict[str, Any],
-                    images: int) -> list[str]:
+                    images: int, sync_bn: bool = False) -> list[str]:
     """What the target's hardware and dataset change whatever the policy."""
     out = []
     warmup, b = passed["warmup_epochs"], passed["batch"] // devices.world_size
     if warmup > um.warmup_epochs_applied(warmup, ref.epochs):
         out.append(f"warmup_epochs {fmt(warmup)} is capped by Ultralytics at epochs - 1 = {max(ref.epochs - 1, 0)}")
     if b < ref.batch // ref.world_size and devices.kind not in XLA_KINDS:  # SPMD: BatchNorm sees the whole batch
-        out.append(
-            f"per-device batch {ref.batch // ref.world_size} -> {b}: BatchNorm statistics are per device "
-            "(Ultralytics has no SyncBatchNorm) and get noisier with fewer images per device"
-        )
+        if not (sync_bn and devices.distributed):  # the job's sync_bn reduces them over the devices
+            fix = "; `sync_bn: true` in the job computes them over all devices" if devices.distributed else ""
+            out.append(
+                f"per-device batch {ref.batch // ref.world_size} -> {b}: BatchNorm statistics are per device "
+                f"(Ultralytics has no SyncBatchNorm) and get noisier with fewer images per device{fix}"
+            )
     if ref.dataset_size and eff["images_per_step"] != images:
         out.append(
             f"accumulate is capped at batches_per_epoch*epochs = {eff['batches_per_epoch']}*{ref.epochs} by "

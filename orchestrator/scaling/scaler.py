@@ -94,7 +94,7 @@ def scale(reference: ReferenceHyp, target: TargetHardware, policy: str = "auto")
     if policy == "table":
         warnings.append(advice.table_warning(rule, images, images_ref, _auto_alternative(ref, target)))
     warnings += advice.per_step_warnings(passed["optimizer"], rule, passed, eff, ref_eff, images, images_ref)
-    warnings += advice.target_warnings(ref, target.devices, passed, eff, ref_eff, images)
+    warnings += advice.target_warnings(ref, target.devices, passed, eff, ref_eff, images, target.sync_bn)
     return ScaleResult(devices=str(target.devices) or target.devices.kind, policy=policy, passed=passed,
                        effective=eff, reasons=_reason_lines(ref, passed, reasons_for, kept_for), warnings=warnings,
                        reference_effective=ref_eff, k=rule.k)

@@ -49,6 +49,7 @@ class TargetHardware:
     # Ultralytics' train loader drops a short last batch (the job's overrides.compile); the XLA
     # loader always does and needs no flag (effective_values knows the device kind).
     drop_last: bool = False
+    sync_bn: bool = False  # the job's sync_bn: BatchNorm statistics reduced over the devices (worker/sync_bn.py)
 
 
 @dataclass

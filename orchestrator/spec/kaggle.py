@@ -47,6 +47,14 @@ class KaggleOptions(BaseModel):
                              "XLA target reads, Kaggle's TPU too")
         return data
 
+    @model_validator(mode="after")
+    def _margin_inside_the_session(self):
+        if self.margin_minutes >= self.session_hours * 60:
+            raise ValueError(f"margin_minutes {self.margin_minutes:g} is not shorter than the session "
+                             f"(session_hours {self.session_hours:g} = {self.session_hours * 60:g} min): the kernel "
+                             "would stop before it trained")
+        return self
+
     @field_validator("dataset", "wheels_dataset")
     @classmethod
     def _ref(cls, v):

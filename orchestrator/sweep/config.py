@@ -20,6 +20,7 @@ into them and checks it against its base job).
 from __future__ import annotations
 
 import math
+import re
 import typing
 from typing import Any, Literal, Optional, Union
 
@@ -27,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from orchestrator import tasks
 from orchestrator.spec import ultralytics_cfg
-from orchestrator.spec.job import NAME_PATTERN, Hyperparameters
+from orchestrator.spec.job import Hyperparameters
 
 
 class Strict(BaseModel):
@@ -152,6 +153,10 @@ class Objective(Strict):
 
 # ----------------------------------------------------------------------------- sampler / pruner
 
+STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,47}")  # a study's runs, files and Slurm job are named by it
+STUDY_RULE = "a study name is letters, digits, '.', '_', '-', at most 48 characters, starting with a letter or digit"
+
+
 SAMPLERS = ("tpe", "cmaes", "gp", "random", "grid", "nsga2")
 PRUNERS = ("median", "hyperband", "threshold", "none")
 _SAMPLER_OPTIONS = {
@@ -270,8 +275,8 @@ class Heartbeat(Strict):
 
 
 class SweepSpec(Strict):
-    study: Optional[str] = Field(default=None, pattern=NAME_PATTERN, max_length=48,
-                                 description="study name; default: the sweep file's name")
+    study: Optional[str] = Field(default=None, description="study name (letters, digits, '.', '_', '-'; at most 48 "
+                                 "characters); default: the sweep file's name")
     storage: Optional[str] = Field(default=None, min_length=1,
                                    description="SQLAlchemy URL; default sqlite:///<runs>/sweeps/<study>.db")
     base: Union[str, dict[str, Any]] = Field(description="the base job: a job file (relative to this file) or inline")
@@ -295,6 +300,8 @@ class SweepSpec(Strict):
     def _safe_study(cls, v):
         if v is not None and ".." in v:
             raise ValueError(f"must not contain '..' (got {v!r})")
+        if v is not None and not STUDY_NAME.fullmatch(v):
+            raise ValueError(f"{STUDY_RULE} (got {v[:60]!r})")
         return v
 
     _sampler = field_validator("sampler", mode="before")(classmethod(lambda cls, v: _named(v)))

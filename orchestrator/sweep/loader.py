@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,10 +15,10 @@ from pydantic import ValidationError
 from orchestrator import tasks
 from orchestrator.spec import ultralytics_cfg
 from orchestrator.spec.errors import SpecError, format_pydantic_errors
-from orchestrator.spec.job import NAME_PATTERN, Hyperparameters
+from orchestrator.spec.job import Hyperparameters
 from orchestrator.spec.loader import LoadedJob, check_overrides, load_job_dict, resolve_hyp, resolve_relative
 from orchestrator.spec.yamlio import read_yaml_file
-from orchestrator.sweep.config import ParamSpec, SweepSpec, hyp_kind, num_text
+from orchestrator.sweep.config import STUDY_NAME, STUDY_RULE, ParamSpec, SweepSpec, hyp_kind, num_text
 
 
 @dataclass
@@ -185,17 +184,24 @@ def load_sweep(path: Path, study: str | None = None) -> LoadedSweep:
 
     name = study or spec.study or _default_study(path)
     if study is not None:
-        if not re.match(NAME_PATTERN, study) or len(study) > 48 or ".." in study:
-            raise SpecError(f"--study: '{study}' is not a valid study name (letters, digits, '.', '_', '-'; "
-                            "at most 48 characters)")
+        if not STUDY_NAME.fullmatch(study) or ".." in study:
+            raise SpecError(f"--study: '{study[:60]}' is not a valid study name ({STUDY_RULE})")
     return LoadedSweep(spec=spec, path=path.resolve(), study=name, base_raw=base_raw, base_dir=base_dir, base=base,
                        params=params, enqueue=enqueue)
 
 
 def _default_study(path: Path) -> str:
+    """The sweep file's name as a study name. Letters a name cannot hold (`学習.yaml`, `süß.yaml`) are
+    replaced, and a short digest of the whole name keeps two such files in two studies."""
+    import hashlib
+
     from orchestrator.spec.job import sanitize_run_name
 
-    return sanitize_run_name(path.stem)[:48]
+    name = sanitize_run_name(path.stem)[:48]
+    if name == path.stem[:48]:
+        return name
+    digest = hashlib.sha1(path.stem.encode("utf-8", "surrogateescape")).hexdigest()[:8]
+    return f"{name[:39].rstrip('.-')}-{digest}" if name != "run" else f"sweep-{digest}"
 
 
 def _resolve_param(name: str, ps: ParamSpec) -> Param:

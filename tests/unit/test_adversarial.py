@@ -330,3 +330,49 @@ def test_the_worker_never_writes_stacks_through_a_link(tmp_path):
     with pytest.raises(OSError):
         Heartbeat(tmp_path, 0)
     assert not (tmp_path / "profile").exists()
+
+
+# ---------------------------------------------------------------- confusing, each a small fix
+
+def test_a_run_id_in_use_by_a_running_run_is_not_sent_to_resume(tmp_path):
+    from orchestrator.registry import Registry
+
+    with Registry.open(tmp_path / "runs") as reg:
+        reg.add_run("r1", job="tiny", run_dir=tmp_path / "runs" / "tiny" / "r1", state="running", pid=os.getpid())
+    res = run_cli("submit", write_job(tmp_path), "--run-id", "r1", cwd=tmp_path)
+    _one_line_exit_2(res, "--run-id: run r1 exists (running); it is still going: `yolo-orch logs r1 --follow`")
+    assert "resume" not in res.stderr
+
+
+def test_sweep_files_with_non_ascii_names_get_studies_of_their_own():
+    from orchestrator.sweep.loader import _default_study
+
+    names = {_default_study(Path(f"{stem}.yaml")) for stem in ("学習", "学習2", "süß", "süss", "lr-sweep")}
+    assert len(names) == 5 and "lr-sweep" in names
+    assert all(len(n) <= 48 and n.isascii() for n in names)
+
+
+def test_runs_points_at_registries_beside_the_default_one(tmp_path):
+    from orchestrator.registry import Registry
+
+    with Registry.open(tmp_path / "y") as reg:  # `yolo-orch train ... project=y`
+        reg.add_run("r1", job="train", state="finished")
+    res = run_cli("runs", cwd=tmp_path)
+    assert res.returncode == 0 and "yolo-orch runs --runs-dir y" in res.stdout
+
+
+def test_exist_ok_is_said_to_be_ignored(tmp_path, dataset):
+    res = _train(tmp_path, dataset, "exist_ok=True", "--dry-run")
+    assert res.returncode == 0 and "warning: exist_ok=True ignored: every run gets its own folder" in res.stderr
+
+
+def test_the_batchnorm_warning_knows_the_jobs_sync_bn(tmp_path):
+    job = write_job(tmp_path)
+    plans = {}
+    for sync in ("false", "true"):
+        res = run_cli("plan", job, "-d", "cpu:2", "--set", f"sync_bn={sync}", "--set", "target.batch=4", "--json",
+                      cwd=tmp_path)
+        assert res.returncode == 0, res.stderr
+        plans[sync] = " ".join(json.loads(res.stdout)[0]["warnings"])
+    assert "`sync_bn: true` in the job computes them over all devices" in plans["false"]
+    assert "BatchNorm statistics are per device" not in plans["true"]
