@@ -13,7 +13,7 @@ from orchestrator import __version__
 from orchestrator.cli import data, plan, schema, slurm, submit, train
 from orchestrator.cli import sweep as sweep_cli
 from orchestrator.cli import kaggle as kaggle_cli
-from orchestrator.cli import doctor as doctor_cli, resume as resume_cli, runs as runs_cli
+from orchestrator.cli import doctor as doctor_cli, resume as resume_cli, runs as runs_cli, ui as ui_cli
 from orchestrator.cli.common import fail
 from orchestrator.registry import NotARegistry, RegistryUnusable
 from orchestrator.spec.errors import SpecError
@@ -51,7 +51,7 @@ def _root(
 
 for module in (submit, train, plan, schema, data, slurm):
     module.register(app)
-for module in (runs_cli, resume_cli, doctor_cli):  # registry, resume, doctor (docs/operations.md)
+for module in (runs_cli, resume_cli, doctor_cli, ui_cli):  # registry, resume, doctor, dashboard (docs/operations.md)
     module.register(app)
 
 sweep_cli.register(app)  # yolo-orch sweep (docs/sweeps.md)

@@ -40,9 +40,11 @@ MAY_IMPORT: dict[str, set[str]] = {
     # doctor checks the training process's offline settings and W&B reach: it reads those two
     # torch-free modules rather than keeping a second copy of their constants
     "doctor": {"rundir", "registry", "spec", "urls", "wandb_mode", "worker.offline", "worker.wandb_reach"},
+    # the dashboard reads the registry and the run directories, and writes nothing
+    "ui": {"rundir", "registry", "tasks", "urls"},
     # the command line on top
     "cli": {"rundir", "urls", "data", "devices", "tasks", "scaling", "spec", "launch", "plan", "registry", "wandb_mode", "replan",
-            "runner", "sweep", "kaggle", "doctor"},
+            "runner", "sweep", "kaggle", "doctor", "ui"},
     "__main__": {"cli"},
 }
 MAX_FUNCTION_LINES = 80

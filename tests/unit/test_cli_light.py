@@ -1,5 +1,5 @@
-"""The light CLI paths (--help, plan, submit --dry-run, schema) must not import torch
-or ultralytics: they would cost seconds of start-up. Every task's plan included."""
+"""The light CLI paths (--help, plan, submit --dry-run, schema, the dashboard's server) must not import
+torch or ultralytics: they would cost seconds of start-up. Every task's plan included."""
 
 from __future__ import annotations
 
@@ -16,9 +16,14 @@ runner = CliRunner()
 tasks = [["plan", sys.argv[1], "--set", f"model={m}", "--json"]
          for m in ("yolo11n-seg.yaml", "yolo11n-pose.yaml", "yolo11n-obb.yaml", "yolo11n-cls.yaml")]
 for args in (["--help"], ["plan", sys.argv[1], "-d", "cpu", "-d", "4", "--json"],
-             ["submit", sys.argv[1], "--dry-run", "--json"], ["schema"], ["train", "--help"], *tasks):
+             ["submit", sys.argv[1], "--dry-run", "--json"], ["schema"], ["train", "--help"], ["ui", "--help"], *tasks):
     result = runner.invoke(app, args)
     assert result.exit_code == 0, (args, result.output)
+from orchestrator.ui.server import create_app, plotly_js  # the dashboard's server: starlette, uvicorn, no torch
+from orchestrator.ui.store import Store
+import uvicorn
+create_app(Store("registry.db"), ".")
+assert plotly_js().is_file()
 heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "ultralytics", "torchvision", "cv2", "wandb"))
 print("HEAVY", heavy)
 """

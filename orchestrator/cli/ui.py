@@ -1,0 +1,76 @@
+"""`yolo-orch ui [--runs-dir DIR | --registry FILE] [--host 127.0.0.1] [--port 8765]`: the local dashboard
+over the run registry (orchestrator/ui/), read-only, until Ctrl-C."""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from orchestrator.cli.common import err
+from orchestrator.spec.errors import SpecError
+
+
+def ui_cmd(
+    runs_dir: Path = typer.Option(Path("runs"), "--runs-dir", help="The runs folder whose registry.db to show."),
+    registry: Optional[Path] = typer.Option(None, "--registry", help="Registry file (default: RUNS_DIR/registry.db "
+                                            "or $YOLO_ORCH_REGISTRY)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (another than loopback: anyone who "
+                             "reaches it sees the runs)."),
+    port: int = typer.Option(8765, "--port", help="Port to listen on (0: any free one)."),
+) -> None:
+    """Browse runs, their curves (live while training), plans, comparisons and sweeps in a web browser."""
+    from orchestrator.registry import registry_path
+
+    if not 0 <= port <= 65535:
+        raise SpecError(f"--port: {port} is not a TCP port (0-65535)")
+    path = registry_path(registry if registry is not None else runs_dir)
+    if not path.is_file():
+        raise SpecError(f"--runs-dir/--registry: no registry at {path}: no runs there yet")
+    if not _loopback(host):
+        err.print(f"warning: listening on {host}: anyone who can reach this machine sees every run, its logs and "
+                  "files (the dashboard has no login); on a cluster prefer an SSH tunnel to 127.0.0.1",
+                  markup=False, highlight=False, soft_wrap=True)
+    serve(path, path.parent if registry is None else runs_dir, host, port)
+
+
+def serve(registry: Path, runs_root: Path, host: str, port: int) -> None:
+    try:
+        import plotly  # noqa: F401 - its plotly.min.js draws the charts
+        import uvicorn
+    except ImportError as exc:
+        raise SpecError(f"yolo-orch ui needs {exc.name}: pip install 'yolo-orch[ui]'") from None
+
+    from orchestrator.ui.server import create_app
+    from orchestrator.ui.store import Store
+
+    app = create_app(Store(registry), Path(runs_root).resolve())
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+    server = uvicorn.Server(config)
+    original = server.startup
+
+    async def startup(sockets=None):  # say where, once the socket is bound (port 0 picks one)
+        await original(sockets)
+        for s in server.servers:
+            for sock in s.sockets:
+                address, bound = sock.getsockname()[:2]
+                err.print(f"yolo-orch ui: http://{address}:{bound}/  (registry {registry}; Ctrl-C stops it)",
+                          markup=False, highlight=False, soft_wrap=True)
+
+    server.startup = startup
+    server.run()
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def register(app: typer.Typer) -> None:
+    app.command("ui")(ui_cmd)

@@ -1,0 +1,280 @@
+"""What the dashboard shows, read from the registry and the run directories, and never written.
+
+The registry is opened read-only (`mode=ro`, else `immutable=1`) and queried directly: listing does not
+run the registry's reconcile (which writes rows). A run directory is read through the run-directory
+contract's names; anything unreadable makes that part `damaged` with the reason, never an error page.
+Text that may hold a secret (logs, storage URLs, W&B or Kaggle settings) is masked on the way out, and
+a file is served only from inside its run's folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from orchestrator.registry import ACTIVE, STATES
+from orchestrator.rundir import ENV, EVENTS, LOG, RESOLVED, SUMMARY, load_own_yaml
+from orchestrator.tasks import TASKS, headline, task_of_keys
+from orchestrator.urls import MASK, redact_text, redact_url
+
+PAGE_SIZE = 50
+LOG_TAIL_BYTES = 64 * 1024
+MAX_FILES = 300
+MAX_EVENTS_BYTES = 32 << 20  # an events.jsonl past this is read from its tail (a run of many thousand epochs)
+SECRET_KEY = re.compile(r"passw(or)?d|(^|_)pwd($|_)|secret|token|api_?key|credential|(^|_)auth($|_)", re.IGNORECASE)
+TIMELINE_EVENTS = ("train_start", "oom", "oom_restart", "warning", "stall", "stalled", "final_eval", "done", "paused",
+                   "session", "requeue")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_REDRAWN = re.compile(r"[^\n]*\r(?!\n)")
+
+
+class Store:
+    """One registry, read-only. Thread-safe: a connection per call (SQLite connections are cheap)."""
+
+    def __init__(self, registry: Path):
+        self.registry = Path(registry)
+        self._task_memo: dict[tuple[str, float], str | None] = {}
+
+    def _connect(self) -> sqlite3.Connection:
+        last: Exception | None = None
+        for flags in ("mode=ro", "immutable=1"):  # immutable: a folder nobody may write (no -shm possible)
+            try:
+                conn = sqlite3.connect(f"file:{quote(str(self.registry))}?{flags}", uri=True, timeout=5)
+                conn.row_factory = sqlite3.Row
+                conn.execute("SELECT count(*) FROM runs LIMIT 1")
+                return conn
+            except sqlite3.Error as exc:
+                last = exc
+        raise OSError(f"registry {self.registry} cannot be read ({last})")
+
+    # ---------------------------------------------------------------- runs
+    def runs(self, name: str = "", state: str = "", devices: str = "", tags: str = "", task: str = "",
+             page: int = 0, size: int = PAGE_SIZE) -> dict:
+        """One page of runs, newest first, with the filters (substrings; state and task exact)."""
+        where, args = [], []
+        for column, value in (("job || ' ' || id", name), ("devices", devices), ("coalesce(tags, '')", tags)):
+            if value:
+                where.append(f"{column} LIKE ? ESCAPE '\\'")
+                args.append(f"%{_like(value)}%")
+        if state in STATES:
+            where.append("state = ?")
+            args.append(state)
+        sql_where = f"WHERE {' AND '.join(where)}" if where else ""
+        with self._connect() as conn:
+            total = conn.execute(f"SELECT count(*) FROM runs {sql_where}", args).fetchone()[0]
+            if task not in TASKS:
+                rows = conn.execute(f"SELECT * FROM runs {sql_where} ORDER BY created_at DESC, id DESC LIMIT ? "
+                                    "OFFSET ?", [*args, size, page * size]).fetchall()
+                return {"total": total, "page": page, "size": size, "runs": [self.row(r) for r in rows]}
+            return self._runs_of_task(conn, sql_where, args, task, page, size)
+
+    def _runs_of_task(self, conn, sql_where: str, args: list, task: str, page: int, size: int) -> dict:
+        """The task lives in each run's job.resolved.yaml: scan newest first (memoized per file)."""
+        matched, skip = [], page * size
+        cursor = conn.execute(f"SELECT * FROM runs {sql_where} ORDER BY created_at DESC, id DESC", args)
+        total = 0
+        for row in cursor:
+            record = self.row(row)
+            if record["task"] != task:
+                continue
+            total += 1
+            if skip <= total - 1 < skip + size:
+                matched.append(record)
+        return {"total": total, "page": page, "size": size, "runs": matched}
+
+    def row(self, row: sqlite3.Row) -> dict:
+        record = dict(row)
+        for key in ("metrics", "tags", "notes"):
+            record[key] = _json(record.get(key))
+        metrics = record["metrics"] if isinstance(record["metrics"], dict) else {}
+        record["headline"] = [[label, value] for label, value in headline(metrics)] if metrics else []
+        record["task"] = self.task_of(record)
+        record["wall_s"] = _wall(record)
+        record["active"] = record["state"] in ACTIVE
+        return record
+
+    def task_of(self, record: dict) -> str | None:
+        resolved = Path(record.get("run_dir") or "") / RESOLVED
+        try:
+            key = (str(resolved), resolved.stat().st_mtime)
+        except OSError:
+            metrics = record.get("metrics")
+            return task_of_keys(metrics) if isinstance(metrics, dict) and metrics else None
+        if key not in self._task_memo:
+            try:
+                self._task_memo[key] = ((load_own_yaml(resolved.read_text()) or {}).get("job") or {}).get("task")
+            except Exception:  # noqa: BLE001 - a damaged file has no task; the run page says why
+                self._task_memo[key] = None
+        return self._task_memo[key]
+
+    def get(self, run_id: str) -> dict | None:
+        with self._connect() as conn:
+            row = conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return self.row(row) if row is not None else None
+
+    def studies(self) -> list[dict]:
+        with self._connect() as conn:
+            rows = conn.execute("SELECT study, count(*) AS trials, max(created_at) AS last FROM runs WHERE study IS "
+                                "NOT NULL GROUP BY study ORDER BY last DESC").fetchall()
+        return [dict(r) for r in rows]
+
+    def trials(self, study: str) -> list[dict]:
+        with self._connect() as conn:
+            rows = conn.execute("SELECT * FROM runs WHERE study = ? ORDER BY trial, created_at", (study,)).fetchall()
+        return [self.row(r) for r in rows]
+
+    # ---------------------------------------------------------------- one run's folder
+    def detail(self, record: dict) -> dict:
+        """Everything the run page shows; each part is its value or {"damaged": why}."""
+        run_dir = Path(record.get("run_dir") or "")
+        out = {"run": record, "run_dir": str(run_dir)}
+        for name, reader in (("resolved", _resolved), ("summary", _summary), ("env", _env), ("events", _events),
+                             ("log", _log_tail), ("files", _files)):
+            try:
+                out[name] = reader(run_dir)
+            except Exception as exc:  # noqa: BLE001 - a damaged part shows as damaged, the page stays up
+                out[name] = {"damaged": f"{type(exc).__name__}: {str(exc)[:200]}"}
+        return out
+
+    def file_path(self, record: dict, relative: str) -> Path | None:
+        """The file `relative` inside the run's folder, or None: nothing outside it (`..`, absolute
+        paths, links pointing out), and only regular files."""
+        run_dir = Path(record.get("run_dir") or "")
+        if not run_dir.is_dir() or relative.startswith("/") or "\x00" in relative:
+            return None
+        try:
+            target = (run_dir / relative).resolve()
+            inside = target.is_relative_to(run_dir.resolve())
+        except (OSError, ValueError):
+            return None
+        return target if inside and target.is_file() else None
+
+    def sweep_summary(self, study: str, runs_root: Path) -> dict | None:
+        path = runs_root / "sweeps" / study / "summary.json"
+        try:
+            summary = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        return mask(summary)
+
+
+# ---------------------------------------------------------------- readers of one run folder
+
+def _resolved(run_dir: Path) -> dict | None:
+    path = run_dir / RESOLVED
+    if not path.is_file():
+        return None
+    doc = load_own_yaml(path.read_text()) or {}
+    if not isinstance(doc, dict):
+        raise ValueError(f"{RESOLVED} is not a mapping")
+    return mask(doc)
+
+
+def _summary(run_dir: Path) -> dict | None:
+    path = run_dir / SUMMARY
+    return mask(json.loads(path.read_text())) if path.is_file() else None
+
+
+def _env(run_dir: Path) -> dict | None:
+    path = run_dir / ENV
+    return mask(json.loads(path.read_text())) if path.is_file() else None
+
+
+def _events(run_dir: Path) -> dict:
+    """Per-epoch curves ({key: [values]} with `epoch` the x axis) and the timeline's events; a run
+    resumed after a kill repeats no epoch: the last record of an epoch wins."""
+    path = run_dir / EVENTS
+    epochs: dict[int, dict] = {}
+    timeline, bad = [], 0
+    if path.is_file():
+        with open(path, "rb") as f:
+            size = path.stat().st_size
+            f.seek(max(0, size - MAX_EVENTS_BYTES))
+            data = f.read()
+        for line in data.splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                bad += 1
+                continue
+            kind = event.get("event") if isinstance(event, dict) else None
+            if kind == "epoch" and isinstance(event.get("epoch"), int):
+                epochs[event["epoch"]] = {k: v for k, v in (event.get("metrics") or {}).items()
+                                          if isinstance(v, (int, float))}
+            elif kind in TIMELINE_EVENTS:
+                timeline.append(mask({k: v for k, v in event.items() if k not in ("metrics",)}))
+    order = sorted(epochs)
+    keys = sorted({k for m in epochs.values() for k in m})
+    curves = {"epoch": order, **{k: [epochs[e].get(k) for e in order] for k in keys}}
+    return {"curves": curves, "timeline": timeline[-500:], "unreadable_lines": bad}
+
+
+def _log_tail(run_dir: Path) -> str | None:
+    path = run_dir / LOG
+    if not path.is_file():
+        return None
+    with open(path, "rb") as f:
+        f.seek(max(0, path.stat().st_size - LOG_TAIL_BYTES))
+        text = f.read().decode("utf-8", errors="replace")
+    text = _REDRAWN.sub("", _ANSI.sub("", text))
+    return redacted(text)
+
+
+def _files(run_dir: Path) -> list[dict]:
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"{run_dir} does not exist")
+    found = []
+    for root, dirs, names in os.walk(run_dir):  # links are listed, never followed
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "wandb")
+        for name in sorted(names):
+            path = Path(root) / name
+            if name.startswith(".") or path.is_symlink():
+                continue
+            found.append({"path": str(path.relative_to(run_dir)), "bytes": path.stat().st_size})
+            if len(found) >= MAX_FILES:
+                return found
+    return found
+
+
+# ---------------------------------------------------------------- helpers
+
+def mask(value: Any) -> Any:
+    """A copy with secret-looking keys' values masked and URLs' passwords redacted."""
+    if isinstance(value, dict):
+        return {k: (MASK if isinstance(k, str) and SECRET_KEY.search(k) and v not in (None, "", False)
+                    else mask(v)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [mask(v) for v in value]
+    if isinstance(value, str) and ("://" in value or "=" in value or ":" in value):
+        return redacted(value)
+    return value
+
+
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
+
+
+def redacted(text: str) -> str:
+    """Free text with every URL's password and secret query values masked, and `password=...` too."""
+    return redact_text(_URL.sub(lambda m: redact_url(m.group()), text))
+
+
+def _json(text: Any) -> Any:
+    if not isinstance(text, str):
+        return text
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _wall(record: dict) -> float | None:
+    start, end = record.get("started_at"), record.get("ended_at") or record.get("updated_at")
+    return round(end - start, 1) if start and end and end >= start else None
+
+
+def _like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

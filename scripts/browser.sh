@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# A headless browser for the dashboard's tests (tests/e2e/test_ui.py): Debian's chromium, installed
+# when missing (root and apt needed; about a minute). Prints the browser's path.
+set -euo pipefail
+for name in chromium chromium-browser google-chrome; do
+  if command -v "$name" >/dev/null 2>&1; then command -v "$name"; exit 0; fi
+done
+if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+  echo "browser.sh: no chromium, and no root apt-get to install it (apt-get install chromium)" >&2; exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null
+apt-get install -y -qq chromium >/dev/null
+command -v chromium
