@@ -26,8 +26,10 @@ LOG_TAIL_BYTES = 64 * 1024
 MAX_FILES = 300
 MAX_EVENTS_BYTES = 32 << 20  # an events.jsonl past this is read from its tail (a run of many thousand epochs)
 SECRET_KEY = re.compile(r"passw(or)?d|(^|_)pwd($|_)|secret|token|api_?key|credential|(^|_)auth($|_)", re.IGNORECASE)
-TIMELINE_EVENTS = ("train_start", "oom", "oom_restart", "warning", "stall", "stalled", "final_eval", "done", "paused",
-                   "session", "requeue")
+# the events the run page's timeline shows: starts (a resume or a requeue starts at start_epoch > 0),
+# OOM recoveries, stalls, Kaggle sessions, warnings, the end
+TIMELINE_EVENTS = ("train_start", "oom", "oom_restart", "stalled", "session_start", "session_end", "warning",
+                   "final_eval", "done")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _REDRAWN = re.compile(r"[^\n]*\r(?!\n)")
 

@@ -126,7 +126,8 @@ function timelineSection(d) {
   const describe = (e) => Object.entries(e).filter(([k]) => !["time", "event"].includes(k))
     .map(([k, v]) => `${k}=${typeof v === "object" ? JSON.stringify(v) : fmt(v)}`).join(" ");
   return el("section", { id: "timeline" }, el("h2", {}, "timeline"), damaged(d.events, "events.jsonl"),
-    el("ul", {}, items.map((e) => el("li", { class: `event-${e.event}` }, `${when(e.time)}  ${e.event}  `,
+    el("ul", {}, items.map((e) => el("li", { class: `event-${e.event}` }, `${when(e.time)}  ${
+      e.event === "train_start" && e.start_epoch > 0 ? `resumed at epoch ${e.start_epoch + 1}` : e.event}  `,
       el("span", { class: "dim" }, describe(e).slice(0, 300))))));
 }
 
