@@ -33,7 +33,10 @@ def ui_cmd(
         err.print(f"warning: listening on {host}: anyone who can reach this machine sees every run, its logs and "
                   "files (the dashboard has no login); on a cluster prefer an SSH tunnel to 127.0.0.1",
                   markup=False, highlight=False, soft_wrap=True)
-    serve(path, path.parent if registry is None else runs_dir, host, port)
+    try:
+        serve(path, path.parent, host, port)  # the runs folder: the registry and sweeps/ beside it
+    except KeyboardInterrupt:  # Ctrl-C is how a dashboard is stopped: a clean end, not an interruption
+        err.print("yolo-orch ui: stopped", markup=False, highlight=False)
 
 
 def serve(registry: Path, runs_root: Path, host: str, port: int) -> None:

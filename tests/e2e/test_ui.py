@@ -8,7 +8,7 @@ import html
 import json
 import os
 import re
-import shutil
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -136,10 +136,18 @@ def _points(dom: str) -> dict[str, int]:
     return {m.group(1): int(m.group(2)) for m in re.finditer(r'data-chart="([^"]+)"[^>]*data-points="(\d+)"', dom)}
 
 
-def test_it_starts_in_about_a_second_on_loopback(ui):
-    assert ui.started_in < 5  # about a second here; a loaded CI machine gets slack
-    r = run_cli("ui", "--runs-dir", ui.tmp / "nothing", "--port", "1")
+def test_it_starts_in_about_a_second_on_loopback_and_stops_with_ctrl_c(runs, browser, tmp_path):
+    board = Dashboard(runs["runs"], browser, tmp_path)
+    print(f"the dashboard answered {board.started_in:.2f} s after it was started")
+    assert board.started_in < 5  # about a second here; a loaded CI machine gets slack
+    listening = [c for c in board.proc.stderr.readline().split() if c.startswith("http://")]
+    assert listening == [f"http://127.0.0.1:{board.port}/"]
+    board.proc.send_signal(signal.SIGINT)
+    assert board.proc.wait(10) == 0
+    r = run_cli("ui", "--runs-dir", tmp_path / "nothing", "--port", "1")
     assert r.returncode == 2 and "no registry at" in r.stderr
+    r = run_cli("ui", "--runs-dir", runs["runs"], "--host", "0.0.0.0", "--port", "70000")
+    assert r.returncode == 2 and "--port: 70000 is not a TCP port" in r.stderr
 
 
 def test_the_runs_page_lists_every_run_and_trial(ui, runs):
