@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.scaling import releases
 from orchestrator.scaling.effective import XLA_KINDS
 from orchestrator.scaling.scaler import scale
 from orchestrator.scaling.types import ReferenceHyp, ScaleResult, ScalingError, TargetHardware
 from orchestrator.devices import DeviceSpec, parse_devices
 from orchestrator.spec.errors import SpecError
-from orchestrator.spec import dataset
+from orchestrator.spec import dataset, ultralytics_cfg
 from orchestrator.spec.loader import LoadedJob, read_yaml_file, resolve_hyp
 from orchestrator.spec.job import SynthData
 from orchestrator.data import dataset_path
@@ -52,6 +53,7 @@ class Plan:
     train_args: dict[str, Any]  # exact Ultralytics train() arguments, minus run-dir placement
     warnings: list[str] = field(default_factory=list)
     launch: dict[str, Any] = field(default_factory=dict)  # multi-node torchrun options (launch/torchrun.py)
+    ultralytics: str = ""  # the installed release the plan modelled (scaling/releases.py)
 
     def as_json(self) -> dict[str, Any]:
         out = {
@@ -65,6 +67,7 @@ class Plan:
             "train_args": self.train_args,
             "scaling": self.scaled.as_json(),
             "warnings": self.warnings,
+            "ultralytics": self.ultralytics,
         }
         if self.launch:
             out["launch"] = self.launch
@@ -143,6 +146,7 @@ def scaler_inputs(spec, hyp: dict[str, Any], nc: int | None, train_images: int |
         nc=nc,
         dataset_size=images_trained(train_images, spec.overrides.get("fraction")),
         task=spec.task or "detect",
+        auto_picks=releases.auto_picks(ultralytics_cfg.version()),
     )
     cap = spec.target.max_batch_per_device
     if max_batch_per_device is not None:
@@ -219,6 +223,11 @@ def make_plan(job: LoadedJob, devices: str | None = None, policy: str | None = N
     args.update(spec.overrides)
     if isinstance(args.get("pretrained"), str) and job.resolve_path(args["pretrained"]).is_file():
         args["pretrained"] = str(job.resolve_path(args["pretrained"]))  # where the plan found it, as `model`
+    release = ultralytics_cfg.version()
+    refused = releases.refusal(release, args.get("optimizer"))
+    if refused:
+        raise SpecError(refused)
+    scaled.warnings += releases.differences(release)  # what this release applies that the plan does not model
     return Plan(
         job=job,
         devices=target_spec,
@@ -228,4 +237,5 @@ def make_plan(job: LoadedJob, devices: str | None = None, policy: str | None = N
         scaled=scaled,
         train_args=args,
         warnings=list(scaled.warnings) + data.warnings,
+        ultralytics=release,
     )

@@ -12,7 +12,8 @@ from orchestrator.scaling.types import POLICIES
 from orchestrator.devices import DeviceSpecError, parse_devices
 from orchestrator.spec.errors import SpecError
 
-# The documented `plan --json` contract: one object per target with exactly these keys.
+# The documented `plan --json` contract: one object per target with exactly these keys (and `ultralytics`:
+# the installed release the plan modelled).
 PLAN_JSON_KEYS = ("devices", "policy", "passed", "effective", "reasons", "warnings")
 
 
@@ -54,7 +55,8 @@ def plan_cmd(
     if errors:
         raise SpecError(errors)
     if json_out:
-        print_json([{key: p.scaled.as_json()[key] for key in PLAN_JSON_KEYS} for p in plans])
+        print_json([{**{key: p.scaled.as_json()[key] for key in PLAN_JSON_KEYS}, "ultralytics": p.ultralytics}
+                    for p in plans])
         return
     from orchestrator.wandb_mode import describe_mode
 

@@ -60,7 +60,7 @@ def resolve_reference(ref: ReferenceHyp, opt_ref: str, reasons_for: dict[str, li
 
 def _resolve_auto(ref: ReferenceHyp, base: dict[str, Any], reasons_for: dict[str, list[str]],
                   warnings: list[str]) -> None:
-    name, lr, mom = um.resolve_auto_optimizer(ref.nc, ref.dataset_size, ref.batch, ref.nbs, ref.epochs)
+    name, lr, mom = um.resolve_auto_optimizer(ref.nc, ref.dataset_size, ref.batch, ref.nbs, ref.epochs, ref.auto_picks)
     iters = um.auto_iterations(ref.dataset_size, ref.batch, ref.nbs, ref.epochs)
     why = (
         f"optimizer=auto resolved as Ultralytics build_optimizer does at the reference scale "
@@ -75,14 +75,14 @@ def _resolve_auto(ref: ReferenceHyp, base: dict[str, Any], reasons_for: dict[str
         base["momentum"] = mom
         reasons_for["momentum"].append("optimizer=auto builds AdamW with betas=(0.9, 0.999)")
     else:
-        reasons_for["lr0"].append(f"optimizer=auto used MuSGD lr {fmt(lr)}")
+        reasons_for["lr0"].append(f"optimizer=auto used {name} lr {fmt(lr)}")
         # build_optimizer gives the groups momentum 0.9, but _do_train's warmup then ramps every
         # group's momentum from warmup_momentum to args.momentum (left at the user's value) and
         # leaves it there; with no warmup it stays 0.9.
         nb_ref = um.batches_per_epoch(ref.dataset_size, ref.batch // ref.world_size, ref.world_size)
         if um.warmup_iterations(ref.warmup_epochs, ref.epochs, nb_ref) == 0:
             base["momentum"] = mom
-            reasons_for["momentum"].append("optimizer=auto built MuSGD with momentum 0.9 and no warmup moved it")
+            reasons_for["momentum"].append(f"optimizer=auto built {name} with momentum 0.9 and no warmup moved it")
     base["warmup_bias_lr"] = 0.0
     reasons_for["warmup_bias_lr"].append("optimizer=auto sets warmup_bias_lr = 0.0 (build_optimizer)")
     warnings.append(

@@ -196,7 +196,8 @@ def _refuse_out_of_range(passed: dict[str, Any], rule: Rule) -> None:
 def _auto_pick_warning(ref: ReferenceHyp, opt_ref: str, passed: dict[str, Any]) -> list[str]:
     if opt_ref != "auto" or ref.nc is None or ref.dataset_size is None:
         return []
-    name_t, _, _ = um.resolve_auto_optimizer(ref.nc, ref.dataset_size, passed["batch"], passed["nbs"], ref.epochs)
+    name_t, _, _ = um.resolve_auto_optimizer(ref.nc, ref.dataset_size, passed["batch"], passed["nbs"], ref.epochs,
+                                             ref.auto_picks)
     if name_t == passed["optimizer"]:
         return []
     return [f"left on optimizer=auto, Ultralytics would pick {name_t} at the target (batch {passed['batch']}, "

@@ -38,6 +38,8 @@ class ReferenceHyp:
     nc: int | None = None  # number of classes, when known
     dataset_size: int | None = None  # training images, when known
     task: str = "detect"  # Ultralytics task: classify's loss is a mean, the others' a sum (tasks.MEAN_LOSS_TASKS)
+    # what optimizer=auto picks above 10,000 iterations and at or below, in the installed release (releases.py)
+    auto_picks: tuple[str, str] = um.AUTO_PICKS
 
 
 @dataclass(frozen=True)

@@ -35,8 +35,10 @@ FRACTION_KEYS = frozenset({"lr0", "lrf", "momentum", "weight_decay", "warmup_mom
 # utils/torch_utils.py ModelEMA: decay = 0.9999 * (1 - exp(-updates / tau)), one update per optimizer step.
 EMA_TAU = 2000
 
-# build_optimizer: `iterations > 10000` picks MuSGD, else AdamW with the lr fit.
+# build_optimizer: `iterations > 10000` picks MuSGD, else AdamW with the lr fit (8.4.8 and later;
+# earlier releases pick other pairs: scaling/releases.py).
 AUTO_ITERATIONS_THRESHOLD = 10000
+AUTO_PICKS = ("MuSGD", "AdamW")
 
 
 def canonical_optimizer(name: str) -> str | None:
@@ -152,14 +154,15 @@ def auto_lr_fit(nc: int) -> float:
     return round(0.002 * 5 / (4 + nc), 6)
 
 
-def resolve_auto_optimizer(nc: int, dataset_size: int, batch: int, nbs: int, epochs: int) -> tuple[str, float, float]:
+def resolve_auto_optimizer(nc: int, dataset_size: int, batch: int, nbs: int, epochs: int,
+                           picks: tuple[str, str] = AUTO_PICKS) -> tuple[str, float, float]:
     """What ``optimizer='auto'`` becomes: BaseTrainer.build_optimizer.
 
-    ``name, lr, momentum = ("MuSGD", 0.01, 0.9) if iterations > 10000 else ("AdamW", lr_fit, 0.9)``;
-    it also sets ``args.warmup_bias_lr = 0.0`` and ignores args.lr0 / args.momentum.
-    Returns (name, lr0, momentum).
+    ``name, lr, momentum = ("MuSGD", 0.01, 0.9) if iterations > 10000 else ("AdamW", lr_fit, 0.9)``
+    (`picks`: the pair of the installed release, e.g. ("SGD", "AdamW") in 8.3); it also sets
+    ``args.warmup_bias_lr = 0.0`` and ignores args.lr0 / args.momentum. Returns (name, lr0, momentum).
     """
     iterations = auto_iterations(dataset_size, batch, nbs, epochs)
     if iterations > AUTO_ITERATIONS_THRESHOLD:
-        return "MuSGD", 0.01, 0.9
-    return "AdamW", auto_lr_fit(nc), 0.9
+        return picks[0], 0.01, 0.9
+    return picks[1], auto_lr_fit(nc), 0.9

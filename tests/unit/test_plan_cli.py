@@ -14,7 +14,7 @@ def test_plan_json_contract():
     plans = json.loads(result.stdout)
     assert [p["devices"] for p in plans] == ["cpu", "4", "tpu:8"]
     for p in plans:
-        assert set(p) == {"devices", "policy", "passed", "effective", "reasons", "warnings"}
+        assert set(p) == {"devices", "policy", "passed", "effective", "reasons", "warnings", "ultralytics"}
         assert {"batch_per_device", "accumulate", "images_per_step", "weight_decay", "lr0"} <= set(p["effective"])
         assert p["passed"]["optimizer"] != "auto"
     assert plans[2]["effective"]["world_size"] == 8
