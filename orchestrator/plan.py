@@ -146,7 +146,7 @@ def scaler_inputs(spec, hyp: dict[str, Any], nc: int | None, train_images: int |
         nc=nc,
         dataset_size=images_trained(train_images, spec.overrides.get("fraction")),
         task=spec.task or "detect",
-        auto_picks=releases.auto_picks(ultralytics_cfg.version()),
+        formulas=releases.formulas_for(ultralytics_cfg.version()),
     )
     cap = spec.target.max_batch_per_device
     if max_batch_per_device is not None:
@@ -193,6 +193,19 @@ def scale_for(spec, hyp: dict[str, Any], nc: int | None, train_images: int | Non
     return scaled
 
 
+def accumulate_warning(eff: dict[str, Any], release: str) -> list[str]:
+    """A release whose warmup leaves accumulate elsewhere than set up (releases.CHANGES) trains, after
+    warmup, with other images per optimizer step than the plan's: said, with the numbers."""
+    after = eff.get("accumulate_after_warmup")
+    if after is None or after == eff["accumulate"]:
+        return []
+    images = eff["images_per_step"] // max(eff["accumulate"], 1) * after
+    return [f"accumulate {eff['accumulate']} -> {after} after warmup: Ultralytics {release}'s warmup leaves it there "
+            f"({eff['warmup_iterations']} warmup steps of {eff['batches_per_epoch'] * eff['epochs']}), so the run "
+            f"trains with {images} images per optimizer step, not {eff['images_per_step']} (docs/scaling.md, "
+            "formulas by release)"]
+
+
 def make_plan(job: LoadedJob, devices: str | None = None, policy: str | None = None,
               data: DataInfo | None = None) -> Plan:
     """`data`: this job's data already described (`describe_data` counts the training images, a
@@ -227,7 +240,7 @@ def make_plan(job: LoadedJob, devices: str | None = None, policy: str | None = N
     refused = releases.refusal(release, args.get("optimizer"))
     if refused:
         raise SpecError(refused)
-    scaled.warnings += releases.differences(release)  # what this release applies that the plan does not model
+    scaled.warnings += accumulate_warning(scaled.effective, release)
     return Plan(
         job=job,
         devices=target_spec,

@@ -111,7 +111,7 @@ def target_warnings(ref, devices, passed: dict[str, Any], eff: dict[str, Any], r
     """What the target's hardware and dataset change whatever the policy."""
     out = []
     warmup, b = passed["warmup_epochs"], passed["batch"] // devices.world_size
-    if warmup > um.warmup_epochs_applied(warmup, ref.epochs):
+    if warmup > um.warmup_epochs_applied(warmup, ref.epochs, ref.formulas.warmup_capped):
         out.append(f"warmup_epochs {fmt(warmup)} is capped by Ultralytics at epochs - 1 = {max(ref.epochs - 1, 0)}")
     if b < ref.batch // ref.world_size and devices.kind not in XLA_KINDS:  # SPMD: BatchNorm sees the whole batch
         if not (sync_bn and devices.distributed):  # the job's sync_bn reduces them over the devices

@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 from orchestrator.scaling import ultralytics_math as um
+from orchestrator.scaling.releases import Formulas
 
 XLA_KINDS = ("tpu", "xla_cpu")  # trained by orchestrator/worker/xla with its own fixed-batch loader
 
@@ -31,6 +32,7 @@ def effective_values(
     dataset_size: int | None = None,
     kind: str = "cuda",
     drop_last: bool = False,
+    formulas: Formulas = Formulas(),
 ) -> dict[str, Any]:
     """What Ultralytics really applies for these train arguments on ``world_size`` devices.
 
@@ -54,7 +56,7 @@ def effective_values(
         "lr0": passed["lr0"],
         "momentum": passed["momentum"],
         "weight_decay": um.optimizer_weight_decay(passed["weight_decay"], batch, nbs),
-        "warmup_epochs": um.warmup_epochs_applied(passed["warmup_epochs"], epochs),
+        "warmup_epochs": um.warmup_epochs_applied(passed["warmup_epochs"], epochs, formulas.warmup_capped),
         "warmup_bias_lr": passed["warmup_bias_lr"],
         "epochs": epochs,
     }
@@ -66,12 +68,15 @@ def effective_values(
             nb = um.batches_per_epoch(dataset_size, b, world_size, drop_last)
             per_batch = um.images_per_batch(dataset_size, b, world_size)
             samples = um.samples_per_device(dataset_size, world_size)
-        capped = um.capped_accumulate(acc, nb, epochs)
+        capped = um.capped_accumulate(acc, nb, epochs, formulas.accumulate_capped)
         eff["accumulate"] = capped
         eff["images_per_step"] = per_batch * max(world_size, 1) * capped
         eff["dataset_size"] = dataset_size
         eff["samples_per_device"] = samples
         eff["batches_per_epoch"] = nb
         eff["optimizer_steps_per_epoch"] = round(nb / capped, 3) if capped else 0  # XLA: refused by the plan
-        eff["warmup_iterations"] = um.warmup_iterations(passed["warmup_epochs"], epochs, nb)
+        eff["warmup_iterations"] = nw = um.warmup_iterations(passed["warmup_epochs"], epochs, nb,
+                                                             formulas.warmup_floor, formulas.warmup_capped)
+        eff["accumulate_after_warmup"] = um.accumulate_after_warmup(nbs, batch, capped, nw, nb * epochs,
+                                                                    formulas.warmup_last_step, formulas.ramp_to_capped)
     return eff

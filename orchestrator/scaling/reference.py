@@ -60,7 +60,8 @@ def resolve_reference(ref: ReferenceHyp, opt_ref: str, reasons_for: dict[str, li
 
 def _resolve_auto(ref: ReferenceHyp, base: dict[str, Any], reasons_for: dict[str, list[str]],
                   warnings: list[str]) -> None:
-    name, lr, mom = um.resolve_auto_optimizer(ref.nc, ref.dataset_size, ref.batch, ref.nbs, ref.epochs, ref.auto_picks)
+    name, lr, mom = um.resolve_auto_optimizer(ref.nc, ref.dataset_size, ref.batch, ref.nbs, ref.epochs,
+                                              ref.formulas.auto_picks)
     iters = um.auto_iterations(ref.dataset_size, ref.batch, ref.nbs, ref.epochs)
     why = (
         f"optimizer=auto resolved as Ultralytics build_optimizer does at the reference scale "
@@ -80,7 +81,8 @@ def _resolve_auto(ref: ReferenceHyp, base: dict[str, Any], reasons_for: dict[str
         # group's momentum from warmup_momentum to args.momentum (left at the user's value) and
         # leaves it there; with no warmup it stays 0.9.
         nb_ref = um.batches_per_epoch(ref.dataset_size, ref.batch // ref.world_size, ref.world_size)
-        if um.warmup_iterations(ref.warmup_epochs, ref.epochs, nb_ref) == 0:
+        f = ref.formulas
+        if um.warmup_iterations(ref.warmup_epochs, ref.epochs, nb_ref, f.warmup_floor, f.warmup_capped) == 0:
             base["momentum"] = mom
             reasons_for["momentum"].append(f"optimizer=auto built {name} with momentum 0.9 and no warmup moved it")
     base["warmup_bias_lr"] = 0.0

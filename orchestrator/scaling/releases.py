@@ -1,49 +1,70 @@
 """What changed between the Ultralytics releases yolo-orch accepts, in the formulas the scaler models.
 
 Found by reading the releases' own source (each is a small pure-Python wheel: `pip download --no-deps
-ultralytics==X`), the boundaries bisected, not sampled (docs/scaling.md, "Formulas by release", has
-the lines). `ultralytics_math.py` models the newest row; for an installed release of another row the
-plan says what differs (`differences`) instead of claiming what that release does not do.
+ultralytics==X`), the boundaries bisected, not sampled; docs/scaling.md ("Formulas by release") has the
+lines. `formulas_for(version)` gives the installed release's row, which ultralytics_math takes as
+arguments; tests/e2e/test_releases_source.py checks every boundary on the wheels, and
+tests/e2e/test_release_matrix.py the plan against each release's real trainer.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-# The oldest release the worker runs on: it imports `unwrap_model` (ultralytics/utils/torch_utils.py),
-# which 8.3.196 added; 8.3.0 dies at start with an ImportError.
-OLDEST_WORKING = (8, 3, 196)
-OLDEST_MARKER = ("utils/torch_utils.py", "def unwrap_model")
-ACCEPTED = ">=8.3.196,<8.5"  # pyproject.toml's ultralytics requirement (a unit test keeps them equal)
-MODELLED = (8, 4, 183)  # ultralytics_math.py's formulas are those of this release and later (to the pin, 8.4.190)
+# The oldest release the worker runs on: it overrides the trainer's `_setup_train(self)` and
+# `_setup_ddp(self)` and reads `trainer.world_size`, the forms 8.3.200 introduced (before, world_size was
+# an argument of each: 8.3.196 trains to `AttributeError: ... no attribute 'world_size'`), and imports
+# `unwrap_model`, which 8.3.196 added (8.3.0 dies at start with an ImportError).
+OLDEST_WORKING = (8, 3, 200)
+OLDEST_MARKER = ("engine/trainer.py", "def _setup_train(self):")
+ACCEPTED = ">=8.3.200,<8.5"  # pyproject.toml's ultralytics requirement (a unit test keeps them equal)
+NEWEST = (8, 4, 190)  # the pin (requirements/base.txt): the newest release modelled and tested
 
 
 @dataclass(frozen=True)
 class Change:
-    since: tuple[int, int, int]  # the first release with the new behaviour
-    what: str  # the formula before it, as the plan's warning says it
-    where: str  # the source line (engine/trainer.py) that changed
-    modelled: bool = False  # the scaler follows the installed release here (else the plan warns)
-    marker: str = ""  # text ultralytics/engine/trainer.py holds from `since` on and not before (the tests bisect by it)
+    since: tuple[int, int, int]  # the first release with the new form
+    before: str  # what the releases before it do
+    where: str  # the line (engine/trainer.py) before it
+    marker: str  # text engine/trainer.py holds from `since` on (to the pin) and not in the release before
 
 
 CHANGES = (
-    Change((8, 4, 0), "optimizer=auto picks SGD (lr 0.01, momentum 0.9) above 10,000 iterations and AdamW (the lr "
-                      "fit) at or below",
-           "build_optimizer: name, lr, momentum = (\"SGD\", 0.01, 0.9) if iterations > 10000 else (\"AdamW\", lr_fit, 0.9)",
-           modelled=True, marker="from ultralytics.optim import MuSGD"),
-    Change((8, 4, 8), "optimizer=auto picks SGD (lr 0.01, momentum 0.9) above 10,000 iterations and MuSGD (the lr "
-                      "fit) at or below", "build_optimizer: (\"SGD\", 0.01, 0.9) if iterations > 10000 else (\"MuSGD\", lr_fit, 0.9)",
-           modelled=True, marker='("MuSGD", 0.01, 0.9) if iterations > 10000 else ("AdamW", lr_fit, 0.9)'),
-    Change((8, 4, 103), "warmup lasts at least 100 iterations (nw = max(round(warmup_epochs * nb), 100)) and is not "
-                        "capped at epochs - 1", "_do_train: nw = max(round(self.args.warmup_epochs * nb), 100)",
-           marker="def _get_warmup_iterations"),
-    Change((8, 4, 177), "accumulate is not capped at batches_per_epoch * epochs",
-           "_setup_train: self.accumulate = min(self.accumulate, len(self.train_loader) * self.epochs) (absent)",
-           marker="self.accumulate = min(self.accumulate, len(self.train_loader) * self.epochs)"),
-    Change((8, 4, 183), "warmup ramps accumulate from 1 to nbs / batch (not to the capped accumulate)",
-           "_do_train: np.interp(ni, xi, [1, self.args.nbs / self.batch_size])", marker="acc0 = self.accumulate"),
+    Change((8, 4, 0), "optimizer=auto: SGD (lr 0.01) above 10,000 iterations, AdamW (lr fit) at or below; no MuSGD",
+           'name, lr, momentum = ("SGD", 0.01, 0.9) if iterations > 10000 else ("AdamW", lr_fit, 0.9)',
+           "from ultralytics.optim import MuSGD"),
+    Change((8, 4, 3), "optimizer=auto: SGD (lr 0.01) above 10,000 iterations, MuSGD (lr fit) at or below",
+           'name, lr, momentum = ("SGD", 0.01, 0.9) if iterations > 10000 else ("MuSGD", lr_fit, 0.9)',
+           '("MuSGD", 0.01'),
+    Change((8, 4, 3), "warmup starts the first param group's lr at warmup_bias_lr, whichever group it is",
+           "np.interp(ni, xi, [self.args.warmup_bias_lr if j == 0 else 0.0, ...])", 'x.get("param_group") == "bias"'),
+    Change((8, 4, 8), "optimizer=auto: MuSGD (lr 0.01 above 10,000 iterations, the lr fit at or below)",
+           'name, lr, momentum = ("MuSGD", 0.01 if iterations > 10000 else lr_fit, 0.9)',
+           '("MuSGD", 0.01, 0.9) if iterations > 10000 else ("AdamW", lr_fit, 0.9)'),
+    Change((8, 4, 103), "warmup: at least 100 iterations, not capped at epochs - 1, its last step included",
+           "nw = max(round(self.args.warmup_epochs * nb), 100) if self.args.warmup_epochs > 0 else -1; if ni <= nw:",
+           "def _get_warmup_iterations"),
+    Change((8, 4, 177), "accumulate not capped at batches_per_epoch * epochs",
+           "self.accumulate = max(round(self.args.nbs / self.batch_size), 1) (no cap)",
+           "self.accumulate = min(self.accumulate, len(self.train_loader) * self.epochs)"),
+    Change((8, 4, 183), "warmup stops one step short (ni < nw), so accumulate stays below its ramp's end, which is "
+                        "nbs / batch (past a capped accumulate)",
+           "if ni < nw: self.accumulate = max(1, int(np.interp(ni, xi, [1, self.args.nbs / self.batch_size]).round()))",
+           "acc0 = self.accumulate"),
 )
+
+
+@dataclass(frozen=True)
+class Formulas:
+    """One release's formulas where the releases differ (ultralytics_math takes them as arguments)."""
+
+    release: str = "8.4.190"
+    auto_picks: tuple[str, str] = ("MuSGD", "AdamW")  # optimizer=auto above 10,000 iterations, at or below
+    warmup_floor: int = 0  # nw = max(round(warmup_epochs * nb), floor): 100 before 8.4.103
+    warmup_capped: bool = True  # warmup_epochs capped at epochs - 1 (8.4.103 on)
+    warmup_last_step: bool = True  # step nw is a warmup step (`ni <= nw`); not in 8.4.103-8.4.182 (`ni < nw`)
+    accumulate_capped: bool = True  # accumulate capped at batches_per_epoch * epochs (8.4.177 on)
+    ramp_to_capped: bool = True  # warmup's accumulate ramp ends at the capped accumulate (8.4.183 on), else nbs/batch
 
 
 def parse(version: str) -> tuple[int, int, int] | None:
@@ -59,22 +80,22 @@ def text(release: tuple[int, int, int]) -> str:
     return ".".join(map(str, release))
 
 
-def differences(version: str) -> list[str]:
-    """What the installed release does differently from the formulas the plan models (the newest
-    row), one line each; [] for a release of the newest row or an unreadable version."""
-    release = parse(version)
-    if release is None:
-        return []
-    return [f"Ultralytics {version} (before {text(change.since)}): {change.what}; the plan's values model "
-            f"{text(MODELLED)} and later" for change in CHANGES if release < change.since and not change.modelled]
-
-
 def auto_picks(version: str) -> tuple[str, str]:
     """What optimizer=auto picks (above 10,000 iterations, at or below) in the installed release."""
-    release = parse(version) or MODELLED
+    release = parse(version) or NEWEST
     if release < (8, 4, 0):
         return "SGD", "AdamW"
-    return ("SGD", "MuSGD") if release < (8, 4, 8) else ("MuSGD", "AdamW")
+    if release < (8, 4, 3):
+        return "SGD", "MuSGD"
+    return ("MuSGD", "MuSGD") if release < (8, 4, 8) else ("MuSGD", "AdamW")
+
+
+def formulas_for(version: str) -> Formulas:
+    """The installed release's formulas; an unreadable version is taken for the pin's."""
+    r = parse(version) or NEWEST
+    return Formulas(release=version, auto_picks=auto_picks(version), warmup_floor=100 if r < (8, 4, 103) else 0,
+                    warmup_capped=r >= (8, 4, 103), warmup_last_step=not (8, 4, 103) <= r < (8, 4, 183),
+                    accumulate_capped=r >= (8, 4, 177), ramp_to_capped=r >= (8, 4, 183))
 
 
 def refusal(version: str, optimizer: str | None = None, accepted: str = ACCEPTED) -> str | None:
@@ -84,7 +105,8 @@ def refusal(version: str, optimizer: str | None = None, accepted: str = ACCEPTED
         return None
     if release < OLDEST_WORKING:
         return (f"ultralytics {version} is installed; yolo-orch's training process needs {text(OLDEST_WORKING)} or later "
-                f"(it imports unwrap_model, added then; accepted: {accepted}): pip install 'ultralytics{accepted}'")
+                f"(it hooks into the trainer as that release shaped it; accepted: {accepted}): pip install "
+                f"'ultralytics{accepted}'")
     if release[:2] > (8, 4):
         return (f"ultralytics {version} is installed; yolo-orch accepts {accepted} (the releases it models and tests): "
                 f"pip install 'ultralytics{accepted}'")

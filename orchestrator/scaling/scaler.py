@@ -64,7 +64,8 @@ def scale(reference: ReferenceHyp, target: TargetHardware, policy: str = "auto")
     known = {"batch": ref.batch, "nbs": ref.nbs, "weight_decay": ref.weight_decay,
              "warmup_epochs": ref.warmup_epochs, **base}
     ref_passed = {key: known[key] for key in PASSED_KEYS}
-    ref_eff = effective_values(ref_passed, ref.world_size, ref.epochs, ref.dataset_size, drop_last=target.drop_last)
+    ref_eff = effective_values(ref_passed, ref.world_size, ref.epochs, ref.dataset_size, drop_last=target.drop_last,
+                               formulas=ref.formulas)
     images_ref = ref.batch * um.accumulate(ref.nbs, ref.batch)  # uncapped: the plan, not tiny-data effects
 
     # 2. the target's images per optimizer step and the batch/nbs split that gives them exactly
@@ -87,7 +88,8 @@ def scale(reference: ReferenceHyp, target: TargetHardware, policy: str = "auto")
     passed["weight_decay"] = _weight_decay(ref, rule, images, images_ref, nbs, reasons_for, kept_for)
     passed["warmup_epochs"] = _warmup(ref, rule, reasons_for)
     _refuse_out_of_range(passed, rule)
-    eff = effective_values(passed, world, ref.epochs, ref.dataset_size, target.devices.kind, target.drop_last)
+    eff = effective_values(passed, world, ref.epochs, ref.dataset_size, target.devices.kind, target.drop_last,
+                           ref.formulas)
 
     # 4. the reasons and the warnings
     warnings += _auto_pick_warning(ref, opt_ref, passed)
@@ -197,7 +199,7 @@ def _auto_pick_warning(ref: ReferenceHyp, opt_ref: str, passed: dict[str, Any]) 
     if opt_ref != "auto" or ref.nc is None or ref.dataset_size is None:
         return []
     name_t, _, _ = um.resolve_auto_optimizer(ref.nc, ref.dataset_size, passed["batch"], passed["nbs"], ref.epochs,
-                                             ref.auto_picks)
+                                             ref.formulas.auto_picks)
     if name_t == passed["optimizer"]:
         return []
     return [f"left on optimizer=auto, Ultralytics would pick {name_t} at the target (batch {passed['batch']}, "

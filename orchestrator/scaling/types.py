@@ -7,6 +7,7 @@ from typing import Any
 
 from orchestrator.devices import DeviceSpec
 from orchestrator.scaling import ultralytics_math as um
+from orchestrator.scaling.releases import Formulas
 
 POLICIES = ("auto", "linear", "sqrt", "table", "none")
 
@@ -38,8 +39,8 @@ class ReferenceHyp:
     nc: int | None = None  # number of classes, when known
     dataset_size: int | None = None  # training images, when known
     task: str = "detect"  # Ultralytics task: classify's loss is a mean, the others' a sum (tasks.MEAN_LOSS_TASKS)
-    # what optimizer=auto picks above 10,000 iterations and at or below, in the installed release (releases.py)
-    auto_picks: tuple[str, str] = um.AUTO_PICKS
+    # the installed Ultralytics release's formulas where releases differ (optimizer=auto, warmup, accumulate)
+    formulas: Formulas = field(default_factory=Formulas)
 
 
 @dataclass(frozen=True)

@@ -122,25 +122,44 @@ def xla_batches_per_epoch(dataset_size: int, batch_per_dev: int, world_size: int
     return xla_samples_per_device(dataset_size, world_size) // batch_per_dev if batch_per_dev > 0 else 0
 
 
-def capped_accumulate(acc: int, nb: int, epochs: int) -> int:
+def capped_accumulate(acc: int, nb: int, epochs: int, capped: bool = True) -> int:
     """BaseTrainer._build_train_pipeline: ``min(self.accumulate, len(self.train_loader) * self.epochs)``
-    (skipped in `time=` mode). Only binds for tiny datasets."""
-    return min(acc, nb * epochs)
+    (skipped in `time=` mode; `capped`: the release has it, 8.4.177 on). Only binds for tiny datasets."""
+    return min(acc, nb * epochs) if capped else acc
 
 
-def warmup_iterations(warmup_epochs: float, epochs: int, nb: int) -> int:
+def warmup_iterations(warmup_epochs: float, epochs: int, nb: int, floor: int = 0, capped: bool = True) -> int:
     """BaseTrainer._get_warmup_iterations (called by _do_train with ``nb = len(self.train_loader)``).
 
     ``warmup_epochs = min(args.warmup_epochs, max(epochs - 1, 0))``;
-    ``round(warmup_epochs * nb) if warmup_epochs > 0 else 0``. There is no 100-iteration minimum in 8.4.
+    ``round(warmup_epochs * nb) if warmup_epochs > 0 else 0``. Releases before 8.4.103 (`floor` 100,
+    `capped` False): ``max(round(args.warmup_epochs * nb), 100) if args.warmup_epochs > 0 else -1``
+    (-1: no warmup, given as 0 here).
     """
-    we = min(warmup_epochs, max(epochs - 1, 0))
-    return round(we * nb) if we > 0 else 0
+    we = warmup_epochs_applied(warmup_epochs, epochs, capped)
+    return max(round(we * nb), floor) if we > 0 else 0
 
 
-def warmup_epochs_applied(warmup_epochs: float, epochs: int) -> float:
-    """The warmup length in epochs that _get_warmup_iterations really uses (capped at epochs - 1)."""
-    return max(min(warmup_epochs, max(epochs - 1, 0)), 0)
+def accumulate_after_warmup(nbs: int, batch: int, capped_acc: int, nw: int, total_steps: int,
+                            last_step: bool = True, ramp_to_capped: bool = True) -> int:
+    """The accumulate a run trains with once warmup ends (or at its last step, if warmup outlasts it).
+
+    _do_train ramps ``self.accumulate = max(1, int(np.interp(ni, [0, nw], [1, target]).round()))`` on the
+    warmup steps and leaves it there: from 8.4.183 ``if nw and ni <= nw`` with target = the capped
+    accumulate (it lands on it); 8.4.103-8.4.182 ``if ni < nw`` with target nbs / batch (it stops one step
+    short: nw = 2 ends at 8 of 16); before, ``if ni <= nw`` with nw at least 100, which a short run never
+    reaches. Without warmup the accumulate stays as set up (`capped_acc`)."""
+    if nw <= 0 or total_steps <= 0:
+        return capped_acc
+    target = capped_acc if ramp_to_capped else nbs / batch
+    last = min(nw if last_step else nw - 1, total_steps - 1)
+    return max(1, int(round(1 + (target - 1) * last / nw)))  # np.interp, and numpy's round-half-even
+
+
+def warmup_epochs_applied(warmup_epochs: float, epochs: int, capped: bool = True) -> float:
+    """The warmup length in epochs that _get_warmup_iterations really uses (capped at epochs - 1 from
+    8.4.103 on)."""
+    return max(min(warmup_epochs, max(epochs - 1, 0)) if capped else warmup_epochs, 0)
 
 
 def auto_iterations(dataset_size: int, batch: int, nbs: int, epochs: int) -> int:

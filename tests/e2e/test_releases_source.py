@@ -16,7 +16,7 @@ import pytest
 from orchestrator.scaling import releases
 
 pytestmark = pytest.mark.slow
-PREVIOUS = {(8, 4, 0): "8.3.253", (8, 3, 196): "8.3.195"}  # the release before each boundary, where not N-1
+PREVIOUS = {(8, 4, 0): "8.3.253"}  # the release before each boundary, where not N-1
 
 
 def _wheel(version: str) -> Path:

@@ -16,23 +16,55 @@ from orchestrator.scaling import releases
 from orchestrator.spec import ultralytics_cfg
 
 
-@pytest.mark.parametrize("version, picks, differences", [
-    ("8.3.196", ("SGD", "AdamW"), 3), ("8.3.253", ("SGD", "AdamW"), 3), ("8.4.0", ("SGD", "MuSGD"), 3),
-    ("8.4.7", ("SGD", "MuSGD"), 3), ("8.4.8", ("MuSGD", "AdamW"), 3), ("8.4.102", ("MuSGD", "AdamW"), 3),
-    ("8.4.103", ("MuSGD", "AdamW"), 2), ("8.4.177", ("MuSGD", "AdamW"), 1), ("8.4.183", ("MuSGD", "AdamW"), 0),
-    ("8.4.190", ("MuSGD", "AdamW"), 0),
+@pytest.mark.parametrize("version, picks, floor, capped_warmup, last_step, capped_accumulate, ramp", [
+    ("8.3.200", ("SGD", "AdamW"), 100, False, True, False, False),
+    ("8.3.253", ("SGD", "AdamW"), 100, False, True, False, False),
+    ("8.4.0", ("SGD", "MuSGD"), 100, False, True, False, False), ("8.4.2", ("SGD", "MuSGD"), 100, False, True, False, False),
+    ("8.4.3", ("MuSGD", "MuSGD"), 100, False, True, False, False),
+    ("8.4.7", ("MuSGD", "MuSGD"), 100, False, True, False, False),
+    ("8.4.8", ("MuSGD", "AdamW"), 100, False, True, False, False),
+    ("8.4.102", ("MuSGD", "AdamW"), 100, False, True, False, False),
+    ("8.4.103", ("MuSGD", "AdamW"), 0, True, False, False, False),
+    ("8.4.177", ("MuSGD", "AdamW"), 0, True, False, True, False),
+    ("8.4.183", ("MuSGD", "AdamW"), 0, True, True, True, True), ("8.4.190", ("MuSGD", "AdamW"), 0, True, True, True, True),
 ])
-def test_each_release_range_has_its_formulas(version, picks, differences):
-    assert releases.auto_picks(version) == picks
-    assert len(releases.differences(version)) == differences
+def test_each_release_range_has_its_formulas(version, picks, floor, capped_warmup, last_step, capped_accumulate, ramp):
+    f = releases.formulas_for(version)
+    assert (f.auto_picks, f.warmup_floor, f.warmup_capped, f.warmup_last_step, f.accumulate_capped,
+            f.ramp_to_capped) == (picks, floor, capped_warmup, last_step, capped_accumulate, ramp)
     assert releases.refusal(version) is None
 
 
+def test_where_warmup_leaves_accumulate_in_each_release():
+    from orchestrator.scaling import ultralytics_math as um
+
+    # nbs 64, batch 4: 16 nominal; 2 batches an epoch, 2 epochs (4 steps)
+    new, mid, old = (releases.formulas_for(v) for v in ("8.4.190", "8.4.150", "8.4.102"))
+    assert um.accumulate_after_warmup(64, 4, 4, 2, 4, new.warmup_last_step, new.ramp_to_capped) == 4  # lands on acc0
+    assert um.accumulate_after_warmup(64, 4, 4, 2, 4, mid.warmup_last_step, mid.ramp_to_capped) == 8  # one step short
+    assert um.accumulate_after_warmup(64, 4, 16, 100, 4, old.warmup_last_step, old.ramp_to_capped) == 1  # 100 > 4 steps
+    assert um.accumulate_after_warmup(64, 4, 16, 100, 1000, old.warmup_last_step, old.ramp_to_capped) == 16
+    assert um.accumulate_after_warmup(64, 4, 16, 0, 1000) == 16  # no warmup: as set up
+
+
+def test_the_warmup_formulas_of_each_side_of_8_4_103():
+    from orchestrator.scaling import ultralytics_math as um
+
+    old, new = releases.formulas_for("8.4.102"), releases.formulas_for("8.4.103")
+    assert um.warmup_iterations(3.0, 35, 8, old.warmup_floor, old.warmup_capped) == 100  # the quickstart: 24 -> 100
+    assert um.warmup_iterations(3.0, 35, 8, new.warmup_floor, new.warmup_capped) == 24
+    assert um.warmup_iterations(3.0, 2, 8, old.warmup_floor, old.warmup_capped) == 100  # no epochs - 1 cap
+    assert um.warmup_iterations(3.0, 2, 8, new.warmup_floor, new.warmup_capped) == 8
+    assert um.warmup_iterations(0.0, 35, 8, old.warmup_floor, old.warmup_capped) == 0  # -1 there: no warmup
+    assert um.capped_accumulate(8, 1, 2, old.accumulate_capped) == 8 and um.capped_accumulate(8, 1, 2) == 2
+
+
 def test_releases_that_cannot_run_are_refused_in_one_line():
-    assert "needs 8.3.196 or later (it imports unwrap_model" in releases.refusal("8.3.0")
-    assert "accepts >=8.3.196,<8.5" in releases.refusal("8.5.0")
+    assert "needs 8.3.200 or later (it hooks into the trainer" in releases.refusal("8.3.0")
+    assert "accepts >=8.3.200,<8.5" in releases.refusal("8.5.0")
     assert "MuSGD came with Ultralytics 8.4.0" in releases.refusal("8.3.250", "MuSGD")
     assert releases.refusal("8.4.0", "MuSGD") is None
+    assert releases.refusal("8.3.199") is not None and releases.refusal("8.3.200") is None
 
 
 def test_the_declared_range_is_the_one_the_plan_enforces():
@@ -43,7 +75,7 @@ def test_the_declared_range_is_the_one_the_plan_enforces():
 def test_the_installed_release_is_the_modelled_one():
     """The pin's trainer holds every change's new form: a new pin that drops one fails here first."""
     trainer = (ultralytics_cfg.package_dir() / "engine" / "trainer.py").read_text()
-    assert releases.parse(ultralytics_cfg.version()) >= releases.MODELLED
+    assert releases.parse(ultralytics_cfg.version()) == releases.NEWEST
     for change in releases.CHANGES:
         assert change.marker in trainer, change.since
 
@@ -60,20 +92,34 @@ def test_an_older_release_is_planned_with_its_own_auto_pick_and_says_what_differ
     job = {"hyp": {"optimizer": "auto"}, "epochs": 100,
            "data": {"synth": {"images": 2000, "val_images": 8, "classes": 2, "imgsz": 64}}, "reference": {"batch": 16}}
     # ceil(2000/64) * 100 = 3200 iterations: at or below 10,000
-    plan = _plan(tmp_path, monkeypatch, "8.4.5", **job)
-    assert plan.train_args["optimizer"] == "MuSGD" and plan.ultralytics == "8.4.5"  # 8.4.0-8.4.7: MuSGD below
-    assert any("warmup lasts at least 100 iterations" in w for w in plan.warnings)
+    plan = _plan(tmp_path, monkeypatch, "8.4.2", **job)
+    assert plan.train_args["optimizer"] == "MuSGD" and plan.ultralytics == "8.4.2"  # 8.4.0-8.4.2: MuSGD below
+    assert plan.scaled.effective["warmup_iterations"] == 3 * 125  # 2000 images / 16 = 125 batches
+    assert _plan(tmp_path, monkeypatch, "8.4.2", **{**job, "epochs": 2, "hyp": {"optimizer": "SGD",
+                                                                                "warmup_epochs": 0.5}},
+                 ).scaled.effective["warmup_iterations"] == 100  # round(0.5 * 125) = 62 -> at least 100
     job["epochs"] = 400  # 12,800 iterations: above
     assert _plan(tmp_path, monkeypatch, "8.3.240", **job).train_args["optimizer"] == "SGD"  # 8.3 has no MuSGD
     assert _plan(tmp_path, monkeypatch, "8.4.190", **job).train_args["optimizer"] == "MuSGD"
-    assert _plan(tmp_path, monkeypatch, "8.4.190", **job).warnings == [
-        w for w in _plan(tmp_path, monkeypatch, "8.4.190", **job).warnings if "Ultralytics 8.4.190 (before" not in w]
+    assert _plan(tmp_path, monkeypatch, "8.4.5", **job).train_args["optimizer"] == "MuSGD"  # 8.4.3-8.4.7: MuSGD
+    assert not [w for w in _plan(tmp_path, monkeypatch, "8.4.190", **job).warnings if "after warmup" in w]
+
+
+def test_where_warmup_leaves_accumulate_is_said_when_it_is_not_the_plans(tmp_path, monkeypatch):
+    tiny = {"data": {"synth": {"images": 8, "val_images": 4, "classes": 2, "imgsz": 64}}, "epochs": 2,
+            "reference": {"batch": 4, "nbs": 64}, "target": {"devices": "cpu", "batch": 4},
+            "hyp": {"optimizer": "SGD", "warmup_epochs": 3.0}}
+    plan = _plan(tmp_path, monkeypatch, "8.4.150", **tiny)  # 2 batches an epoch, 2 epochs, nw 2: 16 stops at 8
+    assert (plan.scaled.effective["accumulate"], plan.scaled.effective["accumulate_after_warmup"]) == (16, 8)
+    assert any(w.startswith("accumulate 16 -> 8 after warmup: Ultralytics 8.4.150's warmup") for w in plan.warnings)
+    assert not any("after warmup" in w for w in _plan(tmp_path, monkeypatch, "8.4.190", **tiny).warnings)
+    assert _plan(tmp_path, monkeypatch, "8.4.170", **tiny).scaled.effective["accumulate"] == 16  # no cap then
 
 
 def test_a_release_that_cannot_run_is_exit_2_at_plan_time(tmp_path, monkeypatch):
     from orchestrator.spec.errors import SpecError
 
-    with pytest.raises(SpecError, match="ultralytics 8.3.0 is installed; yolo-orch's training process needs 8.3.196"):
+    with pytest.raises(SpecError, match="ultralytics 8.3.0 is installed; yolo-orch's training process needs 8.3.200"):
         _plan(tmp_path, monkeypatch, "8.3.0")
     with pytest.raises(SpecError, match="hyp.optimizer: MuSGD came with Ultralytics 8.4.0"):
         _plan(tmp_path, monkeypatch, "8.3.250", hyp={"optimizer": "MuSGD"})
