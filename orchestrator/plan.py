@@ -237,7 +237,7 @@ def make_plan(job: LoadedJob, devices: str | None = None, policy: str | None = N
     if isinstance(args.get("pretrained"), str) and job.resolve_path(args["pretrained"]).is_file():
         args["pretrained"] = str(job.resolve_path(args["pretrained"]))  # where the plan found it, as `model`
     release = ultralytics_cfg.version()
-    refused = releases.refusal(release, args.get("optimizer"))
+    refused = releases.refusal(release, args.get("optimizer"), launcher_for(target_spec), target_spec.text)
     if refused:
         raise SpecError(refused)
     scaled.warnings += accumulate_warning(scaled.effective, release)

@@ -18,16 +18,23 @@ def doctor_cmd(
     runs_dir: Path = typer.Option(Path("runs"), "--runs-dir", help="The runs folder (disk space, registry)."),
     storage: Optional[str] = typer.Option(None, "--storage", help="Optuna storage URL to test (default: "
                                           "$YOLO_ORCH_STORAGE or $YOLO_ORCH_SWEEP_STORAGE)."),
+    verify_plan: Optional[Path] = typer.Option(None, "--verify-plan", help="Instead: train a few steps of this job's "
+                                               "planned arguments with the installed Ultralytics and compare what it "
+                                               "applied with the plan (under a minute on a CPU)."),
+    set_: Optional[list[str]] = typer.Option(None, "--set", help="With --verify-plan: override a job field."),
 ) -> None:
     """Check torch/torchvision, CUDA, stray GPU processes, XLA/TPU, W&B, disk, offline Ultralytics, storage."""
     from orchestrator.doctor import as_json, run_checks
 
-    checks = run_checks(runs_dir, storage=storage)
+    if verify_plan is not None:
+        checks, title = plan_checks(verify_plan, set_ or [])
+    else:
+        checks, title = run_checks(runs_dir, storage=storage), "yolo-orch doctor"
     failed = any(c.status == "fail" for c in checks)
     if json_out:
         print_json({"ok": not failed, "checks": as_json(checks)})
     else:
-        table = Table(title="yolo-orch doctor", header_style="bold", show_lines=True)
+        table = Table(title=title, header_style="bold", show_lines=True)
         table.add_column("check", style="bold cyan", no_wrap=True)
         table.add_column("status", no_wrap=True)
         table.add_column("detail", overflow="fold")
@@ -38,6 +45,16 @@ def doctor_cmd(
         counts = {s: sum(c.status == s for c in checks) for s in STYLE}
         out.print(f"{counts['pass']} pass, {counts['warn']} warn, {counts['fail']} fail")
     raise typer.Exit(1 if failed else 0)
+
+
+def plan_checks(job_file: Path, sets: list[str]):
+    """`--verify-plan`: the job planned as `plan` plans it, then held against the installed trainer."""
+    from orchestrator.doctor.verify_plan import verify
+    from orchestrator.plan import make_plan
+    from orchestrator.spec.loader import load_job
+
+    plan = make_plan(load_job(job_file, sets=sets))
+    return verify(plan, plan.ultralytics), f"yolo-orch doctor --verify-plan {job_file} (Ultralytics {plan.ultralytics})"
 
 
 def register(app: typer.Typer) -> None:

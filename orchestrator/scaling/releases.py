@@ -19,6 +19,16 @@ OLDEST_WORKING = (8, 3, 200)
 OLDEST_MARKER = ("engine/trainer.py", "def _setup_train(self):")
 ACCEPTED = ">=8.3.200,<8.5"  # pyproject.toml's ultralytics requirement (a unit test keeps them equal)
 NEWEST = (8, 4, 190)  # the pin (requirements/base.txt): the newest release modelled and tested
+# The oldest release each launcher of several devices works on (the matrix test runs them at the boundary):
+# (release, why not before)
+LAUNCHER_MINIMUM = {
+    "torchrun": ((8, 3, 229), "yolo-orch's ranks validate on every rank, as Ultralytics does from 8.3.218 (before, "
+                              "only rank 0 did and the ranks hang at the first epoch's end), and 8.3.229 fixed its "
+                              "distributed validation sampler for a val set smaller than the batch (before: ValueError "
+                              "on rank 1)"),
+    "xla": ((8, 4, 135), "the XLA backend builds on Ultralytics' E2ELoss (8.4.1) and "
+                         "DetectionValidator._check_max_det (8.4.135)"),
+}
 
 
 @dataclass(frozen=True)
@@ -98,7 +108,8 @@ def formulas_for(version: str) -> Formulas:
                     accumulate_capped=r >= (8, 4, 177), ramp_to_capped=r >= (8, 4, 183))
 
 
-def refusal(version: str, optimizer: str | None = None, accepted: str = ACCEPTED) -> str | None:
+def refusal(version: str, optimizer: str | None = None, launcher: str = "local", devices: str = "",
+            accepted: str = ACCEPTED) -> str | None:
     """Why the installed release cannot run this training (None: it can)."""
     release = parse(version)
     if release is None:
@@ -110,6 +121,10 @@ def refusal(version: str, optimizer: str | None = None, accepted: str = ACCEPTED
     if release[:2] > (8, 4):
         return (f"ultralytics {version} is installed; yolo-orch accepts {accepted} (the releases it models and tests): "
                 f"pip install 'ultralytics{accepted}'")
+    if launcher in LAUNCHER_MINIMUM and release < LAUNCHER_MINIMUM[launcher][0]:
+        needed, why = LAUNCHER_MINIMUM[launcher]
+        return (f"target.devices: {devices} needs Ultralytics {text(needed)} or later ({launcher}: {why}); the installed "
+                f"{version} trains on one CPU process or one GPU: pip install 'ultralytics>={text(needed)},<8.5'")
     if optimizer == "MuSGD" and release < (8, 4, 0):
         return (f"hyp.optimizer: MuSGD came with Ultralytics 8.4.0; the installed {version} has SGD, Adam, Adamax, "
                 "AdamW, NAdam, RAdam, RMSProp")

@@ -157,17 +157,27 @@ class TorchrunTrainerMixin:
             return super().final_eval()
         import ultralytics.engine.validator as validator_module
 
-        auto_backend, backend_of = validator_module.AutoBackend, validator_module.get_torch_device_backend
+        auto_backend = validator_module.AutoBackend
 
         def cpu_auto_backend(*args, device=None, **kwargs):
             return auto_backend(*args, device=torch.device("cpu"), **kwargs)
 
-        validator_module.AutoBackend = cpu_auto_backend
-        validator_module.get_torch_device_backend = lambda *a, **k: SimpleNamespace(current_device=lambda: 0)
+        # the validator's DDP branch asks the accelerator for its device: get_torch_device_backend (8.4.111
+        # on), torch.cuda.current_device before; on CPU ranks it must not (there is no CUDA)
+        patches = [(validator_module, "AutoBackend", cpu_auto_backend)]
+        if hasattr(validator_module, "get_torch_device_backend"):
+            patches.append((validator_module, "get_torch_device_backend",
+                            lambda *a, **k: SimpleNamespace(current_device=lambda: 0)))
+        else:
+            patches.append((torch.cuda, "current_device", lambda: 0))
+        saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
+        for owner, name, value in patches:
+            setattr(owner, name, value)
         try:
             return super().final_eval()
         finally:
-            validator_module.AutoBackend, validator_module.get_torch_device_backend = auto_backend, backend_of
+            for owner, name, value in saved:
+                setattr(owner, name, value)
 
 
 def _nn_with_ddp(wrap):

@@ -15,7 +15,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from conftest import REPO, TINY_JOB, cli_env, run_cli, write_job
@@ -25,7 +24,6 @@ from orchestrator.scaling import releases
 pytestmark = pytest.mark.slow
 MATRIX = ("8.3.200", "8.3.253", "8.4.0", "8.4.2", "8.4.3", "8.4.7", "8.4.8", "8.4.102", "8.4.103", "8.4.176", "8.4.177", "8.4.182",
           "8.4.183", "8.4.190")
-PROBE = REPO / "tests" / "helpers" / "release_probe.py"
 
 
 def _installed(version: str) -> Path:
@@ -64,49 +62,26 @@ def _plan(job: Path, env: dict, *sets: str) -> dict:
     return json.loads(r.stdout)
 
 
-def _expected_steps(eff: dict, version: str, probe: dict) -> None:
-    """Every recorded step against the release's warmup (releases.CHANGES), fed with the plan's values: which
-    steps warm up (`ni <= nw`, `ni < nw` in 8.4.103-8.4.182), where accumulate's ramp ends (the capped
-    accumulate from 8.4.183, nbs / batch before), which group's lr starts at warmup_bias_lr (the group named
-    bias from 8.4.3, the first before); after warmup accumulate stays where the ramp left it."""
-    f, release = releases.formulas_for(version), releases.parse(version)
-    nw, wbl = eff["warmup_iterations"], eff["warmup_bias_lr"]
-    target = eff["accumulate"] if f.ramp_to_capped else eff["nbs"] / eff["batch"]
-    accumulate = eff["accumulate"]  # as set up, before any warmup step
-    for ni, step in enumerate(probe["steps"]):
-        if nw and (ni <= nw if f.warmup_last_step else ni < nw):
-            accumulate = max(1, int(np.interp(ni, [0, nw], [1, target]).round()))
-            for j, (lr, lr0) in enumerate(zip(step["lr"], step["initial_lr"])):
-                bias = probe["group_names"][j] == "bias" if release >= (8, 4, 3) else j == 0
-                assert lr == pytest.approx(np.interp(ni, [0, nw], [wbl if bias else 0.0, lr0 * step["lf"]])), (ni, j)
-        else:
-            assert all(lr == pytest.approx(lr0 * step["lf"]) for lr, lr0 in zip(step["lr"], step["initial_lr"])), ni
-        assert step["accumulate"] == accumulate, (ni, step)
-    assert eff["accumulate_after_warmup"] == accumulate  # the plan says where the run's accumulate ends
-
-
 @pytest.mark.parametrize("version", MATRIX)
 def test_the_plan_is_what_the_release_applies_and_a_training_finishes(version, job, tmp_path):
+    from orchestrator.doctor.checks import PASS
+    from orchestrator.doctor.verify_plan import compare, run_probe
+
     env = cli_env({"PYTHONPATH": os.pathsep.join([str(REPO), str(_installed(version))])})
     plan = _plan(job, env)
     assert plan["ultralytics"] == version
-    eff, formulas = plan["scaling"]["effective"], releases.formulas_for(version)
+    eff, picks = plan["scaling"]["effective"], releases.formulas_for(version).auto_picks
     above, below = _plan(job, env, "hyp.optimizer=auto", "epochs=10001"), _plan(job, env, "hyp.optimizer=auto")
+    assert (above["train_args"]["optimizer"], below["train_args"]["optimizer"]) == picks
     train = {**plan["train_args"], "project": str(tmp_path), "name": "probe", "exist_ok": True, "amp": False,
              "verbose": False}
-    auto = [{**train, "optimizer": "auto", "epochs": epochs, "name": f"auto{epochs}"} for epochs in (10001, 2)]
-    r = subprocess.run([sys.executable, str(PROBE), json.dumps({"train": train, "auto": auto[0]})], env=env,
-                       capture_output=True, text=True, timeout=600, cwd=tmp_path)
-    assert r.returncode == 0, r.stderr[-3000:]
-    probe = json.loads(next(line for line in r.stdout.splitlines() if line.startswith("PROBE "))[6:])
+    probe = run_probe({"train": train, "auto": {**train, "optimizer": "auto", "epochs": 10001, "name": "auto"}},
+                      tmp_path, env)
+    assert isinstance(probe, dict), probe
     assert probe["version"] == version and probe["file"].startswith(str(_installed(version)))
-    steps = probe["train"]
-    assert steps["batches"] == eff["batches_per_epoch"] and steps["optimizer"] == eff["optimizer"]
-    assert max(steps["weight_decay"]) == pytest.approx(eff["weight_decay"]) and min(steps["weight_decay"]) == 0
-    assert all(lr0 == pytest.approx(eff["lr0"]) for lr0 in steps["steps"][0]["initial_lr"])
-    _expected_steps(eff, version, steps)
-    assert probe["auto"]["optimizer"] == above["train_args"]["optimizer"] == formulas.auto_picks[0]
-    assert below["train_args"]["optimizer"] == formulas.auto_picks[1]
+    checks = compare(eff, version, probe)  # step by step through warmup: doctor --verify-plan's comparison
+    assert [c.name for c in checks if c.status != PASS] == [], [c for c in checks if c.status != PASS]
+    assert len(checks) == 7
 
     r = run_cli("submit", job, "--json", "--set", "name=matrix", cwd=job.parent, env=env, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -114,3 +89,45 @@ def test_the_plan_is_what_the_release_applies_and_a_training_finishes(version, j
     assert out["state"] == "finished" and out["summary"]["epochs_completed"] == 2
     env_json = json.loads((Path(out["run_dir"]) / "env.json").read_text())
     assert env_json["ultralytics"] == version  # the training process ran the release of the matrix
+
+
+def test_verify_plan_reports_a_match_on_the_pin_and_a_planted_mismatch(job, tmp_path):
+    """A copy of the pinned release whose warmup is one step longer, as a new release might be: the plan
+    (which models 8.4.190's formulas) and the trainer part, and doctor --verify-plan says where."""
+    ok = run_cli("doctor", "--verify-plan", job, "--json", cwd=job.parent, timeout=300)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert all(c["status"] == "pass" for c in json.loads(ok.stdout)["checks"])
+    import ultralytics
+
+    planted = tmp_path / "planted"
+    shutil.copytree(Path(ultralytics.__file__).parent, planted / "ultralytics")
+    trainer = planted / "ultralytics" / "engine" / "trainer.py"
+    text = trainer.read_text()
+    old = "return round(warmup_epochs * num_batches) if warmup_epochs > 0 else 0"
+    assert old in text
+    trainer.write_text(text.replace(old, "return round(warmup_epochs * num_batches) + 1 if warmup_epochs > 0 else 0"))
+    env = cli_env({"PYTHONPATH": os.pathsep.join([str(REPO), str(planted)])})
+    bad = run_cli("doctor", "--verify-plan", job, "--json", cwd=job.parent, env=env, timeout=300)
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    failed = {c["name"]: c["detail"] for c in json.loads(bad.stdout)["checks"] if c["status"] == "fail"}
+    assert "accumulate and lr through warmup" in failed and "planned" in failed["accumulate and lr through warmup"]
+
+
+@pytest.mark.parametrize("launcher, devices, sets", [
+    ("torchrun", "cpu:2", ()),
+    ("xla", "xla:cpu", ("target.batch=4", f"model={REPO / 'orchestrator' / 'worker' / 'xla' / 'tiny-det.yaml'}")),
+])
+def test_each_launcher_from_its_first_release(launcher, devices, sets, job):
+    """The release before a launcher's first is refused at plan time in one line; from it, a job trains."""
+    first = releases.LAUNCHER_MINIMUM[launcher][0]
+    before = (first[0], first[1], first[2] - 1)
+    args = [a for s in sets for a in ("--set", s)]
+    env = cli_env({"PYTHONPATH": os.pathsep.join([str(REPO), str(_installed(releases.text(before)))])})
+    r = run_cli("submit", job, "-d", devices, *args, cwd=job.parent, env=env)
+    assert r.returncode == 2 and f"target.devices: {devices} needs Ultralytics {releases.text(first)}" in r.stderr
+    env = cli_env({"PYTHONPATH": os.pathsep.join([str(REPO), str(_installed(releases.text(first)))]),
+                   "PJRT_DEVICE": "CPU"})
+    r = run_cli("submit", job, "-d", devices, *args, "--set", f"name={launcher}", "--set", "stall_timeout=120", "--json",
+                cwd=job.parent, env=env, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads(r.stdout)["summary"]["epochs_completed"] == 2

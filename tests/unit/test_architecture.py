@@ -39,7 +39,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     "kaggle": {"rundir", "devices", "tasks", "spec", "plan", "registry"},
     # doctor checks the training process's offline settings and W&B reach: it reads those two
     # torch-free modules rather than keeping a second copy of their constants
-    "doctor": {"rundir", "registry", "spec", "urls", "wandb_mode", "worker.offline", "worker.wandb_reach"},
+    "doctor": {"rundir", "registry", "spec", "urls", "wandb_mode", "worker.offline", "worker.wandb_reach",
+               "data", "scaling"},  # --verify-plan: generated data, the plan's formulas
     # the dashboard reads the registry and the run directories, and writes nothing
     "ui": {"rundir", "registry", "tasks", "urls"},
     # the command line on top

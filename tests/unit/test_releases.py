@@ -63,6 +63,11 @@ def test_releases_that_cannot_run_are_refused_in_one_line():
     assert "needs 8.3.200 or later (it hooks into the trainer" in releases.refusal("8.3.0")
     assert "accepts >=8.3.200,<8.5" in releases.refusal("8.5.0")
     assert "MuSGD came with Ultralytics 8.4.0" in releases.refusal("8.3.250", "MuSGD")
+    first_xla = releases.text(releases.LAUNCHER_MINIMUM["xla"][0])
+    assert f"target.devices: tpu:8 needs Ultralytics {first_xla} or later" in releases.refusal("8.4.100", None, "xla",
+                                                                                               "tpu:8")
+    assert releases.refusal(first_xla, None, "xla", "tpu:8") is None
+    assert releases.refusal("8.3.200", None, "local", "cpu") is None
     assert releases.refusal("8.4.0", "MuSGD") is None
     assert releases.refusal("8.3.199") is not None and releases.refusal("8.3.200") is None
 

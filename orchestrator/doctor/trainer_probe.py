@@ -1,9 +1,11 @@
-"""Run with an Ultralytics release on PYTHONPATH (tests/e2e/test_release_matrix.py): trains the given
-arguments for a few steps and prints, as one JSON line, what the release's trainer really applied at
-each step (accumulate, every param group's lr and initial lr, the lr schedule's factor), then builds a
-stock `optimizer=auto` trainer and prints what it picked.
+"""What the installed Ultralytics trainer really applies, step by step (`doctor --verify-plan`, and the
+release matrix of the tests). Run in a subprocess, it imports torch and Ultralytics:
 
-    python release_probe.py '{"train": {...}, "auto": {...}}'
+    python -m orchestrator.doctor.trainer_probe '{"train": {...train args...}, "auto": {...}}'
+
+trains the "train" arguments (a few steps on a small dataset) recording, after each step, accumulate and
+every param group's lr and initial lr with the schedule's factor; builds a stock `optimizer=auto` trainer
+from the "auto" arguments and records what it picked; prints one line `PROBE {json}`.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ def train_steps(args: dict) -> dict:
 
     steps: list[dict] = []
 
-    def record(trainer) -> None:  # after the step's warmup updates and optimizer step
+    def record(trainer) -> None:  # after the step's warmup updates and its optimizer step
         steps.append({
             "accumulate": trainer.accumulate,
             "lr": [g["lr"] for g in trainer.optimizer.param_groups],
@@ -44,10 +46,14 @@ def auto_pick(args: dict) -> dict:
     return {"optimizer": type(trainer.optimizer).__name__, "lr0": trainer.optimizer.param_groups[0]["initial_lr"]}
 
 
-if __name__ == "__main__":
-    request = json.loads(sys.argv[1])
+def main(argv: list[str]) -> None:
+    request = json.loads(argv[0])
     import ultralytics
 
     out = {"version": ultralytics.__version__, "file": ultralytics.__file__, "train": train_steps(request["train"]),
-           "auto": auto_pick(request["auto"])}
-    print("PROBE " + json.dumps(out))
+           "auto": auto_pick(request["auto"]) if request.get("auto") else None}
+    print("PROBE " + json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
