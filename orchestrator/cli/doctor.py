@@ -1,4 +1,5 @@
-"""`yolo-orch doctor [--json]`: is this machine ready to train? Exit 0 when nothing fails."""
+"""`yolo-orch doctor [--json]`: is this machine ready to train? Exit 0 when nothing fails.
+`yolo-orch doctor --verify-plan JOB [--set K=V]`: the plan against the installed Ultralytics trainer."""
 
 from __future__ import annotations
 

@@ -63,14 +63,13 @@ class Param:
 
     def grid(self) -> list | None:
         """The finite values of this dimension, for the grid sampler (None: continuous)."""
-        if self.kind == "categorical":
-            return list(self.choices)
+        size = self.grid_size()
+        if size is None or self.kind == "categorical":
+            return None if size is None else list(self.choices)
+        step = int(self.step or 1) if self.kind == "int" else self.step
         if self.kind == "int":
-            return list(range(int(self.low), int(self.high) + 1, int(self.step or 1)))
-        if self.step is None:
-            return None
-        n = int(math.floor((self.high - self.low) / self.step + 1e-9))
-        return [round(self.low + i * self.step, 12) for i in range(n + 1)]
+            return [int(self.low) + i * step for i in range(size)]
+        return [round(self.low + i * step, 12) for i in range(size)]
 
     def contains(self, value) -> bool:
         if self.kind == "categorical":
