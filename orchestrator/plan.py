@@ -240,7 +240,7 @@ def make_plan(job: LoadedJob, devices: str | None = None, policy: str | None = N
     refused = releases.refusal(release, args.get("optimizer"), launcher_for(target_spec), target_spec.text)
     if refused:
         raise SpecError(refused)
-    scaled.warnings += accumulate_warning(scaled.effective, release)
+    scaled.warnings += accumulate_warning(scaled.effective, release) + releases.untested(release)
     return Plan(
         job=job,
         devices=target_spec,

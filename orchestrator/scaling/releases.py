@@ -108,6 +108,17 @@ def formulas_for(version: str) -> Formulas:
                     accumulate_capped=r >= (8, 4, 177), ramp_to_capped=r >= (8, 4, 183))
 
 
+def untested(version: str) -> list[str]:
+    """A warning for an accepted release newer than the newest tested one (its formulas are taken for the
+    pin's until `doctor --verify-plan` says otherwise)."""
+    release = parse(version)
+    if release is None or release <= NEWEST or release[:2] > NEWEST[:2]:
+        return []
+    return [f"Ultralytics {version} is newer than the newest release yolo-orch tests ({text(NEWEST)}): the plan "
+            f"uses {text(NEWEST)}'s formulas; `yolo-orch doctor --verify-plan JOB` checks them against this release's "
+            "trainer"]
+
+
 def refusal(version: str, optimizer: str | None = None, launcher: str = "local", devices: str = "",
             accepted: str = ACCEPTED) -> str | None:
     """Why the installed release cannot run this training (None: it can)."""

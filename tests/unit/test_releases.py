@@ -72,6 +72,14 @@ def test_releases_that_cannot_run_are_refused_in_one_line():
     assert releases.refusal("8.3.199") is not None and releases.refusal("8.3.200") is None
 
 
+def test_a_release_newer_than_the_tested_ones_plans_with_a_warning_naming_the_check(tmp_path, monkeypatch):
+    plan = _plan(tmp_path, monkeypatch, "8.4.191")
+    assert plan.ultralytics == "8.4.191"
+    assert any("Ultralytics 8.4.191 is newer than the newest release yolo-orch tests (8.4.190)" in w and
+               "yolo-orch doctor --verify-plan JOB" in w for w in plan.warnings)
+    assert not [w for w in _plan(tmp_path, monkeypatch, "8.4.190").warnings if "newer than" in w]
+
+
 def test_the_declared_range_is_the_one_the_plan_enforces():
     text = (REPO / "pyproject.toml").read_text()
     assert re.search(r'"ultralytics([^"]+)"', text).group(1) == releases.ACCEPTED
