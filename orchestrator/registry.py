@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from orchestrator.rundir import RESULTS, SUMMARY, completed_epochs, process_alive, process_identity
-from orchestrator.sqlite_wal import enable_wal, foreign_tables, is_busy, is_damaged
+from orchestrator.sqlite_wal import connect_readonly, enable_wal, foreign_tables, is_busy, is_damaged
 
 STATES = ("queued", "running", "finished", "failed", "killed", "stalled", "pruned")
 ACTIVE = ("queued", "running")
@@ -125,30 +125,21 @@ class Registry:
                                        "YOLO_ORCH_REGISTRY") from None
             self._open_readonly(timeout_s)
 
-    @staticmethod
-    def _connect(target: str, timeout_s: float, uri: bool = False) -> sqlite3.Connection:
-        conn = sqlite3.connect(target, timeout=timeout_s, isolation_level=None, check_same_thread=False, uri=uri)
+    def _connect(self, target: str, timeout_s: float) -> sqlite3.Connection:
+        conn = sqlite3.connect(target, timeout=timeout_s, isolation_level=None, check_same_thread=False)
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
         return conn
 
     def _open_readonly(self, timeout_s: float) -> None:
-        """mode=ro reads a WAL database when its -shm can be made; immutable=1 when not (nothing writes
-        a folder nobody may write to)."""
-        from urllib.parse import quote
-
-        last: Exception | None = None
-        for flags in ("mode=ro", "immutable=1"):
-            try:
-                self._conn = self._connect(f"file:{quote(str(self.path))}?{flags}", timeout_s, uri=True)
-                self._conn.execute("SELECT count(*) FROM runs").fetchone()
-                self.readonly, self.journal_mode = True, "read-only"
-                return
-            except sqlite3.Error as exc:
-                last = exc
-                if is_damaged(exc):
-                    raise self.damaged(exc) from None
-        raise RegistryUnusable(f"registry {self.path} cannot be opened, not even read-only ({last})")
+        try:
+            self._conn = connect_readonly(self.path, timeout_s, "SELECT count(*) FROM runs")
+        except sqlite3.Error as exc:
+            if is_damaged(exc):
+                raise self.damaged(exc) from None
+            raise RegistryUnusable(f"registry {self.path} cannot be opened, not even read-only ({exc})") from None
+        self._conn.row_factory = sqlite3.Row
+        self.readonly, self.journal_mode = True, "read-only"
 
     def damaged(self, exc: BaseException) -> RegistryUnusable:
         return RegistryUnusable(f"registry {self.path} is damaged ({exc}): move it aside (the runs stay on disk; "

@@ -13,10 +13,10 @@ from typing import Callable
 
 from orchestrator import launch, replan
 from orchestrator.launch import process
-from orchestrator.rundir import (DEADLINE_STOP, ENV, ENV_SUPERVISOR_PID, ENV_SUPERVISOR_START, EVENTS, EXIT_NOT_RESUMABLE,
-                                 EXIT_OOM, HEARTBEATS, LAST, LOG, RESOLVED, RESULTS, STACKS, SUMMARY, EventTail, EventWriter, completed_epochs, dump_yaml,
-                                 failure_cause, load_resolved, new_run_id, process_identity, run_summary,
-                                 write_json_atomic, write_text_atomic)
+from orchestrator.rundir import (DEADLINE_STOP, ENV, ENV_SUPERVISOR_PID, ENV_SUPERVISOR_START, EVENTS,
+                                 EXIT_NOT_RESUMABLE, EXIT_OOM, HEARTBEATS, LAST, LOG, RESOLVED, RESULTS, STACKS, SUMMARY,
+                                 EventTail, EventWriter, completed_epochs, dump_yaml, failure_cause, load_resolved,
+                                 new_run_id, process_identity, run_summary, write_json_atomic, write_text_atomic)
 from orchestrator.plan import Plan, synth_dir
 from orchestrator.registry import RESUMABLE, Registry
 from orchestrator.spec.errors import SpecError

@@ -46,6 +46,27 @@ def enable_wal(conn: sqlite3.Connection, timeout_s: float) -> str:
         delay = min(delay * 2, 0.2)
 
 
+def connect_readonly(path, timeout_s: float, probe: str) -> sqlite3.Connection:
+    """A read-only connection to `path`: `mode=ro` (it reads a WAL database when its -shm can be made),
+    else `immutable=1` (a folder nobody may write to: nothing can change the file). `probe` is run to
+    prove it reads. A damaged file raises at once; neither opening: the last sqlite3.Error."""
+    last: sqlite3.Error | None = None
+    for flags in ("mode=ro", "immutable=1"):
+        conn = None
+        try:
+            conn = sqlite3.connect(f"file:{quote(str(path))}?{flags}", uri=True, timeout=timeout_s,
+                                   isolation_level=None, check_same_thread=False)
+            conn.execute(probe).fetchone()
+            return conn
+        except sqlite3.Error as exc:
+            if conn is not None:
+                conn.close()
+            if is_damaged(exc):
+                raise
+            last = exc
+    raise last
+
+
 def foreign_tables(path, table: str, columns: tuple[str, ...]) -> list[str]:
     """The tables of `path` (at most 5 named) when it is an SQLite database without `table` and its
     `columns`: another program's file. [] when it is one of ours, empty, missing, not SQLite or

@@ -23,6 +23,7 @@ from typing import Any
 import orchestrator
 from orchestrator.doctor.checks import FAIL, PASS, Check
 from orchestrator.scaling import releases
+from orchestrator.scaling import ultralytics_math as um
 from orchestrator.scaling.effective import effective_values
 
 EPOCHS = 3
@@ -101,7 +102,7 @@ def expected_steps(eff: dict, release: str, steps: dict) -> list[tuple[int, str,
     for ni, step in enumerate(steps["steps"]):
         warm = bool(nw) and (ni <= nw if f.warmup_last_step else ni < nw)
         if warm:
-            accumulate = max(1, round(1 + (target - 1) * ni / nw))
+            accumulate = um.warmup_accumulate(ni, nw, target)
         out.append((ni, "accumulate", accumulate, step["accumulate"]))
         for j, (lr, lr0) in enumerate(zip(step["lr"], step["initial_lr"])):
             bias = steps["group_names"][j] == "bias" if version >= (8, 4, 3) else j == 0

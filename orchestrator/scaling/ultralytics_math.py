@@ -152,8 +152,13 @@ def accumulate_after_warmup(nbs: int, batch: int, capped_acc: int, nw: int, tota
     if nw <= 0 or total_steps <= 0:
         return capped_acc
     target = capped_acc if ramp_to_capped else nbs / batch
-    last = min(nw if last_step else nw - 1, total_steps - 1)
-    return max(1, int(round(1 + (target - 1) * last / nw)))  # np.interp, and numpy's round-half-even
+    return warmup_accumulate(min(nw if last_step else nw - 1, total_steps - 1), nw, target)
+
+
+def warmup_accumulate(ni: int, nw: int, target: float) -> int:
+    """_do_train's accumulate at warmup step `ni` of `nw`:
+    ``max(1, int(np.interp(ni, [0, nw], [1, target]).round()))`` (numpy rounds halves to even, as round())."""
+    return max(1, int(round(1 + (target - 1) * ni / nw)))
 
 
 def warmup_epochs_applied(warmup_epochs: float, epochs: int, capped: bool = True) -> float:

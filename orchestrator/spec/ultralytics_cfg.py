@@ -51,7 +51,9 @@ def suggest_model(name: str) -> str:
     return suggest(name, _model_yamls().keys())
 
 
+@lru_cache(maxsize=1)
 def version() -> str:
+    """The installed release, read from its __init__.py (no import); every plan asks, once per process."""
     text = (package_dir() / "__init__.py").read_text()
     m = re.search(r"__version__\s*=\s*['\"]([^'\"]+)", text)
     return m.group(1) if m else "unknown"

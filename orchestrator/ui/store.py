@@ -14,10 +14,11 @@ import re
 import sqlite3
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from contextlib import closing
 
 from orchestrator.registry import ACTIVE, STATES
 from orchestrator.rundir import ENV, EVENTS, LOG, RESOLVED, SUMMARY, load_own_yaml
+from orchestrator.sqlite_wal import connect_readonly
 from orchestrator.tasks import TASKS, headline, task_of_keys
 from orchestrator.urls import MASK, redact_text, redact_url
 
@@ -41,17 +42,14 @@ class Store:
         self.registry = Path(registry)
         self._task_memo: dict[tuple[str, float], str | None] = {}
 
-    def _connect(self) -> sqlite3.Connection:
-        last: Exception | None = None
-        for flags in ("mode=ro", "immutable=1"):  # immutable: a folder nobody may write (no -shm possible)
-            try:
-                conn = sqlite3.connect(f"file:{quote(str(self.registry))}?{flags}", uri=True, timeout=5)
-                conn.row_factory = sqlite3.Row
-                conn.execute("SELECT count(*) FROM runs LIMIT 1")
-                return conn
-            except sqlite3.Error as exc:
-                last = exc
-        raise OSError(f"registry {self.registry} cannot be read ({last})")
+    def _connect(self) -> closing[sqlite3.Connection]:
+        """A read-only connection for one call, closed after it (sqlite_wal.connect_readonly)."""
+        try:
+            conn = connect_readonly(self.registry, 5.0, "SELECT count(*) FROM runs LIMIT 1")
+        except sqlite3.Error as exc:
+            raise OSError(f"registry {self.registry} cannot be read ({exc})") from None
+        conn.row_factory = sqlite3.Row
+        return closing(conn)
 
     # ---------------------------------------------------------------- runs
     def runs(self, name: str = "", state: str = "", devices: str = "", tags: str = "", task: str = "",

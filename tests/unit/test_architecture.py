@@ -42,7 +42,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "doctor": {"rundir", "registry", "spec", "urls", "wandb_mode", "worker.offline", "worker.wandb_reach",
                "data", "scaling"},  # --verify-plan: generated data, the plan's formulas
     # the dashboard reads the registry and the run directories, and writes nothing
-    "ui": {"rundir", "registry", "tasks", "urls"},
+    "ui": {"rundir", "registry", "sqlite_wal", "tasks", "urls"},
     # the command line on top
     "cli": {"rundir", "urls", "data", "devices", "tasks", "scaling", "spec", "launch", "plan", "registry", "wandb_mode", "replan",
             "runner", "sweep", "kaggle", "doctor", "ui"},
