@@ -42,8 +42,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from orchestrator.tasks import EXAMPLE_MODELS, HEADLINE, TASKS  # noqa: E402
 POLICIES = ("none", "auto", "linear", "sqrt", "table")
-OPTIMIZERS = {"SGD": {"lr0": 0.01, "momentum": 0.937}, "AdamW": {"lr0": 0.001, "momentum": 0.9}}
-REF_BATCH = 16
+# MuSGD: what optimizer=auto picks above 10,000 iterations on Ultralytics 8.4 (lr0 0.01, momentum 0.9)
+OPTIMIZERS = {"SGD": {"lr0": 0.01, "momentum": 0.937}, "AdamW": {"lr0": 0.001, "momentum": 0.9},
+              "MuSGD": {"lr0": 0.01, "momentum": 0.9}}
+DEFAULT_OPTIMIZERS = ("SGD", "AdamW")
 # Ultralytics' classify augmentations (random erasing, RandAugment) hide a shape this small (docs/tasks.md)
 TASK_OVERRIDES = {"classify": {"erasing": 0.0, "auto_augment": None}}
 
@@ -53,7 +55,8 @@ def metric_key(task: str) -> str:
 
 
 def job_for(args, optimizer: str) -> dict:
-    """The reference job: batch 16 with nbs 16 (X = 16), the optimizer pinned (auto would ignore lr0)."""
+    """The reference job: batch B with nbs B (X = B, 16 unless --ref-batch), the optimizer pinned (auto
+    would ignore lr0)."""
     return {
         "name": f"fidelity-{args.task}-{optimizer.lower()}",
         "model": EXAMPLE_MODELS[args.task],
@@ -64,24 +67,25 @@ def job_for(args, optimizer: str) -> dict:
         "deterministic": True,
         "hyp": {"preset": "scratch-default", "optimizer": optimizer, "weight_decay": 0.0005,
                 "warmup_epochs": 3.0, **OPTIMIZERS[optimizer]},
-        "reference": {"devices": 1, "batch": REF_BATCH, "nbs": REF_BATCH},
-        "target": {"devices": args.device, "batch": REF_BATCH},
+        "reference": {"devices": 1, "batch": args.ref_batch, "nbs": args.ref_batch},
+        "target": {"devices": args.device, "batch": args.ref_batch},
         "wandb": {"mode": "disabled"},
         "overrides": {"workers": args.workers, "plots": False, **TASK_OVERRIDES.get(args.task, {})},
     }
 
 
-def cell_overrides(k: int, policy: str, seed: int) -> list[str]:
-    return ["--set", f"seed={seed}", "--set", f"target.batch={REF_BATCH * k}", "--set", f"scaling.policy={policy}"]
+def cell_overrides(ref_batch: int, k: int, policy: str, seed: int) -> list[str]:
+    return ["--set", f"seed={seed}", "--set", f"target.batch={ref_batch * k}", "--set", f"scaling.policy={policy}"]
 
 
-def training_key(work: Path, optimizer: str, k: int, policy: str, seed: int) -> tuple:
+def training_key(args, optimizer: str, k: int, policy: str, seed: int) -> tuple:
     """What Ultralytics will really train with for this cell (from `yolo-orch plan`, no torch): two
     policies that pass the same effective values are one training, run once and reported for both
     (e.g. AdamW auto and sqrt; SGD linear and none at k = 2, where they differ only in how nbs and
     the passed weight decay split the same optimizer weight decay)."""
-    out = subprocess.run([sys.executable, "-m", "orchestrator", "plan", str(work / f"{optimizer}.yaml"), "--json",
-                          *cell_overrides(k, policy, seed)], cwd=REPO, capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-m", "orchestrator", "plan", str(args.work / f"{optimizer}.yaml"), "--json",
+                          *cell_overrides(args.ref_batch, k, policy, seed)], cwd=REPO, capture_output=True,
+                         text=True, check=True)
     eff = json.loads(out.stdout)[0]["effective"]
     return (optimizer, seed, *(eff[x] for x in ("batch", "accumulate", "lr0", "momentum", "weight_decay",
                                                 "warmup_epochs", "warmup_bias_lr")))
@@ -91,7 +95,7 @@ def train(args, work: Path, optimizer: str, k: int, policy: str, seed: int) -> d
     job = work / f"{optimizer}.yaml"
     runs = work / "runs" / f"{optimizer}-k{k}-{policy}-s{seed}"
     cmd = [sys.executable, "-m", "orchestrator", "submit", str(job), "--json", "--set", f"runs_dir={runs}",
-           *cell_overrides(k, policy, seed)]
+           *cell_overrides(args.ref_batch, k, policy, seed)]
     started = time.time()
     out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
     wall = time.time() - started
@@ -104,7 +108,8 @@ def train(args, work: Path, optimizer: str, k: int, policy: str, seed: int) -> d
     row.update(optimizer=optimizer, k=k, policy=policy, seed=seed, wall_s=round(wall, 1))
     print(f"  {optimizer:5} k={k} {policy:6} seed {seed}: {metric_key(args.task)} {row['final']:.4f}  "
           f"(lr0 {row['passed']['lr0']:.4g}, X {row['effective']['images_per_step']}, "
-          f"{row['effective']['optimizer_steps_per_epoch']} steps/epoch, {wall:.0f} s)", flush=True)
+          f"{row['effective']['optimizer_steps_per_epoch']} steps/epoch, clipped {row['clipping']['fraction']}, "
+          f"{wall:.0f} s)", flush=True)
     return row
 
 
@@ -123,7 +128,20 @@ def read_run(run_dir: Path, task: str = "detect") -> dict:
         "effective": {k: eff.get(k) for k in ("images_per_step", "accumulate", "weight_decay",
                                              "optimizer_steps_per_epoch", "warmup_iterations")},
         "reasons": scaling["reasons"],
+        "clipping": clipping(run_dir),
     }
+
+
+def clipping(run_dir: Path) -> dict:
+    """How often Ultralytics' fixed gradient clip (max_norm 10) bound, from the epoch events
+    (worker/grad_norm.py): the share of all optimizer steps, and per epoch the share, mean and max norm."""
+    epochs = [e["metrics"] for e in map(json.loads, (run_dir / "events.jsonl").read_text().splitlines())
+              if e.get("event") == "epoch" and "train/clip_fraction" in e.get("metrics", {})]
+    per_epoch = {"fraction": [m["train/clip_fraction"] for m in epochs],
+                 "norm_mean": [m["train/grad_norm"] for m in epochs],
+                 "norm_max": [m["train/grad_norm_max"] for m in epochs]}
+    overall = round(statistics.mean(per_epoch["fraction"]), 4) if epochs else None
+    return {"fraction": overall, "max_norm": 10.0, "per_epoch": per_epoch}
 
 
 def policies_in(rows: list[dict]) -> list[str]:
@@ -170,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--task", default="detect", choices=TASKS, help="the task trained (its model and data)")
     ap.add_argument("--device", default="cpu", help="target devices of every run: cpu, or one GPU such as 0")
-    ap.add_argument("--optimizers", nargs="+", default=list(OPTIMIZERS), choices=list(OPTIMIZERS))
+    ap.add_argument("--optimizers", nargs="+", default=list(DEFAULT_OPTIMIZERS), choices=list(OPTIMIZERS))
     ap.add_argument("--policies", nargs="+", default=list(POLICIES), choices=list(POLICIES))
     ap.add_argument("--ks", nargs="+", type=int, default=[2, 4, 8], help="images-per-step multiples besides 1")
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
@@ -178,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--val-images", type=int, default=256)
     ap.add_argument("--imgsz", type=int, default=64)
     ap.add_argument("--epochs", type=int, default=30)
+    ap.add_argument("--ref-batch", type=int, default=16,
+                    help="the reference's batch (= its nbs: its images per step); k = 8 keeps 960 steps with "
+                         "--ref-batch 8 at the default images and epochs")
     ap.add_argument("--workers", type=int, default=2, help="Ultralytics loader workers per run (GPU runs)")
     ap.add_argument("--parallel", type=int, default=2, help="trainings at a time")
     ap.add_argument("--work", type=Path, default=REPO / "runs" / "bench_scaling")
@@ -185,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-reference", action="store_true", help="no k = 1 runs (another invocation has them)")
     ap.add_argument("--report", type=Path, help="only print the table of a saved results JSON")
     ap.add_argument("--plot", type=Path, help="with --report: draw the per-epoch curves to this PNG")
+    ap.add_argument("--plot-clipping", type=Path,
+                    help="with --report: draw each run's gradient norm and clipped share per epoch to this PNG")
     args = ap.parse_args(argv)
     if args.report:
         saved = json.loads(args.report.read_text())
@@ -192,6 +215,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.plot:
             plot_curves(saved, args.plot)
             print(f"wrote {args.plot}")
+        if args.plot_clipping:
+            plot_clipping(saved, args.plot_clipping)
+            print(f"wrote {args.plot_clipping}")
         return 0
 
     args.work.mkdir(parents=True, exist_ok=True)
@@ -202,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     grid += [(opt, k, p, s) for opt, k, p, s in itertools.product(args.optimizers, args.ks, args.policies, args.seeds)]
     same: dict[tuple, list[tuple]] = {}  # one training per distinct set of effective values
     for g in grid:
-        same.setdefault(training_key(args.work, *g), []).append(g)
+        same.setdefault(training_key(args, *g), []).append(g)
     print(f"{len(grid)} cells, {len(same)} distinct trainings, {args.parallel} at a time, on {args.device}",
           flush=True)
     started = time.time()
@@ -261,13 +287,43 @@ def plot_curves(saved: dict, path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def plot_clipping(saved: dict, path: Path) -> None:
+    """Per run: the mean gradient norm before clipping per epoch (log scale, Ultralytics' max_norm drawn)
+    and the share of the epoch's optimizer steps that the clip shortened."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = [r for r in saved["runs"] if r.get("clipping", {}).get("per_epoch", {}).get("norm_mean")
+            and not r.get("same_training_as")]
+    fig, (norms, shares) = plt.subplots(1, 2, figsize=(9.5, 3.6))
+    for r in runs:
+        per_epoch = r["clipping"]["per_epoch"]
+        label = f"{r['optimizer']} k = {r['k']} {r['policy'] if r['k'] != 1 else 'reference'} s{r['seed']}"
+        epochs = range(1, len(per_epoch["norm_mean"]) + 1)
+        line = norms.plot(epochs, per_epoch["norm_mean"], label=label, lw=1.2)[0]
+        shares.plot(epochs, per_epoch["fraction"], color=line.get_color(), lw=1.2)
+    norms.axhline(runs[0]["clipping"]["max_norm"] if runs else 10.0, color="k", ls="--", lw=1, label="max_norm")
+    norms.set_yscale("log")
+    norms.set_title("gradient norm before clipping (epoch mean)")
+    shares.set_title("share of optimizer steps clipped")
+    shares.set_ylim(-0.02, 1.02)
+    for ax in (norms, shares):
+        ax.set_xlabel("epoch")
+        ax.grid(alpha=0.3)
+    norms.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def save(args, command: str, rows: list[dict], started: float) -> None:
     rows = sorted(rows, key=lambda r: (r["optimizer"], r["k"], policies_in(rows).index(r["policy"]), r["seed"]))
     result = {
         "command": command,
         "task": {"images": args.images, "val_images": args.val_images, "imgsz": args.imgsz, "epochs": args.epochs,
                  "classes": 3, "model": f"{EXAMPLE_MODELS[args.task]} (from scratch)", "task": args.task,
-                 "metric": metric_key(args.task), "reference": {"batch": REF_BATCH, "nbs": REF_BATCH},
+                 "metric": metric_key(args.task), "reference": {"batch": args.ref_batch, "nbs": args.ref_batch},
                  "overrides": TASK_OVERRIDES.get(args.task, {})},
         "device": args.device, "wall_s": round(time.time() - started), "runs": rows, "summary": summarize(rows),
     }

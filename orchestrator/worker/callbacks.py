@@ -39,9 +39,11 @@ class EpochReporter(EpochBoundary):
     """Emits one `epoch` event per training epoch; the final validation of best.pt is not counted
     as an epoch and is reported as the `final_eval` event instead."""
 
-    def __init__(self, events: EventWriter | None, sinks: list[Callable[[int, dict], None]] = ()):
+    def __init__(self, events: EventWriter | None, sinks: list[Callable[[int, dict], None]] = (),
+                 extras: list[Callable[[], dict[str, float]]] = ()):
         self.events = events
         self.sinks = list(sinks)
+        self.extras = list(extras)  # more per-epoch metrics, e.g. grad_norm.GradNormMeter.epoch_metrics
         self.seen: set[int] = set()
         self.started = time.time()
         self.final_metrics: dict[str, float] | None = None
@@ -81,6 +83,8 @@ class EpochReporter(EpochBoundary):
         epoch = int(trainer.epoch)
         self.seen.add(epoch)
         metrics = epoch_metrics(trainer)
+        for extra in self.extras:
+            metrics.update(extra())
         if self.events:
             self.events.emit("epoch", epoch=epoch + 1, epochs=trainer.epochs, metrics=metrics,
                              fitness=float_or_none(trainer.fitness), elapsed=time.time() - self.started)

@@ -87,11 +87,14 @@ def train(run_dir: Path, trainer_factory=None) -> int:
 
     from orchestrator.worker import heartbeat
     from orchestrator.worker.callbacks import EpochReporter, attach_named
+    from orchestrator.worker.grad_norm import GradNormMeter
 
     model = YOLO(resume_args["resume"] if resume_args else args.pop("model"), task=resolved["job"]["task"])
     recovery.attach(model, run_dir)
     heartbeat.attach(model, run_dir, resolved)  # every rank: the orchestrator's stall watchdog reads it
-    reporter = EpochReporter(events, sinks)
+    grad_norm = GradNormMeter()
+    grad_norm.attach(model)
+    reporter = EpochReporter(events, sinks, extras=[grad_norm.epoch_metrics])
     reporter.attach(model)
     attach_named(model, run_dir, resolved)  # e.g. a sweep trial's: report each epoch to Optuna, stop when pruned
     started = time.time()
@@ -115,6 +118,7 @@ def train(run_dir: Path, trainer_factory=None) -> int:
             finish_run(run_dir, events, epochs=trainer.epochs, metrics=final, started=started,
                        epochs_completed=max(reporter.seen) + 1 if reporter.seen else 0)
     finally:
+        grad_norm.restore()
         recovery.cleanup(run_dir)
         if wandb_logger is not None:
             wandb_logger.finish(final, exit_code=exit_code)

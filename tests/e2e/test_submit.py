@@ -54,6 +54,10 @@ def test_submit_trains_and_writes_run_dir(tmp_path):
     # Metrics were produced, once per epoch (the final best.pt validation is not an epoch)
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     assert [e["event"] for e in events].count("epoch") == 1
+    # the norm Ultralytics clips at 10, per epoch (worker/grad_norm.py): 2 optimizer steps, each measured
+    epoch = next(e["metrics"] for e in events if e["event"] == "epoch")
+    assert epoch["train/grad_norm_max"] >= epoch["train/grad_norm"] > 0
+    assert epoch["train/clip_fraction"] in (0.0, 0.5, 1.0)
     # progress within the epoch: the first batch is always reported, then at most one a second
     progress = [e for e in events if e["event"] == "progress"]
     assert progress and (progress[0]["epoch"], progress[0]["batch"], progress[0]["batches"]) == (1, 1, 2)
