@@ -71,6 +71,7 @@ def per_step_warnings(
         out.append(
             f"k = {k:.4g} is beyond the measured k <= {evidence.MEASURED_MAX_K} (docs/scaling.md section 7): "
             "auto extrapolates its rule; compare a short run against the reference before a long one"
+            + (f" ({evidence.K8_SGD})" if k == 8 and opt in um.SGD_FAMILY else "")
         )
     if rule.wd_mult != 1 and opt in um.COUPLED_L2 and opt not in um.SGD_FAMILY:
         out.append(
@@ -93,8 +94,10 @@ def per_step_warnings(
         out.append(
             f"images per optimizer step x {k:.4g}: Ultralytics' EMA of the weights updates once per optimizer "
             f"step{horizon}; clip_grad_norm_(max_norm=10) acts on the summed gradient, whose norm grows with the "
-            "images per step, so clipping can bite more often"
-            + (" and shortens those SGD steps" if opt in um.SGD_FAMILY else "")
+            "images per step"
+            + (f": it bound on {evidence.CLIP_BOUND}, so the SGD step's length follows lr0 alone"
+               if opt in um.SGD_FAMILY
+               else f": the {opt} update ignores that scale")
         )
     out += few_steps_warning(eff, ref_eff, k)
     wbl = passed["warmup_bias_lr"]

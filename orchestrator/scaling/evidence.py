@@ -68,10 +68,10 @@ GAPS = (
 
 # auto's rule per family, as the exponent e of the passed lr0 multiplier k**e (the effective weight
 # decay then follows k**(1 - e), which keeps the decay per epoch). Chosen from GAPS:
-# SGD-family e = 1/2: Ultralytics' summed loss already grows the SGD step with k (the linear rule,
-#   e = 0); on top of it sqrt(k) more movement per epoch made up for most of k x fewer steps (k = 4:
-#   -0.012 on an H100 and -0.038 on a CPU, against stock Ultralytics' -0.063 and -0.064 and the
-#   linear rule's -0.050 with its longer warmup).
+# SGD-family e = 1/2: the clip binds on CLIP_BOUND, so the step is lr0 x 10 long at any batch and
+#   lr0 x sqrt(k) lengthens it sqrt(k)-fold: the square-root rule for a normalised step. It made up for
+#   most of k x fewer steps (k = 4: -0.012 on an H100 and -0.038 on a CPU, against stock Ultralytics'
+#   -0.063 and -0.064 and the mean-gradient linear rule's -0.050; k = 8: K8_SGD).
 # Adam-family e = 1: the linear rule, which keeps the movement per epoch (the update ignores the
 #   gradient's scale, so the summed loss changes nothing). At k = 4 it kept AdamW's outcome (+0.005)
 #   where Malladi et al. 2022's square-root rule lost 0.041 and stock Ultralytics 0.074.
@@ -96,6 +96,18 @@ KEPT_WITH_STEPS = 960
 # The offer, measured on that task: 120 epochs at k = 4 (the reference's 480 optimizer steps, 4x its images)
 FEW_STEPS_LONGER = "at 4x the epochs auto ended at 0.741 mAP50-95 against the reference's 0.347 (AdamW, 256 images)"
 MEASURED_MAX_K = 4  # beyond this auto extrapolates: the plan says so
+# k = 8 (SGD, detect, reference batch 8: 960 optimizer steps at k = 8), one H200 call: auto against none,
+# 2 seeds each; the two references were stopped by the call's limit at epochs 25 and 24 of 30, so no gap
+# to the reference is known there (docs/scaling.md 7G).
+K8_SGD = "at k = 8 auto ended at 0.878 mAP50-95 against stock Ultralytics' 0.687 (SGD, H200, 2 seeds; the reference unfinished)"
+
+# Ultralytics clips the gradient norm at um.CLIP_MAX_NORM before every step. Measured per epoch over the
+# whole 30-epoch trainings (worker/grad_norm.py; detect, SGD, yolo11n, 2048 images at 64 px): it bound on
+# 96-100 % of the steps at 8 images per step (the mean norm fell from ~390 to 13-15) and on every step at
+# 64 (norm 80-175 after epoch 3). So for the SGD family the summed loss's growth with k does not reach the
+# step: the step is lr0 x max_norm long (a normalised-gradient step) at any measured batch, and its
+# length changes only with lr0. An Adam-family update ignores the gradient's scale, clipped or not.
+CLIP_BOUND = "96-100 % of the steps measured at 8 and 64 images per step (SGD, detect; docs/scaling.md 7G)"
 
 
 def gaps(family: str, k: float, rule: str, task: str = "detect") -> list[Gap]:

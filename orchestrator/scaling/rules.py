@@ -42,9 +42,11 @@ def rule_for(policy: str, opt: str, images: int, images_ref: int, world: int, wo
     Every k-rule (auto, linear, sqrt) passes lr0 x k**e and gives the optimizer a weight decay x k**(1-e),
     which keeps the weight decay per epoch (optimizer steps x lr0 x weight decay: steps / k). The
     exponent e differs by family because Ultralytics' loss is a SUM over the images of a step: the
-    SGD step already grows with k at a fixed lr0 (mean-gradient lr x k**(e+1)); an Adam-family step
+    SGD gradient grows with k at a fixed lr0 (mean-gradient lr x k**(e+1)); an Adam-family step
     does not (mean-gradient lr x k**e). linear and sqrt are the literature's rules in mean-gradient
-    terms; auto's exponent is the measured one (evidence.AUTO_LR0_EXPONENT).
+    terms; auto's exponent is the measured one (evidence.AUTO_LR0_EXPONENT). Ultralytics' clip at norm
+    10 bound on nearly every measured SGD step (evidence.CLIP_BOUND), so the SGD step's real length is
+    lr0 x 10 x 1: the reasons say what each rule does to that clipped step too.
 
     `growth` is by how much the SGD step grows at a fixed lr0 (scaler._step_growth): the images per step
     for a summed loss; for classify's mean loss (tasks.MEAN_LOSS_TASKS) the micro-batches per step, so there lr0
@@ -62,8 +64,7 @@ def rule_for(policy: str, opt: str, images: int, images_ref: int, world: int, wo
             return Rule("none", family, 1.0, "no scaling", Fraction(1), Fraction(1), False, "", "")
         per_epoch = (
             f"mean-gradient step x {float(growth):.4g}" if sgd and mean_loss
-            else "the linear rule in mean-gradient terms (Goyal et al. 2017)" if sgd
-            else f"{float(k_images):.4g} x fewer steps of the same size per epoch"
+            else f"{float(k_images):.4g} x fewer steps of the same {'clipped ' if sgd else ''}length per epoch"
         )
         return Rule(
             "none", family, 1.0, "no scaling", Fraction(1), k_images, False,
@@ -75,6 +76,8 @@ def rule_for(policy: str, opt: str, images: int, images_ref: int, world: int, wo
         lr_text = f"table rule lr0 x {float(d):.4g} (k = {world}/{world_ref} devices)"
         if sgd and growth != 1:
             lr_text += f"; with Ultralytics' loss scaling the mean-gradient SGD step grows x {float(d * growth):.4g}"
+            if not mean_loss:
+                lr_text += f" unclipped, x {float(d):.4g} as the clip binds (docs/scaling.md 7G)"
         if d == 1 and growth == 1:
             lr_text = ""
         return Rule(
@@ -94,27 +97,38 @@ def rule_for(policy: str, opt: str, images: int, images_ref: int, world: int, wo
         lr_reason = (f"{policy} keeps the reference's step at the same images per step: {summed}, so lr0 x "
                      f"1/{float(growth):.4g} (and the weight decay x {float(growth):.4g}: the same decay per step)")
     elif policy == "auto":
-        measured = evidence.gaps(family, k, "auto", task)
-        named = {0.5: ", the square-root rule (Malladi et al. 2022)", 1.0: ", the linear rule"}
-        how = f"{summed}; lr0 x k^{e:g}" + (" on top" if sgd else named.get(mean_exp, ""))
-        if sgd and mean_loss:
-            how = f"{summed}; lr0 x k^{mean_exp:g} / {float(growth):.4g}"
-        lr_reason = (
-            f"auto ({family}-family {opt}): {how}: step x {k ** mean_exp:.4g} in mean-gradient terms, movement per "
-            f"epoch x {k ** (mean_exp - 1):.4g} ({k:.4g} x fewer optimizer steps); {k_text}; "
-            + (f"measured: {evidence.gaps_text(measured)}" if measured else auto_basis(k))
-        )
+        lr_reason = _auto_reason(opt, family, task, summed, k_text, k, e, mean_exp, growth if mean_loss else None)
     else:
         lr_reason = (
             f"{policy} rule (forced by policy): step x {k ** mean_exp:.4g} = "
             f"{'k' if policy == 'linear' else 'sqrt(k)'} in mean-gradient terms; {summed}, so lr0 x "
-            f"{float(lr_mult):.4g}; {k_text}"
+            f"{float(lr_mult):.4g}" + (f", which makes the clipped step x {float(lr_mult):.4g} and the movement per "
+                                       f"epoch x {float(lr_mult) / k:.4g}" if sgd and not mean_loss else "")
+            + f"; {k_text}"
         )
     wd_reason = (
         f"{policy} rule keeps the weight decay per epoch (optimizer steps x lr0 x weight decay: "
         f"steps x 1/{k:.4g}, lr0 x {float(lr_mult):.4g}, weight decay x {float(wd_mult):.4g})"
     )
     return Rule(policy, family, k, k_text, lr_mult, wd_mult, k >= WARMUP_K_THRESHOLD, lr_reason, wd_reason)
+
+
+def _auto_reason(opt: str, family: str, task: str, summed: str, k_text: str, k: float, e: float, mean_exp: float,
+                 mean_loss_growth: Fraction | None) -> str:
+    """auto's lr0 reason: what its exponent does to the step and the movement per epoch, and the rows
+    that chose it. An SGD step under a summed loss is clipped (evidence.CLIP_BOUND): its length follows lr0."""
+    how = f"{summed}; lr0 x k^{e:g}"
+    step = f"step x {k ** mean_exp:.4g} in mean-gradient terms, movement per epoch x {k ** (mean_exp - 1):.4g}"
+    if family == "Adam":
+        how += {0.5: ", the square-root rule (Malladi et al. 2022)", 1.0: ", the linear rule"}.get(e, "")
+    elif mean_loss_growth is not None:
+        how = f"{summed}; lr0 x k^{mean_exp:g} / {float(mean_loss_growth):.4g}"
+    else:
+        how += {0.5: ", the square-root rule for a normalised step", 1.0: ", the linear rule"}.get(e, "")
+        step = f"the clipped step x {k ** e:.4g}, movement per epoch x {k ** (e - 1):.4g}"
+    measured = evidence.gaps(family, k, "auto", task)
+    return (f"auto ({family}-family {opt}): {how}: {step} ({k:.4g} x fewer optimizer steps); {k_text}; "
+            + (f"measured: {evidence.gaps_text(measured)}" if measured else auto_basis(k, family, task)))
 
 
 def _multipliers(k: Fraction, e: float, mean_exp: float, growth: Fraction | None):
@@ -135,10 +149,14 @@ def _step_text(opt: str, sgd: bool, mean_loss: bool, growth: float) -> str:
         return (f"Ultralytics' classify loss is a mean per micro-batch, multiplied by the world size under DDP and "
                 f"added up over accumulation, so the {opt} step grows with the micro-batches per optimizer step "
                 f"(world x accumulate: x {growth:.4g})")
-    return f"Ultralytics' summed loss already grows the {opt} step with the images per step (x {growth:.4g})"
+    return (f"Ultralytics' summed loss grows the {opt} gradient with the images per step (x {growth:.4g}), but "
+            f"its clip at norm {um.CLIP_MAX_NORM:g} bound on {evidence.CLIP_BOUND}: the step stays lr0 x "
+            f"{um.CLIP_MAX_NORM:g} long")
 
 
-def auto_basis(k: float) -> str:
+def auto_basis(k: float, family: str = "SGD", task: str = "detect") -> str:
+    if family == "SGD" and task == "detect" and k == 8:
+        return f"the gap to the reference measured at k <= {evidence.MEASURED_MAX_K}; {evidence.K8_SGD}"
     if k > evidence.MEASURED_MAX_K:
         return f"beyond the measured k <= {evidence.MEASURED_MAX_K}, extrapolated (docs/scaling.md section 7)"
     return "not measured at this k (docs/scaling.md section 7)"

@@ -32,6 +32,9 @@ DEFAULTS = {"batch": 16, "nbs": 64, "epochs": 100, "optimizer": "auto", "lr0": 0
 # ultralytics/cfg/__init__.py CFG_FRACTION_KEYS: check_cfg rejects values outside [0.0, 1.0].
 FRACTION_KEYS = frozenset({"lr0", "lrf", "momentum", "weight_decay", "warmup_momentum", "warmup_bias_lr"})
 
+# engine/trainer.py optimizer_step: clip_grad_norm_(model.parameters(), max_norm=10.0) before every step.
+CLIP_MAX_NORM = 10.0
+
 # utils/torch_utils.py ModelEMA: decay = 0.9999 * (1 - exp(-updates / tau)), one update per optimizer step.
 EMA_TAU = 2000
 
