@@ -153,6 +153,60 @@ def pg_url():
         admin.close()
 
 
+class PrivateServer:
+    """A PostgreSQL server of the test's own (initdb in a temporary folder, its own port, trust auth on
+    loopback), so that a test may stop and start it as an outage would: `.url`, `.stop()`, `.start()`."""
+
+    def __init__(self, folder: Path):
+        bins = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))
+        if not bins:
+            _unavailable("no PostgreSQL server binaries under /usr/lib/postgresql (apt-get install postgresql)")
+        self.bin = bins[-1].parent
+        self.data, self.sock = folder / "pgdata", folder / "pgsock"
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        folder.mkdir(parents=True, exist_ok=True)
+        self.sock.mkdir()
+        self._as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        if self._as_postgres:
+            shutil.chown(folder, "postgres")
+            shutil.chown(self.sock, "postgres")
+        subprocess.run([*self._as_postgres, str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U",
+                        "postgres"], check=True, capture_output=True)
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        self.start()
+
+    def _ctl(self, *args: str) -> None:
+        subprocess.run([*self._as_postgres, str(self.bin / "pg_ctl"), "-D", str(self.data), "-w", *args],
+                       check=True, capture_output=True)
+
+    def start(self) -> None:
+        self._ctl("-o", f"-p {self.port} -k {self.sock} -c listen_addresses=127.0.0.1", "-l",
+                  str(self.data.parent / "server.log"), "start")
+
+    def stop(self, mode: str = "fast") -> None:
+        self._ctl("-m", mode, "stop")
+
+
+@pytest.fixture
+def private_pg():
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="yolo-orch-pg-"))  # not under pytest's 0700 folder: postgres enters it
+    try:
+        server = PrivateServer(folder)
+        yield server
+        try:
+            server.stop("immediate")
+        except subprocess.CalledProcessError:
+            pass  # already stopped
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 # ------------------------------------------------------------------ real filesystems that fail
 def _mount(args: list[str], what: str) -> None:
     r = subprocess.run(["mount", *args], capture_output=True, text=True)

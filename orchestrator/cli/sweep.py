@@ -52,7 +52,7 @@ def sweep_cmd(
         return
     from orchestrator.sweep import report
     from orchestrator.sweep.preview import space_as_planned
-    from orchestrator.sweep.study import StorageError, open_study
+    from orchestrator.sweep.study import StorageError
 
     for note in space_as_planned(request.sweep, request.base_plan)[1]:  # a dimension the devices make inert
         console.print(f"[yellow]warning:[/] {note}")
@@ -64,9 +64,11 @@ def sweep_cmd(
         raise typer.Exit(EXIT_INCOMPLETE) from None
     console.print(status)
     codes = _run_workers(request, study, console) if remaining else []
-    study = open_study(request.sweep, request.url, heartbeat=False, create=False)
-    summary = report.write_report(study, request.sweep, request.url, request.n_trials, time.time() - started,
-                                  request.epoch_budget)
+    try:
+        summary = _final_report(request, started, lambda m: err.print(m, markup=False, highlight=False))
+    except StorageError as exc:
+        err.print(str(exc), style="red", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_INCOMPLETE) from None
     summary["worker_exit_codes"] = codes
     if json_out:
         print_json(summary)
@@ -82,6 +84,20 @@ def sweep_cmd(
         console.print(f"[red]the study has {summary['done']} of {request.n_trials} trials; workers exited with "
                       f"{codes} (logs in {request.sweep.study_dir / 'workers'})[/]")
         raise typer.Exit(EXIT_INCOMPLETE)
+
+
+def _final_report(request, started: float, say) -> dict:
+    """The study's summary once the workers ended, waiting for a storage that is away (sweep/outage.py)."""
+    from orchestrator.sweep import report
+    from orchestrator.sweep.outage import retrying
+    from orchestrator.sweep.study import open_study
+
+    def read() -> dict:
+        study = open_study(request.sweep, request.url, heartbeat=False, create=False)
+        return report.write_report(study, request.sweep, request.url, request.n_trials, time.time() - started,
+                                   request.epoch_budget)
+
+    return retrying(read, say, "reading the study for its report")
 
 
 def _dry_run(request, console, json_out: bool) -> None:
@@ -105,7 +121,9 @@ def _run_workers(request, study, console) -> list[int]:
 
     from orchestrator.launch import process
     from orchestrator.sweep import driver
+    from orchestrator.sweep.outage import StaleTrials
 
+    stale = StaleTrials(request.sweep.spec.heartbeat.interval)
     started = driver.start_workers(request)
     procs = [p for p, _ in started]
     # the progress line shows the best value of a single-objective study (read once: it never changes)
@@ -115,7 +133,7 @@ def _run_workers(request, study, console) -> list[int]:
         task = progress.add_task("trials", total=request.n_trials, info="")
 
         def refresh() -> None:
-            tick = driver.progress_of(study, maximize)
+            tick = driver.progress_of(study, maximize, stale)
             if tick is not None:
                 progress.update(task, completed=min(tick[0], request.n_trials), info=tick[1])
 

@@ -12,8 +12,12 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from orchestrator.spec.errors import SpecError
+
+if TYPE_CHECKING:
+    from orchestrator.sweep.outage import StaleTrials
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 STOP_GRACE_S = 60  # after SIGTERM, how long workers get to fail their running trials cleanly
@@ -168,12 +172,12 @@ def stop_workers(procs: list[subprocess.Popen]) -> None:
             p.wait()
 
 
-def progress_of(study, maximize: bool | None) -> tuple[int, str] | None:
-    """(trials done, a status text) from one storage read; None when the database is busy."""
-    from orchestrator.sweep.study import done_count, epochs_spent, fail_stale, state_counts
+def progress_of(study, maximize: bool | None, stale: "StaleTrials") -> tuple[int, str] | None:
+    """(trials done, a status text) from one storage read; None when the database is busy or away."""
+    from orchestrator.sweep.study import done_count, epochs_spent, state_counts
 
     try:
-        fail_stale(study)  # a dead worker's trial turns FAIL (and is retried) even while all others train
+        stale.fail(study)  # a dead worker's trial turns FAIL (and is retried) even while all others train
         trials = study.get_trials(deepcopy=False)
     except Exception:  # noqa: BLE001 - a busy database: try again next tick
         return None

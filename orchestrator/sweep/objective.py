@@ -18,6 +18,7 @@ from orchestrator.rundir import CALLBACKS, LOG, RESOLVED, dump_yaml, load_resolv
 from orchestrator.plan import make_plan
 from orchestrator.spec.errors import SpecError
 from orchestrator.spec.loader import LoadedJob, load_job_dict
+from orchestrator.sweep.outage import retrying
 from orchestrator.sweep.study import ENV_STORAGE
 from orchestrator.sweep.trial_callback import TRIAL_CALLBACK, TRIAL_RESULT
 
@@ -98,7 +99,8 @@ def _mark_pruned(run_id: str, run_dir: Path, note: str) -> None:
 
 
 class TrialRunner:
-    """The Optuna objective: `study.optimize(TrialRunner(sweep, url), n_trials=1, catch=(TrialFailed,))`."""
+    """The objective of one trial (trial_loop.run_trial): its value(s), or TrialFailed, optuna.TrialPruned.
+    Its own storage calls wait through an outage (sweep/outage.py)."""
 
     def __init__(self, sweep: "LoadedSweep", url: str, say: Callable[[str], None] = print,
                  group: tuple[str, str] | None = None):
@@ -115,7 +117,7 @@ class TrialRunner:
         from orchestrator.runner import create_run, execute
 
         sweep = self.sweep
-        params = suggest(trial, sweep.params)
+        params = retrying(lambda: suggest(trial, sweep.params), self.say, f"sampling trial {trial.number}")
         self.last = {"number": trial.number, "state": "FAIL"}
         try:
             job = trial_job(sweep, params, trial.number, self.devices)
@@ -129,11 +131,9 @@ class TrialRunner:
         resolved["sweep"] = sweep_section(sweep, trial, params)
         resolved[CALLBACKS] = [TRIAL_CALLBACK]  # the training process reports to Optuna through it
         write_text_atomic(run_dir / RESOLVED, dump_yaml(resolved))
-        for key, value in (("run_id", run_id), ("run_dir", str(run_dir)), ("host", socket.gethostname()),
-                           ("device_group", self.group),
-                           ("worker_pid", os.getpid()), ("cli_pid", int(os.environ.get("YOLO_ORCH_SWEEP_CLI", 0)))):
-            trial.set_user_attr(key, value)
-        retried = trial.storage.get_trial_system_attrs(trial._trial_id).get("failed_trial")
+        attrs = {"run_id": run_id, "run_dir": str(run_dir), "host": socket.gethostname(), "device_group": self.group,
+                 "worker_pid": os.getpid(), "cli_pid": int(os.environ.get("YOLO_ORCH_SWEEP_CLI", 0))}
+        retried = retrying(lambda: self._record_attrs(trial, attrs), self.say, f"recording trial {trial.number}")
         self.say(f"trial {trial.number} -> run {run_id} ({run_dir})"
                  + (f" [retry of trial {retried}]" if retried is not None else "")
                  + f" params {json.dumps(params, default=str)}")
@@ -142,7 +142,8 @@ class TrialRunner:
         outcome = execute(plan, run_id, run_dir, on_event=self._on_event(trial.number))
         result = _read_result(run_dir)
         if result.get("history") is not None:
-            trial.set_user_attr("epochs", len(result["history"]))
+            retrying(lambda: trial.set_user_attr("epochs", len(result["history"])), self.say,
+                     f"recording trial {trial.number}")
         if outcome.state == "killed":
             raise KeyboardInterrupt(f"trial {trial.number}: interrupted")
         if result.get("state") == "pruned":
@@ -159,6 +160,13 @@ class TrialRunner:
         self.last = {"number": trial.number, "state": "COMPLETE", "values": values, "run_dir": str(run_dir)}
         self.say(f"trial {trial.number}: complete, objective {values}")
         return values[0] if len(values) == 1 else values
+
+    @staticmethod
+    def _record_attrs(trial: "optuna.Trial", attrs: dict[str, Any]):
+        """The run's coordinates on the trial; the trial it retries, if any."""
+        for key, value in attrs.items():
+            trial.set_user_attr(key, value)
+        return trial.storage.get_trial_system_attrs(trial._trial_id).get("failed_trial")
 
     def _on_event(self, number: int):
         def on_event(event: dict) -> None:

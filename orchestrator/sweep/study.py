@@ -35,6 +35,8 @@ def quiet_optuna() -> None:
 
     warnings.filterwarnings("ignore", category=ExperimentalWarning)
     warnings.filterwarnings("ignore", category=FutureWarning, module="optuna")
+    # the worker asks and tells itself, with its own heartbeat (sweep/outage.py)
+    warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 

@@ -29,6 +29,7 @@ from orchestrator.sweep.study import ENV_STORAGE
 from orchestrator.worker.callbacks import EpochBoundary
 
 TRIAL_RESULT = "trial.json"
+REPORT_PATIENCE_S = 60.0  # an epoch's report waits this long for an unreachable storage, then training goes on
 
 
 def objective_value(trainer, metric: str) -> float | None:
@@ -90,16 +91,31 @@ class TrialReporter(EpochBoundary):
         if self.pruned_step is not None or len(values) != 1 or values[0] is None:
             return
         trial = self.trial
-        if trial is None:
-            return
+        if trial is None:  # the storage was away at the start: try again, quietly, each epoch
+            try:
+                trial = self._open_trial()
+            except Exception:  # noqa: BLE001 - still away: this epoch is not reported
+                return
+            if trial is None:
+                return
         value = values[0]
         import optuna
 
-        try:
+        from orchestrator.sweep.outage import retrying
+        from orchestrator.sweep.study import StorageError
+
+        def report() -> bool:
             if math.isfinite(value):
                 trial.report(value, step)
             # the last epoch is paid for: pruning there saves nothing and throws away a finished model
-            prune = step < int(trainer.epochs) and trial.should_prune()
+            return step < int(trainer.epochs) and trial.should_prune()
+
+        try:
+            prune = retrying(report, lambda m: print(f"sweep: {m}", flush=True), f"reporting epoch {step}",
+                             patience=REPORT_PATIENCE_S)
+        except StorageError as exc:  # training goes on: this epoch is not reported, the worker tells the end
+            print(f"sweep: {exc}", flush=True)
+            return
         except optuna.exceptions.UpdateFinishedTrialError:
             # the study already closed this trial (its worker was presumed dead): stop wasting compute
             print(f"sweep: trial {self.sweep['trial']} was closed by the study; stopping", flush=True)

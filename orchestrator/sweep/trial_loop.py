@@ -9,7 +9,9 @@ by running the same command with the same --storage and --study. No torch here.
 Crash safety: this process beats for its RUNNING trial (RDB heartbeat). Before each trial
 it fails the stale trials of dead workers, whose retries (WAITING) it then runs first. When
 the trial budget is covered by trials still RUNNING elsewhere it waits for them rather than
-leaving: if their worker died, the retry comes back to it.
+leaving: if their worker died, the retry comes back to it. A storage that goes away and comes
+back is waited for (sweep/outage.py): the trial runs by ask and tell here, not `study.optimize`,
+whose final tell cannot be retried.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ from pathlib import Path
 from orchestrator.spec.errors import SpecError
 from orchestrator.sweep.objective import TrialFailed, TrialRunner
 from orchestrator.sweep.loader import LoadedSweep, load_sweep
-from orchestrator.sweep.study import (ENV_STORAGE, StorageError, done_count, epochs_spent, fail_stale, open_study,
-                                      state_counts)
+from orchestrator.sweep.outage import Heartbeat, StaleTrials, retrying
+from orchestrator.sweep.study import ENV_STORAGE, StorageError, done_count, epochs_spent, open_study, state_counts
 
 EXIT_TOO_MANY_FAILURES = 3
 
@@ -41,12 +43,13 @@ def run_worker(sweep: LoadedSweep, url: str, n_trials: int, timeout: float | Non
     """`group`: (devices, label) of the device group this worker is pinned to (--devices-per-trial)."""
     started = time.time()
     deadline = started + timeout if timeout else None
-    study = open_study(sweep, url, heartbeat=True, create=False)
+    study = retrying(lambda: open_study(sweep, url, heartbeat=True, create=False), say, "opening the study")
     if sweep.spec.sampler.seed is not None:  # fresh draws on resume and per worker, still reproducible
-        study = open_study(sweep, url, heartbeat=True, create=False,
-                           seed_offset=len(study.get_trials(deepcopy=False)) + 7919 * index)
+        offset = len(retrying(lambda: study.get_trials(deepcopy=False), say, "reading the study")) + 7919 * index
+        study = open_study(sweep, url, heartbeat=True, create=False, seed_offset=offset)
     runner = TrialRunner(sweep, url, say=say, group=group)
-    poll = min(5.0, float(sweep.spec.heartbeat.interval))
+    interval = float(sweep.spec.heartbeat.interval)
+    poll, stale = min(5.0, interval), StaleTrials(interval)
     failures = 0
     waiting_said = False
     say(f"worker {index} on study '{sweep.study}': target {n_trials} complete+pruned trials"
@@ -55,8 +58,8 @@ def run_worker(sweep: LoadedSweep, url: str, n_trials: int, timeout: float | Non
         if deadline is not None and time.time() >= deadline:
             say("timeout reached: no new trial")
             return 0
-        fail_stale(study)
-        trials = study.get_trials(deepcopy=False)
+        retrying(lambda: stale.fail(study, wait=True), say, "failing stale trials")
+        trials = retrying(lambda: study.get_trials(deepcopy=False), say, "reading the study")
         counts = state_counts(study, trials)
         done = done_count(counts)
         if done >= n_trials:
@@ -75,7 +78,7 @@ def run_worker(sweep: LoadedSweep, url: str, n_trials: int, timeout: float | Non
             continue
         waiting_said = False
         try:
-            study.optimize(runner, n_trials=1, catch=(TrialFailed,), gc_after_trial=False)
+            state = run_trial(study, runner, interval)
         except KeyboardInterrupt:
             # a second signal must not interrupt the retry being queued: Ctrl-C reaches the worker
             # and then `yolo-orch sweep` sends SIGTERM; a killed `yolo-orch sweep` sends two (the
@@ -84,13 +87,44 @@ def run_worker(sweep: LoadedSweep, url: str, n_trials: int, timeout: float | Non
                 signal.signal(sig, signal.SIG_IGN)
             retry_interrupted(study, sweep)
             raise
-        if runner.last.get("state") == "FAIL":
+        if state == "FAIL":
             failures += 1
             if failures >= sweep.spec.budget.max_consecutive_failures:
                 say(f"{failures} trials failed in a row: this worker stops (see the run logs)")
                 return EXIT_TOO_MANY_FAILURES
         else:
             failures = 0
+
+
+def run_trial(study, runner: TrialRunner, interval: float) -> str:
+    """Ask for a trial, train it while beating for it, tell its outcome (each storage call waited for
+    through an outage); its final state's name. Ctrl-C/SIGTERM: FAIL told, then KeyboardInterrupt."""
+    import optuna
+    from optuna.trial import TrialState
+
+    trial = retrying(study.ask, say, "asking for a trial")
+    state, value = TrialState.FAIL, None
+    try:
+        with Heartbeat(study._storage, trial._trial_id, interval):
+            value = runner(trial)
+        state = TrialState.COMPLETE
+    except optuna.TrialPruned:
+        state = TrialState.PRUNED
+    except TrialFailed as exc:
+        say(f"trial {trial.number} failed: {exc}")
+    except BaseException:
+        tell(study, trial, TrialState.FAIL, None, patience=30)  # KeyboardInterrupt, or a bug: the trial ends FAIL
+        raise
+    return tell(study, trial, state, value).name
+
+
+def tell(study, trial, state, value, patience: float | None = None):
+    """study.tell, waited for through an outage; a trial already closed (a retried tell that had landed,
+    or failed as stale meanwhile) is left as it is. The state it ends in."""
+    kwargs = {} if patience is None else {"patience": patience}
+    frozen = retrying(lambda: study.tell(trial, value, state=state, skip_if_finished=True), say,
+                      f"recording trial {trial.number}", **kwargs)
+    return frozen.state
 
 
 def retry_interrupted(study, sweep: LoadedSweep) -> None:
