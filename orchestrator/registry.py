@@ -9,11 +9,13 @@ Safe with several orchestrator processes at once: WAL journal, a busy timeout, a
 write in its own short `BEGIN IMMEDIATE` transaction. Pure standard library (the CLI reads
 it without torch).
 
-A run whose process vanished (kill -9, machine restart) is found by `reconcile()`, which
-every read runs first: a `queued`/`running` row whose owner process is gone, or whose PID now
-belongs to another process (the start time recorded with the PID no longer matches), is
-marked `killed` (or `finished`, when the worker had already written a finished summary.json).
-Rows from another host are left alone: PIDs are only meaningful on the host that wrote them.
+A run whose process vanished (kill -9, machine restart) is a `queued`/`running` row whose owner
+process is gone, or whose PID now belongs to another process (the start time recorded with the PID
+no longer matches): it is `killed` (or `finished`, when the worker had already written a finished
+summary.json). Reads (`get`, `resolve`, `list`) show such a row as that, and never write: they work on
+a registry that cannot be written. `reconcile()` writes it, an explicit step of the commands that
+change state (resume, submit). Rows from another host are left alone: PIDs are only meaningful on the
+host that wrote them.
 """
 
 from __future__ import annotations
@@ -167,6 +169,13 @@ class Registry:
 
     # ---- schema
     def _migrate(self) -> None:
+        """Create or extend the table; a registry that is already current is not written (opening it
+        to read works where it cannot be written, e.g. an immutable file)."""
+        have = {row[1] for row in self._conn.execute("PRAGMA table_info(runs)")}
+        indexes = {row[0] for row in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+        if {n for n, _ in COLUMNS} <= have and {"runs_state", "runs_study"} <= indexes and version >= SCHEMA_VERSION:
+            return
         with self._write() as c:
             cols = ", ".join(f"{name} {kind}" for name, kind in COLUMNS)
             c.execute(f"CREATE TABLE IF NOT EXISTS runs ({cols})")
@@ -282,14 +291,13 @@ class Registry:
     def note(self, run_id: str, text: str) -> dict:
         return self.update(run_id, note=text)
 
-    # ---- reads (each reconciles first)
+    # ---- reads (never write: a vanished run is shown as reconcile() would record it)
     def get(self, run_id: str) -> dict | None:
-        self.reconcile()
-        return self._get_raw(run_id)
+        row = self._get_raw(run_id)
+        return self._as_recorded(row) if row else None
 
     def resolve(self, ref: str) -> dict:
         """A run by id, unique id prefix, or `job/id-prefix`. RegistryError when none or several match."""
-        self.reconcile()
         ref = ref.strip()
         job = None
         if "/" in ref:
@@ -298,7 +306,7 @@ class Registry:
             raise RegistryError("RUN: give a run id or a unique prefix of one")
         exact = self._get_raw(ref) if ref else None
         if exact and (job is None or exact["job"] == job):
-            return exact
+            return self._as_recorded(exact)
         sql, args = "SELECT * FROM runs WHERE id LIKE ? ESCAPE '\\'", [_like_prefix(ref)]
         if job is not None:
             sql += " AND job = ?"
@@ -312,47 +320,53 @@ class Registry:
             shown = ", ".join(r["id"] for r in rows[:10])
             raise RegistryError(f"RUN: '{label}' matches several runs ({shown}{', ...' if len(rows) > 10 else ''}); "
                                 "give more characters")
-        return rows[0]
+        return self._as_recorded(rows[0])
 
     def list(self, state: str | None = None, study: str | None = None, job: str | None = None,
              limit: int | None = None) -> list[dict]:
         """Newest first."""
         if state is not None:
             _check_state(state)
-        self.reconcile()
         where, args = [], []
-        for col, val in (("state", state), ("study", study), ("job", job)):
+        if state is not None:  # an active row may read as another state (a vanished run): fetched too
+            where.append("(state = ? OR state IN ('queued', 'running'))")
+            args.append(state)
+        for col, val in (("study", study), ("job", job)):
             if val is not None:
                 where.append(f"{col} = ?")
                 args.append(val)
         sql = "SELECT * FROM runs" + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY created_at DESC"
-        if limit:
-            sql += f" LIMIT {int(limit)}"
         with self._lock:
-            return [_decode(r) for r in self._conn.execute(sql, args)]
+            rows = [self._as_recorded(_decode(r)) for r in self._conn.execute(sql, args)]
+        if state is not None:  # a vanished `running` row reads as `killed`: filter on what is shown
+            rows = [r for r in rows if r["state"] == state]
+        return rows[:int(limit)] if limit else rows
 
     def _get_raw(self, run_id: str) -> dict | None:
         with self._lock:
             row = self._conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
         return _decode(row) if row else None
 
-    # ---- reconcile
+    # ---- vanished runs
+    def _as_recorded(self, row: dict) -> dict:
+        """The row as reconcile() would leave it (a vanished run's outcome and note), written or not."""
+        if not _vanished(row):
+            return row
+        state, note, extra = _vanished_outcome(row)
+        extra = {k: json.loads(v) if k in JSON_COLUMNS and isinstance(v, str) else v for k, v in extra.items()}
+        notes = [*(row["notes"] or []), {"time": time.time(), "text": note}]
+        return {**row, **extra, "state": state, "notes": notes}  # ended_at: unknown until recorded
+
     def reconcile(self) -> list[str]:
-        """Mark active rows whose processes vanished; returns their ids. Read-only: states as written."""
+        """Record the outcome of active rows whose processes vanished; returns their ids. An explicit
+        step of the commands that change state; a read-only registry is left as written."""
         if self.readonly:
             return []
-        host = socket.gethostname()
         with self._lock:
             rows = [_decode(r) for r in self._conn.execute(
                 "SELECT * FROM runs WHERE state IN ('queued', 'running')")]
         changed = []
-        for row in rows:
-            if row["host"] not in (None, host):
-                continue
-            if process_alive(row["pid"], row["pid_start"]):
-                continue
-            if row["worker_pid"] and process_alive(row["worker_pid"], row["worker_start"]):
-                continue
+        for row in filter(_vanished, rows):
             state, note, extra = _vanished_outcome(row)
             with self._write() as c:  # compare-and-set: another reader may have done it already
                 notes = list(row["notes"] or [])
@@ -367,6 +381,15 @@ class Registry:
             if cur.rowcount:
                 changed.append(row["id"])
         return changed
+
+
+def _vanished(row: dict) -> bool:
+    """An active row of this host whose process (and worker) are gone."""
+    if row["state"] not in ("queued", "running") or row["host"] not in (None, socket.gethostname()):
+        return False
+    if process_alive(row["pid"], row["pid_start"]):
+        return False
+    return not (row["worker_pid"] and process_alive(row["worker_pid"], row["worker_start"]))
 
 
 def _vanished_outcome(row: dict) -> tuple[str, str, dict]:

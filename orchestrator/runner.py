@@ -96,6 +96,7 @@ def create_run(plan: Plan, runs_dir: Path | None = None, tags: dict | None = Non
     mode, _ = resolve_mode(spec.wandb)
     write_text_atomic(run_dir / RESOLVED, dump_yaml(plan.resolved_document(run_id, run_dir, mode)))
     with registry:
+        registry.reconcile()  # a command that changes state records the runs that vanished since
         registry.add_run(run_id, job=spec.name, run_dir=run_dir, devices=plan.devices.text, tags=tags,
                          epochs=spec.epochs)
     return run_id, run_dir

@@ -23,6 +23,7 @@ def resume_cmd(
     """Resume a killed or failed run at the epoch it reached (same resolved job and run directory)."""
     check_devices_flag(devices)
     with existing_registry(runs_dir, registry) as reg:
+        reg.reconcile()  # resume changes state: a run that vanished is recorded killed before it is claimed
         row = find_run(reg, run)
     resume_and_report(row, devices, json_out)
 

@@ -116,6 +116,7 @@ def existing_run(runs_dir: Path, run_id: str, resume_existing: bool, job_name: s
     if not registry_path(runs_dir).is_file():
         return None
     with Registry.open(runs_dir) as reg:
+        reg.reconcile()  # a requeued job's run vanished with its node: recorded before it is claimed
         row = reg.get(run_id)
     if row is not None and row["job"] != job_name:
         raise SpecError(f"--run-id: run {run_id} is a run of job '{row['job']}', not '{job_name}'; pick another id")

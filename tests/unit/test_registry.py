@@ -87,10 +87,53 @@ def test_reconcile_vanished_process(reg, tmp_path):
     (tmp_path / "r" / "results.csv").write_text("epoch,x\n1,0\n2,0\n")
     reg.add_run("a", job="tiny", run_dir=tmp_path / "r", pid=_dead_pid())
     reg.update("a", state="running", pid=_dead_pid(), worker_pid=_dead_pid())
-    row = reg.get("a")  # every read reconciles
-    assert row["state"] == "killed"
-    assert row["ended_at"] is not None and row["epochs_done"] == 2
+    row = reg.get("a")  # a read shows the outcome ...
+    assert row["state"] == "killed" and row["epochs_done"] == 2
     assert "vanished" in row["notes"][-1]["text"] and "resume" in row["notes"][-1]["text"]
+    assert _stored_state(reg, "a") == "running"  # ... and writes nothing
+    assert [r["id"] for r in reg.list(state="killed")] == ["a"] and reg.list(state="running") == []
+    assert reg.resolve("a")["state"] == "killed"
+    assert reg.reconcile() == ["a"]  # the explicit step of the commands that change state
+    assert _stored_state(reg, "a") == "killed"
+    row = reg.get("a")
+    assert row["ended_at"] is not None and row["epochs_done"] == 2 and len(row["notes"]) == 1
+
+
+def _stored_state(reg: Registry, run_id: str) -> str:
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{reg.path}?mode=ro", uri=True)
+    try:
+        return con.execute("SELECT state FROM runs WHERE id = ?", (run_id,)).fetchone()[0]
+    finally:
+        con.close()
+
+
+def test_runs_show_logs_work_on_a_registry_that_cannot_be_written(tmp_path):
+    """An immutable registry file (chattr +i: even root cannot write it) with a vanished run: the reads
+    show it killed and change nothing; resume, which must write, says so in one line."""
+    runs = tmp_path / "runs"
+    with Registry.open(runs) as reg:
+        reg.add_run("20260101-000000-aaaa", job="tiny", run_dir=runs / "tiny" / "20260101-000000-aaaa")
+        reg.update("20260101-000000-aaaa", state="running", pid=_dead_pid())
+    db = runs / "registry.db"
+    if subprocess.run(["chattr", "+i", str(db)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not supported here (needs root and a filesystem with inode flags)")
+    try:
+        before = db.read_bytes()
+        out = run_cli("runs", "--json", "--runs-dir", runs, cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        assert [(r["id"], r["state"]) for r in json.loads(out.stdout)] == [("20260101-000000-aaaa", "killed")]
+        show = run_cli("show", "2026", "--runs-dir", runs, "--json", cwd=tmp_path)
+        assert show.returncode == 0 and json.loads(show.stdout)["run"]["state"] == "killed", show.stderr
+        logs = run_cli("logs", "2026", "--runs-dir", runs, cwd=tmp_path)
+        assert logs.returncode == 2 and "has no log yet" in logs.stderr  # read, not refused
+        resume = run_cli("resume", "2026", "--runs-dir", runs, cwd=tmp_path)
+        assert resume.returncode == 1 and len(resume.stderr.strip().splitlines()) == 1, resume.stderr
+        assert "readonly" in resume.stderr and "Traceback" not in resume.stderr
+        assert db.read_bytes() == before
+    finally:
+        subprocess.run(["chattr", "-i", str(db)], check=True)
 
 
 def test_reconcile_pid_reuse(reg, tmp_path):
@@ -101,6 +144,7 @@ def test_reconcile_pid_reuse(reg, tmp_path):
     reg.add_run("reused", job="tiny", run_dir=tmp_path)
     reg.update("reused", state="running", pid=me, pid_start="other-boot:12345")
     assert reg.get("reused")["state"] == "killed"
+    assert reg.reconcile() == ["reused"]
 
 
 def test_reconcile_keeps_live_and_foreign_rows(reg, tmp_path):
