@@ -25,7 +25,7 @@ for v in "$@"; do
   rel=$work/rel/$v
   "$py" -m pip install -q --no-deps --target "$rel" "ultralytics==$v" >/dev/null 2>&1 || { echo "$v: cannot install"; continue; }
   rm -rf "$rel/tests"  # Ultralytics' own tests package would shadow the repository's
-  for target in "cpu:2" "xla:cpu --set target.batch=8 --set model=$repo/orchestrator/worker/xla/tiny-det.yaml"; do
+  for target in "cpu:2" "xla:cpu --set target.batch=8 --set model=$repo/tests/assets/tiny-det.yaml"; do
     # shellcheck disable=SC2086
     out=$(cd "$work" && PYTHONPATH="$repo:$rel" PJRT_DEVICE=CPU timeout 900 "$py" -m orchestrator submit job.yaml -d $target \
           --json 2>"$work/err" | "$py" -c "import json,sys; d=json.load(sys.stdin); print(d['state'], d['summary'] and d['summary']['epochs_completed'], 'epochs')" 2>/dev/null \

@@ -299,7 +299,7 @@ def processes_mentioning(text: str) -> list[int]:
 
 # ---------------------------------------------------------------- Kaggle kernels (the `kaggle` CLI is faked)
 
-TINY_MODEL = REPO / "orchestrator" / "worker" / "xla" / "tiny-det.yaml"
+TINY_MODEL = REPO / "tests" / "assets" / "tiny-det.yaml"
 
 
 def kaggle_job(tmp_path: Path, **changes) -> Path:

@@ -115,7 +115,7 @@ def test_verify_plan_reports_a_match_on_the_pin_and_a_planted_mismatch(job, tmp_
 
 @pytest.mark.parametrize("launcher, devices, sets", [
     ("torchrun", "cpu:2", ()),
-    ("xla", "xla:cpu", ("target.batch=4", f"model={REPO / 'orchestrator' / 'worker' / 'xla' / 'tiny-det.yaml'}")),
+    ("xla", "xla:cpu", ("target.batch=4", f"model={REPO / 'tests' / 'assets' / 'tiny-det.yaml'}")),
 ])
 def test_each_launcher_from_its_first_release(launcher, devices, sets, job):
     """The release before a launcher's first is refused at plan time in one line; from it, a job trains."""

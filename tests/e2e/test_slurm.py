@@ -40,7 +40,7 @@ def slurm(tmp_path_factory) -> dict:
 def _script(tmp_path: Path, env: dict, epochs: int, *flags: str, images: int = 16, **changes) -> Path:
     data = {"synth": {**TINY_JOB["data"]["synth"], "images": images}}
     job = write_job(tmp_path, TINY_JOB, epochs=epochs, target={"devices": "cpu:2"}, imgsz=32, data=data,
-                    model=str(REPO / "orchestrator" / "worker" / "xla" / "tiny-det.yaml"), **changes)
+                    model=str(REPO / "tests" / "assets" / "tiny-det.yaml"), **changes)
     out = run_cli("slurm", job, *flags, cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr
     script = tmp_path / "job.sbatch"
@@ -179,7 +179,7 @@ def test_a_sweep_array_shares_one_postgres_study_and_retries_a_cancelled_tasks_t
 
     from orchestrator.sweep.study import check_url, make_storage
 
-    write_job(tmp_path, TINY_JOB, epochs=3, imgsz=32, model=str(REPO / "orchestrator" / "worker" / "xla" / "tiny-det.yaml"))
+    write_job(tmp_path, TINY_JOB, epochs=3, imgsz=32, model=str(REPO / "tests" / "assets" / "tiny-det.yaml"))
     (tmp_path / "sweep.yaml").write_text(yaml.safe_dump({
         "study": "arr", "base": "job.yaml", "space": {"hyp": {"lr0": {"low": 1e-3, "high": 1e-2, "log": True}}},
         "pruner": "none", "budget": {"n_trials": 3}, "heartbeat": {"interval": 1, "grace_period": 4, "max_retry": 2}}))

@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.xla,
 
 
 def test_submit_on_xla_cpu(tmp_path):
-    job = write_job(tmp_path, model=str(REPO / "orchestrator" / "worker" / "xla" / "tiny-det.yaml"), imgsz=32,
+    job = write_job(tmp_path, model=str(REPO / "tests" / "assets" / "tiny-det.yaml"), imgsz=32,
                     reference={"devices": 1, "batch": 2})
     result = run_cli("submit", job, "--devices", "xla:cpu", "--json", cwd=tmp_path, env={"PJRT_DEVICE": "CPU"})
     assert result.returncode == 0, result.stderr[-3000:]
@@ -54,7 +54,7 @@ args = dict(model=sys.argv[2], data=str(data), epochs=1, imgsz=32, batch=2, nbs=
             lr0=0.01, warmup_epochs=0, plots=False, seed=0, deterministic=True)
 train_xla(args, out / "run", compile_cache=out / "run" / "xla_cache")
 """
-    model = str(REPO / "orchestrator" / "worker" / "xla" / "tiny-det.yaml")
+    model = str(REPO / "tests" / "assets" / "tiny-det.yaml")
     res = subprocess.run([sys.executable, "-c", code, str(tmp_path), model], env=cli_env({"PJRT_DEVICE": "CPU"}),
                          capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stderr[-3000:]
@@ -74,7 +74,7 @@ def test_a_killed_xla_run_resumes_where_it_stopped_on_two_devices(tmp_path):
 
     from conftest import cli_env
 
-    job = write_job(tmp_path, model=str(REPO / "orchestrator" / "worker" / "xla" / "tiny-det.yaml"), imgsz=32,
+    job = write_job(tmp_path, model=str(REPO / "tests" / "assets" / "tiny-det.yaml"), imgsz=32,
                     epochs=3, reference={"devices": 1, "batch": 4, "nbs": 4})
     env = cli_env({"YOLO_ORCH_REGISTRY": "", "PJRT_DEVICE": "CPU", "YOLO_ORCH_FAULT_SLEEP": "epoch=2,seconds=300"})
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "submit", str(job), "--devices", "xla:cpu"],
@@ -120,7 +120,7 @@ def test_a_sweep_on_xla_reports_each_epoch_and_prunes(tmp_path):
     boxes: its box loss is near 0 on CPU and XLA alike, so the class loss is the one that separates.)"""
     from conftest import write_sweep
 
-    tiny = {"model": str(REPO / "orchestrator" / "worker" / "xla" / "tiny-det.yaml"), "imgsz": 32,
+    tiny = {"model": str(REPO / "tests" / "assets" / "tiny-det.yaml"), "imgsz": 32,
             "target": {"devices": "xla:cpu"}}
     sweep = write_sweep(tmp_path, study="xla-sweep", budget={"n_trials": 2}, job_changes=tiny,
                         space={"hyp": {"cls": {"choices": [0.5, 50.0]}}}, objective={"metric": "val/cls_loss"},

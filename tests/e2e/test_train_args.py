@@ -11,7 +11,7 @@ import yaml
 
 from conftest import REPO, run_cli
 
-TINY = str(REPO / "orchestrator" / "worker" / "xla" / "tiny-det.yaml")
+TINY = str(REPO / "tests" / "assets" / "tiny-det.yaml")
 
 
 @pytest.fixture

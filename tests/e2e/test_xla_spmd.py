@@ -17,7 +17,7 @@ from conftest import REPO, run_cli, write_job
 pytestmark = [pytest.mark.slow, pytest.mark.xla,
               pytest.mark.skipif(importlib.util.find_spec("torch_xla") is None, reason="torch_xla is not installed")]
 
-TINY = str(REPO / "orchestrator" / "worker" / "xla" / "tiny-det.yaml")
+TINY = str(REPO / "tests" / "assets" / "tiny-det.yaml")
 
 
 def train(tmp_path: Path, devices: str) -> dict:

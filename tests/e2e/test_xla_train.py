@@ -37,7 +37,7 @@ from orchestrator.worker.xla.run import xla_available  # noqa: E402
 
 XLA_OK, XLA_WHY = xla_available()
 
-TINY = ROOT / "orchestrator" / "worker" / "xla" / "tiny-det.yaml"
+TINY = ROOT / "tests" / "assets" / "tiny-det.yaml"
 IMGSZ, BATCH, MAX_BOXES = 32, 2, 16
 METRIC_KEYS = ["metrics/precision(B)", "metrics/recall(B)", "metrics/mAP50(B)", "metrics/mAP50-95(B)"]
 DRIVER_TIMEOUT_S = 900

@@ -16,7 +16,7 @@ from ultralytics.cfg import get_cfg
 from ultralytics.nn.tasks import DetectionModel
 from ultralytics.utils.loss import E2ELoss, v8DetectionLoss
 
-TINY = Path(__file__).resolve().parents[2] / "orchestrator" / "worker" / "xla" / "tiny-det.yaml"
+TINY = Path(__file__).resolve().parents[2] / "tests" / "assets" / "tiny-det.yaml"
 RTOL = 1e-4
 
 
