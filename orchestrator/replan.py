@@ -10,8 +10,9 @@ Both work on the run's `job.resolved.yaml`, the single source of truth of a run:
   (`max_batch_per_device` = half; nbs is raised so accumulation keeps the images per
   optimizer step) and tells the worker to continue from weights/last.pt (or start over
   when there is none).
-- `prepare_resume(row, devices)` checks a registry row can be resumed and writes the
-  `resume` section the worker reads.
+- `prepare_resume(row, devices)` checks a registry row can be resumed, makes again what the run
+  needs and can be made again (a generated dataset: `restore_data`), and writes the `resume`
+  section the worker reads.
 
 The training process's side lives in orchestrator/worker/recovery.py; they share only the
 run-directory contract (orchestrator/rundir.py: the exit codes, the weight paths).
@@ -25,8 +26,8 @@ from pathlib import Path
 from orchestrator import launch
 from orchestrator import plan as planmod
 from orchestrator.devices import DeviceSpecError, parse_devices
-from orchestrator.rundir import (LAST, RESOLVED, RESUME_PATCHED, completed_epochs, dump_yaml, load_resolved,
-                                 write_text_atomic)
+from orchestrator.rundir import (LAST, RESOLVED, RESUME_PATCHED, completed_epochs, dump_yaml, load_own_yaml,
+                                 load_resolved, write_text_atomic)
 from orchestrator.spec.errors import SpecError
 from orchestrator.spec.job import JobSpec
 
@@ -173,6 +174,7 @@ def prepare_resume(row: dict, devices: str | None = None, restart_ok: bool = Fal
     epochs = int(resolved["plan"]["train_args"]["epochs"])
     if done >= epochs:
         raise SpecError(f"RUN: {run_id} already recorded {done}/{epochs} epochs; nothing to resume")
+    restored = restore_data(resolved, run_id)
     checkpoint = LAST if weights_dir == run_dir else weights_dir / LAST  # (absolute: node 0's)
     resolved["resume"] = {"checkpoint": str(checkpoint), "if_missing": "scratch" if restart_ok else "fail",
                           "reason": "resume"}
@@ -182,9 +184,57 @@ def prepare_resume(row: dict, devices: str | None = None, restart_ok: bool = Fal
     save_resolved(run_dir, resolved)
     note = (f"resume from epoch {done + 1}/{epochs} on {resolved['plan']['devices']}" if (weights_dir / LAST).is_file()
             else f"start again from epoch 1/{epochs} (it stopped before its first checkpoint)")
+    if restored:
+        note += f"; {restored}"
     if replanned:
         p = resolved["plan"]
         note += (f" (re-planned from {old_devices}: batch {p['train_args']['batch']}, nbs {p['train_args']['nbs']}, "
                  f"{images_per_step(p)} images per optimizer step)")
     return {"plan": resolved["plan"], "from_epoch": done + 1, "replanned": replanned, "note": note,
             "resolved": resolved}
+
+
+def restore_data(resolved: dict, run_id: str) -> str | None:
+    """Before anything starts: what the run trains on, made again where it can be. A generated dataset
+    whose cache was cleaned, or that was generated on another node, is generated again here (the same
+    config and seed give the same images) and the plan points at it; a dataset the job names that is
+    gone is named at once. Returns a note when something was made again."""
+    args = resolved["plan"]["train_args"]
+    data = Path(str(args.get("data") or ""))
+    job = resolved.get("job") or {}
+    synth = job["data"].get("synth") if isinstance(job.get("data"), dict) else None
+    if synth is not None:
+        if data.exists():
+            return None
+        from orchestrator.data import dataset_path
+        from orchestrator.data.synth import generate_dataset
+        from orchestrator.spec.job import SynthData
+
+        cfg, task = SynthData.model_validate(synth), job.get("task") or "detect"
+        folder = planmod.synth_dir(cfg, task)
+        if not dataset_path(folder, task).exists():
+            generate_dataset(folder, images=cfg.images, val_images=cfg.val_images, classes=cfg.classes,
+                             imgsz=cfg.imgsz, seed=cfg.seed, task=task)
+        args["data"] = str(dataset_path(folder, task))
+        return f"its generated dataset ({data}) was missing here: generated again in {folder}"
+    missing = _missing_data(data)
+    if missing:
+        raise SpecError(f"RUN: {run_id} trains on {missing}, which does not exist here; put the dataset back "
+                        "(or mount it at that path) and resume again")
+    return None
+
+
+def _missing_data(data: Path) -> Path | None:
+    """The first missing piece of a dataset: its data.yaml (or folder), or the root a run's data.yaml
+    copy points to (runner.write_data_yaml)."""
+    if not data.exists():
+        return data
+    if data.is_file():
+        try:
+            loaded = load_own_yaml(data.read_text())
+            root = loaded.get("path") if isinstance(loaded, dict) else None
+        except Exception:  # noqa: BLE001 - an unreadable copy: the worker says what is wrong with it
+            return None
+        if root and Path(str(root)).is_absolute() and not Path(str(root)).exists():
+            return Path(str(root))
+    return None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import shutil
 import subprocess
 import sys
 import time
@@ -231,3 +232,28 @@ def test_a_run_killed_after_its_last_epoch_is_closed_not_retrained(tmp_path):
     assert [e["event"] for e in read_events(run_dir)].count("train_start") == 1  # nothing trained again
     with Registry.open(tmp_path / "runs") as reg:
         assert reg.get(run_id)["state"] == "finished"
+
+
+@pytest.mark.slow
+def test_resume_makes_its_generated_dataset_again_when_it_is_gone(tmp_path):
+    """The dataset cache was cleaned (or the resume runs on another node): the generated dataset is made
+    again before the worker starts, and the run finishes (it used to die mid-run: Dataset ... does not exist)."""
+    job = write_job(tmp_path, epochs=3)
+    runs, cache = tmp_path / "runs", tmp_path / "cache"
+    env = cli_env({**NO_ENV_REGISTRY, "YOLO_ORCH_CACHE": str(cache), "YOLO_ORCH_FAULT_SLEEP": "epoch=2,seconds=300"})
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "submit", str(job), "--json"], cwd=tmp_path,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    run_dir = wait_first_epoch(runs, proc)
+    with Registry.open(runs) as reg:
+        os.kill(reg.get(run_dir.name)["worker_pid"], signal.SIGKILL)
+    proc.communicate(timeout=60)
+    [generated] = (cache / "datasets").iterdir()
+    shutil.rmtree(generated)
+    r = run_cli("resume", run_dir.name, "--json", cwd=tmp_path, env={**NO_ENV_REGISTRY, "YOLO_ORCH_CACHE": str(cache)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = json.loads(r.stdout)
+    assert out["state"] == "finished" and out["summary"]["epochs_completed"] == 3
+    assert (generated / "data.yaml").is_file()
+    show = run_cli("show", run_dir.name, "--json", cwd=tmp_path, env=NO_ENV_REGISTRY)
+    notes = [n["text"] for n in json.loads(show.stdout)["run"]["notes"]]
+    assert any("its generated dataset" in n and "was missing here: generated again in" in n for n in notes), notes
