@@ -32,6 +32,18 @@ def synth_dir(cfg: SynthData, task: str = "detect") -> Path:
     return cache_dir() / "datasets" / f"synth-{digest}"
 
 
+def make_synth_data(cfg: SynthData, task: str = "detect") -> Path:
+    """The generated dataset's data.yaml (classify: its folder), generated first when it is not there
+    (the same config and seed give the same images: a cleaned cache or another node loses nothing)."""
+    folder = synth_dir(cfg, task)
+    if not dataset_path(folder, task).exists():
+        from orchestrator.data.synth import generate_dataset
+
+        generate_dataset(folder, images=cfg.images, val_images=cfg.val_images, classes=cfg.classes,
+                         imgsz=cfg.imgsz, seed=cfg.seed, task=task)
+    return dataset_path(folder, task)
+
+
 @dataclass
 class DataInfo:
     yaml_path: Path  # the data.yaml (classify: the dataset folder); synth data: generated at submit

@@ -206,17 +206,11 @@ def restore_data(resolved: dict, run_id: str) -> str | None:
     if synth is not None:
         if data.exists():
             return None
-        from orchestrator.data import dataset_path
-        from orchestrator.data.synth import generate_dataset
         from orchestrator.spec.job import SynthData
 
-        cfg, task = SynthData.model_validate(synth), job.get("task") or "detect"
-        folder = planmod.synth_dir(cfg, task)
-        if not dataset_path(folder, task).exists():
-            generate_dataset(folder, images=cfg.images, val_images=cfg.val_images, classes=cfg.classes,
-                             imgsz=cfg.imgsz, seed=cfg.seed, task=task)
-        args["data"] = str(dataset_path(folder, task))
-        return f"its generated dataset ({data}) was missing here: generated again in {folder}"
+        made = planmod.make_synth_data(SynthData.model_validate(synth), job.get("task") or "detect")
+        args["data"] = str(made)
+        return f"its generated dataset ({data}) was missing here: generated again as {made}"
     missing = _missing_data(data)
     if missing:
         raise SpecError(f"RUN: {run_id} trains on {missing}, which does not exist here; put the dataset back "

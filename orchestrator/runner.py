@@ -17,7 +17,7 @@ from orchestrator.rundir import (DEADLINE_STOP, ENV, ENV_SUPERVISOR_PID, ENV_SUP
                                  EXIT_NOT_RESUMABLE, EXIT_OOM, HEARTBEATS, LAST, LOG, RESOLVED, RESULTS, STACKS, SUMMARY,
                                  EventTail, EventWriter, completed_epochs, dump_yaml, failure_cause, load_resolved,
                                  new_run_id, process_identity, run_summary, write_json_atomic, write_text_atomic)
-from orchestrator.plan import Plan, synth_dir
+from orchestrator.plan import Plan, make_synth_data
 from orchestrator.registry import RESUMABLE, Registry
 from orchestrator.spec.errors import SpecError
 from orchestrator.wandb_mode import resolve_mode
@@ -52,11 +52,7 @@ def check_launchable(plan: Plan) -> None:
 
 def ensure_data(plan: Plan) -> None:
     if plan.data.synth is not None and not plan.data.yaml_path.exists():
-        from orchestrator.data.synth import generate_dataset
-
-        cfg, task = plan.data.synth, plan.job.spec.task
-        generate_dataset(synth_dir(cfg, task), images=cfg.images, val_images=cfg.val_images, classes=cfg.classes, imgsz=cfg.imgsz,
-                         seed=cfg.seed, task=task)
+        make_synth_data(plan.data.synth, plan.job.spec.task)
 
 
 DATA_YAML = "data.yaml"

@@ -256,4 +256,4 @@ def test_resume_makes_its_generated_dataset_again_when_it_is_gone(tmp_path):
     assert (generated / "data.yaml").is_file()
     show = run_cli("show", run_dir.name, "--json", cwd=tmp_path, env=NO_ENV_REGISTRY)
     notes = [n["text"] for n in json.loads(show.stdout)["run"]["notes"]]
-    assert any("its generated dataset" in n and "was missing here: generated again in" in n for n in notes), notes
+    assert any("its generated dataset" in n and "was missing here: generated again as" in n for n in notes), notes
