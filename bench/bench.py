@@ -94,7 +94,7 @@ def bench_overhead(reps: int, epochs: int, work: Path, cache: Path, together: bo
     otherwise one after the other, the order alternating."""
     from orchestrator.plan import make_plan
     from orchestrator.runner import ensure_data
-    from orchestrator.spec.loader import load_job
+    from orchestrator.jobspec.loader import load_job
 
     os.environ["YOLO_ORCH_CACHE"] = str(cache)
     sets = [f"epochs={epochs}", "wandb.mode=disabled"]
@@ -164,7 +164,7 @@ def bench_dp(epochs: int, work: Path, cache: Path) -> dict:
     env = env_for(cache)
     out = {}
     from orchestrator.plan import make_plan
-    from orchestrator.spec.loader import load_job
+    from orchestrator.jobspec.loader import load_job
 
     images = make_plan(load_job(QUICKSTART)).data.train_images
     for devices in ("cpu", "cpu:2"):

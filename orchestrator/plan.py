@@ -16,10 +16,10 @@ from orchestrator.scaling.effective import XLA_KINDS
 from orchestrator.scaling.scaler import scale
 from orchestrator.scaling.types import ReferenceHyp, ScaleResult, ScalingError, TargetHardware
 from orchestrator.devices import DeviceSpec, parse_devices
-from orchestrator.spec.errors import SpecError
-from orchestrator.spec import dataset, ultralytics_cfg
-from orchestrator.spec.loader import LoadedJob, read_yaml_file, resolve_hyp
-from orchestrator.spec.job import SynthData
+from orchestrator.jobspec.errors import SpecError
+from orchestrator.jobspec import dataset, ultralytics_cfg
+from orchestrator.jobspec.loader import LoadedJob, read_yaml_file, resolve_hyp
+from orchestrator.jobspec.job import SynthData
 from orchestrator.data import dataset_path
 from orchestrator.launch import launcher_for
 from orchestrator.rundir import cache_dir
@@ -101,7 +101,7 @@ class Plan:
 
 
 def describe_data(job: LoadedJob) -> DataInfo:
-    """The job's dataset: classes, training images and a label check (spec/dataset.py). Label problems
+    """The job's dataset: classes, training images and a label check (jobspec/dataset.py). Label problems
     are SpecErrors here, before anything is written, not a failure mid-run."""
     data, task = job.spec.data, job.spec.task
     if not isinstance(data, str):

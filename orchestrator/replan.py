@@ -28,8 +28,8 @@ from orchestrator import plan as planmod
 from orchestrator.devices import DeviceSpecError, parse_devices
 from orchestrator.rundir import (LAST, RESOLVED, RESUME_PATCHED, completed_epochs, dump_yaml, load_own_yaml,
                                  load_resolved, write_text_atomic)
-from orchestrator.spec.errors import SpecError
-from orchestrator.spec.job import JobSpec
+from orchestrator.jobspec.errors import SpecError
+from orchestrator.jobspec.job import JobSpec
 
 
 def save_resolved(run_dir: Path, resolved: dict) -> None:
@@ -206,7 +206,7 @@ def restore_data(resolved: dict, run_id: str) -> str | None:
     if synth is not None:
         if data.exists():
             return None
-        from orchestrator.spec.job import SynthData
+        from orchestrator.jobspec.job import SynthData
 
         made = planmod.make_synth_data(SynthData.model_validate(synth), job.get("task") or "detect")
         args["data"] = str(made)

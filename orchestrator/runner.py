@@ -19,7 +19,7 @@ from orchestrator.rundir import (DEADLINE_STOP, ENV, ENV_SUPERVISOR_PID, ENV_SUP
                                  new_run_id, process_identity, run_summary, write_json_atomic, write_text_atomic)
 from orchestrator.plan import Plan, make_synth_data
 from orchestrator.registry import RESUMABLE, Registry
-from orchestrator.spec.errors import SpecError
+from orchestrator.jobspec.errors import SpecError
 from orchestrator.wandb_mode import resolve_mode
 from orchestrator.watchdog import Stall, Watchdog, dump_stacks
 
@@ -61,11 +61,11 @@ DISK_FULL = ("No space left on device", "[Errno 28]", "Disk quota exceeded", "da
 
 def write_data_yaml(plan: Plan, run_dir: Path) -> None:
     """A data.yaml whose `path:` is relative is handed to Ultralytics as a copy in the run dir with the
-    root the plan resolved (spec/dataset.py): Ultralytics would resolve it against the worker's current
+    root the plan resolved (jobspec/dataset.py): Ultralytics would resolve it against the worker's current
     folder or its own datasets_dir, and a resumed or Slurm-started worker may sit elsewhere."""
     if plan.data.root is None:
         return
-    from orchestrator.spec.loader import read_yaml_file
+    from orchestrator.jobspec.loader import read_yaml_file
 
     cfg = dict(read_yaml_file(plan.data.yaml_path, "dataset yaml"), path=str(plan.data.root))
     write_text_atomic(run_dir / DATA_YAML, dump_yaml(cfg))

@@ -2,7 +2,7 @@
 imports nothing (the generator, the spec, the scaler, the CLI and the sweep read it).
 
 Each task trains with its own Ultralytics trainer (`YOLO(model, task=...)` picks it), reads its own
-label format (data/synth.py, spec/dataset.py) and reports its own metrics; Ultralytics' `fitness`,
+label format (data/synth.py, jobspec/dataset.py) and reports its own metrics; Ultralytics' `fitness`,
 what best.pt and a sweep's default objective follow, is the task's: detect and obb mAP50-95 of the
 boxes, segment and pose the box plus the mask or keypoint mAP50-95, classify the mean of top-1 and
 top-5 accuracy.

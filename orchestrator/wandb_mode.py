@@ -7,7 +7,7 @@ import netrc
 import os
 from pathlib import Path
 
-from orchestrator.spec.job import Wandb
+from orchestrator.jobspec.job import Wandb
 
 
 def api_key_configured() -> bool:

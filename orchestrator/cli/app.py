@@ -16,7 +16,7 @@ from orchestrator.cli import kaggle as kaggle_cli
 from orchestrator.cli import doctor as doctor_cli, resume as resume_cli, runs as runs_cli, ui as ui_cli
 from orchestrator.cli.common import fail
 from orchestrator.registry import NotARegistry, RegistryUnusable
-from orchestrator.spec.errors import SpecError
+from orchestrator.jobspec.errors import SpecError
 
 # Disk errors under the orchestrator itself (run dir, registry, events): one line and what to do.
 DISK_ERRNOS = {

@@ -42,7 +42,7 @@ def check_devices_flag(devices: str | None) -> None:
     if devices is None:
         return
     from orchestrator.devices import DeviceSpecError, parse_devices
-    from orchestrator.spec.errors import SpecError
+    from orchestrator.jobspec.errors import SpecError
 
     try:
         parse_devices(devices)

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from orchestrator.cli.common import print_json, out
-from orchestrator.spec.errors import SpecError
+from orchestrator.jobspec.errors import SpecError
 
 data_app = typer.Typer(help="Datasets: generate synthetic data.", no_args_is_help=True)
 

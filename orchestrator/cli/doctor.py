@@ -52,7 +52,7 @@ def plan_checks(job_file: Path, sets: list[str]):
     """`--verify-plan`: the job planned as `plan` plans it, then held against the installed trainer."""
     from orchestrator.doctor.verify_plan import verify
     from orchestrator.plan import make_plan
-    from orchestrator.spec.loader import load_job
+    from orchestrator.jobspec.loader import load_job
 
     plan = make_plan(load_job(job_file, sets=sets))
     return verify(plan, plan.ultralytics), f"yolo-orch doctor --verify-plan {job_file} (Ultralytics {plan.ultralytics})"

@@ -87,7 +87,7 @@ def build_cmd(
 ) -> None:
     """Write a ready kernel folder: kernel-metadata.json, the runner script, the resolved job."""
     from orchestrator.kaggle.build import build, describe
-    from orchestrator.spec.loader import load_job
+    from orchestrator.jobspec.loader import load_job
 
     job = load_job(job_file, sets=set_ or [])
     result = build(job, _build_options(
@@ -136,7 +136,7 @@ def launch_cmd(
     next session while the job's epochs are not done. Exit 0 finished, 1 a session failed, 130
     interrupted (the kernel may still run: the printed command continues)."""
     from orchestrator.kaggle.loop import LaunchOptions
-    from orchestrator.spec.loader import load_job
+    from orchestrator.jobspec.loader import load_job
 
     tool = _tool()
     try:

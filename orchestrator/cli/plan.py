@@ -10,7 +10,7 @@ import typer
 from orchestrator.cli.common import out, print_json
 from orchestrator.scaling.types import POLICIES
 from orchestrator.devices import DeviceSpecError, parse_devices
-from orchestrator.spec.errors import SpecError
+from orchestrator.jobspec.errors import SpecError
 
 # The documented `plan --json` contract: one object per target with exactly these keys (and `ultralytics`:
 # the installed release the plan modelled).
@@ -30,7 +30,7 @@ def plan_cmd(
     # Imported here so `yolo-orch --help` does not pay for pydantic models and rich tables.
     from orchestrator.cli.render import scaling_table
     from orchestrator.plan import describe_data, make_plan
-    from orchestrator.spec.loader import load_job
+    from orchestrator.jobspec.loader import load_job
 
     problems = []
     if policy is not None and policy not in POLICIES:

@@ -20,7 +20,7 @@ from rich.table import Table
 from orchestrator.cli.common import out, print_json
 from orchestrator.registry import ACTIVE, DB_NAME, STATES, Registry, RegistryError, registry_path
 from orchestrator.rundir import BEST, EVENTS, LAST, LOG, RESOLVED, RESULTS, SUMMARY, load_own_yaml
-from orchestrator.spec.errors import SpecError
+from orchestrator.jobspec.errors import SpecError
 from orchestrator.tasks import headline
 
 STATE_STYLE = {"queued": "cyan", "running": "bold blue", "finished": "green", "failed": "red",

@@ -9,7 +9,7 @@ from orchestrator.cli.common import print_json
 
 def schema_cmd() -> None:
     """Print the JSON Schema of the job spec (point your editor's YAML plugin at it)."""
-    from orchestrator.spec.job import JobSpec
+    from orchestrator.jobspec.job import JobSpec
 
     schema = JobSpec.model_json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"

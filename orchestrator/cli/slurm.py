@@ -10,7 +10,7 @@ import typer
 
 from orchestrator.cli.common import check_devices_flag
 
-from orchestrator.spec.errors import SpecError
+from orchestrator.jobspec.errors import SpecError
 
 
 def slurm_cmd(
@@ -36,7 +36,7 @@ def slurm_cmd(
     """Print a plain sbatch script that runs the job on Slurm, one torchrun per node; for a sweep
     file, a job array of sweep workers on one study."""
     from orchestrator.launch.slurm import SlurmOptions, option_problems
-    from orchestrator.spec.yamlio import read_yaml_file
+    from orchestrator.jobspec.yamlio import read_yaml_file
 
     check_devices_flag(devices)
     opts = SlurmOptions(time=time, partition=partition, account=account, cpus_per_task=cpus_per_task, port=port,
@@ -84,7 +84,7 @@ def check_with_slurm(text: str) -> None:
 def job_script(job_file: Path, devices: str | None, sets: list[str], opts) -> str:
     from orchestrator.launch.slurm import sbatch_script
     from orchestrator.plan import make_plan
-    from orchestrator.spec.loader import load_job
+    from orchestrator.jobspec.loader import load_job
 
     job = load_job(job_file, sets=sets, devices=devices)
     plan = make_plan(job)  # validates everything now, not on the cluster

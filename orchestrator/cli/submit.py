@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 
 from orchestrator.cli.common import check_devices_flag, human, print_json, run_exit_code
-from orchestrator.spec.errors import SpecError
+from orchestrator.jobspec.errors import SpecError
 
 
 def submit_cmd(
@@ -30,7 +30,7 @@ def submit_cmd(
                                          "resume it instead (a requeued Slurm job; a finished one: nothing to do)."),
 ) -> None:
     """Validate, plan and train a job."""
-    from orchestrator.spec.loader import load_job
+    from orchestrator.jobspec.loader import load_job
 
     check_devices_flag(devices)
     check_run_id(run_id, resume_existing)

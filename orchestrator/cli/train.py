@@ -24,9 +24,9 @@ def train_cmd(
     The task is the model's (or task=): e.g. yolo-orch train model=yolo11n-seg.yaml data=data.yaml epochs=10"""
     from orchestrator.cli.submit import plan_and_run
     from orchestrator.rundir import dump_yaml
-    from orchestrator.spec.files import check_output_file, write_output_file
-    from orchestrator.spec.from_args import job_from_args
-    from orchestrator.spec.loader import load_job_dict
+    from orchestrator.jobspec.files import check_output_file, write_output_file
+    from orchestrator.jobspec.from_args import job_from_args
+    from orchestrator.jobspec.loader import load_job_dict
 
     if save is not None:  # before the job's checks: nothing is planned in vain
         check_output_file(save, "--save", force)

@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 
 from orchestrator.cli.common import err
-from orchestrator.spec.errors import SpecError
+from orchestrator.jobspec.errors import SpecError
 
 
 def ui_cmd(

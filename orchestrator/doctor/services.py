@@ -14,7 +14,7 @@ STORAGE_ENVS = ("YOLO_ORCH_STORAGE", "YOLO_ORCH_SWEEP_STORAGE")
 
 
 def check_wandb() -> Check:
-    from orchestrator.spec.job import Wandb
+    from orchestrator.jobspec.job import Wandb
     from orchestrator.wandb_mode import api_key_configured, resolve_mode
 
     installed = importlib.util.find_spec("wandb") is not None

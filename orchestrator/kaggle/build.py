@@ -25,12 +25,12 @@ from typing import Any
 from orchestrator import __version__
 from orchestrator.kaggle import metadata as md
 from orchestrator.devices import DeviceSpecError, parse_devices
-from orchestrator.spec.errors import SpecError
-from orchestrator.spec.kaggle import KaggleOptions
-from orchestrator.spec.dataset import dataset_root
+from orchestrator.jobspec.errors import SpecError
+from orchestrator.jobspec.kaggle import KaggleOptions
+from orchestrator.jobspec.dataset import dataset_root
 from orchestrator.rundir import RESOLVED, dump_yaml, new_run_id, write_text_atomic
-from orchestrator.spec.files import check_output_file, output_problem
-from orchestrator.spec.loader import LoadedJob, read_yaml_file
+from orchestrator.jobspec.files import check_output_file, output_problem
+from orchestrator.jobspec.loader import LoadedJob, read_yaml_file
 
 RUNNER_TEMPLATE = Path(__file__).with_name("kernel_runner.py")
 BUNDLE_MARK = "# @@BUNDLE@@"
@@ -87,7 +87,7 @@ def kaggle_settings(job: LoadedJob, opts: BuildOptions) -> KaggleOptions:
     base.update({k: v for k, v in changes.items() if v is not None})
     from pydantic import ValidationError
 
-    from orchestrator.spec.errors import format_pydantic_errors
+    from orchestrator.jobspec.errors import format_pydantic_errors
 
     try:
         return KaggleOptions.model_validate(base)
@@ -102,8 +102,8 @@ def with_xla_options(job: LoadedJob, opts: BuildOptions) -> LoadedJob:
         return job
     from pydantic import ValidationError
 
-    from orchestrator.spec.errors import format_pydantic_errors
-    from orchestrator.spec.job import XlaOptions
+    from orchestrator.jobspec.errors import format_pydantic_errors
+    from orchestrator.jobspec.job import XlaOptions
 
     try:
         xla = XlaOptions.model_validate({**job.spec.xla.model_dump(), **changes})

@@ -24,8 +24,8 @@ from orchestrator.kaggle import tool
 from orchestrator.kaggle.build import BuildOptions, build
 from orchestrator.rundir import (RESOLVED, SUMMARY, WEIGHTS, dump_yaml, load_own_yaml, new_run_id, write_json_atomic,
                                  write_text_atomic)
-from orchestrator.spec.errors import SpecError
-from orchestrator.spec.loader import LoadedJob
+from orchestrator.jobspec.errors import SpecError
+from orchestrator.jobspec.loader import LoadedJob
 
 RESUME = "resume.json"
 

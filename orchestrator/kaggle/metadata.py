@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from orchestrator.spec.kaggle import MACHINE_SHAPES, REF_PATTERN, SLUG_PATTERN
+from orchestrator.jobspec.kaggle import MACHINE_SHAPES, REF_PATTERN, SLUG_PATTERN
 
 KERNEL_METADATA = "kernel-metadata.json"
 DATASET_METADATA = "dataset-metadata.json"

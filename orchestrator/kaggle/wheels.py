@@ -32,7 +32,7 @@ from pathlib import Path
 
 from orchestrator.kaggle import metadata as md
 from orchestrator.rundir import write_json_atomic
-from orchestrator.spec.errors import SpecError
+from orchestrator.jobspec.errors import SpecError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 KAGGLE_TPU_IMAGE = {"python": "3.12", "torch": "2.8.0", "torchvision": "0.23.0", "torch_xla": "2.8.0"}

@@ -26,7 +26,7 @@ from typing import Any
 
 from orchestrator.rundir import load_resolved
 from orchestrator.devices import DeviceSpec, parse_devices
-from orchestrator.spec.errors import SpecError
+from orchestrator.jobspec.errors import SpecError
 
 WORKER_MODULE = "orchestrator.worker.ddp"
 RDZV_BACKENDS = ("static", "c10d")

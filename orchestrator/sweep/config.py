@@ -27,8 +27,8 @@ from typing import Any, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
 from orchestrator import tasks
-from orchestrator.spec import ultralytics_cfg
-from orchestrator.spec.job import Hyperparameters
+from orchestrator.jobspec import ultralytics_cfg
+from orchestrator.jobspec.job import Hyperparameters
 
 
 class Strict(BaseModel):

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 
 from orchestrator.devices import DeviceSpec, visible_gpus
-from orchestrator.spec.errors import SpecError
+from orchestrator.jobspec.errors import SpecError
 
 
 @dataclass(frozen=True)

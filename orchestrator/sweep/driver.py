@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.spec.errors import SpecError
+from orchestrator.jobspec.errors import SpecError
 
 if TYPE_CHECKING:
     from orchestrator.sweep.outage import StaleTrials

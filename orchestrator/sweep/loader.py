@@ -13,11 +13,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from orchestrator import tasks
-from orchestrator.spec import ultralytics_cfg
-from orchestrator.spec.errors import SpecError, format_pydantic_errors
-from orchestrator.spec.job import Hyperparameters
-from orchestrator.spec.loader import LoadedJob, check_overrides, load_job_dict, resolve_hyp, resolve_relative
-from orchestrator.spec.yamlio import read_yaml_file
+from orchestrator.jobspec import ultralytics_cfg
+from orchestrator.jobspec.errors import SpecError, format_pydantic_errors
+from orchestrator.jobspec.job import Hyperparameters
+from orchestrator.jobspec.loader import LoadedJob, check_overrides, load_job_dict, resolve_hyp, resolve_relative
+from orchestrator.jobspec.yamlio import read_yaml_file
 from orchestrator.sweep.config import STUDY_NAME, STUDY_RULE, ParamSpec, SweepSpec, hyp_kind, num_text
 
 
@@ -194,7 +194,7 @@ def _default_study(path: Path) -> str:
     replaced, and a short digest of the whole name keeps two such files in two studies."""
     import hashlib
 
-    from orchestrator.spec.job import sanitize_run_name
+    from orchestrator.jobspec.job import sanitize_run_name
 
     name = sanitize_run_name(path.stem)[:48]
     if name == path.stem[:48]:

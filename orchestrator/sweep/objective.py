@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from orchestrator.rundir import CALLBACKS, LOG, RESOLVED, dump_yaml, load_resolved, write_text_atomic
 from orchestrator.plan import make_plan
-from orchestrator.spec.errors import SpecError
-from orchestrator.spec.loader import LoadedJob, load_job_dict
+from orchestrator.jobspec.errors import SpecError
+from orchestrator.jobspec.loader import LoadedJob, load_job_dict
 from orchestrator.sweep.outage import retrying
 from orchestrator.sweep.study import ENV_STORAGE
 from orchestrator.sweep.trial_callback import TRIAL_CALLBACK, TRIAL_RESULT

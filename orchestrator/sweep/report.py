@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from orchestrator.rundir import write_json_atomic, write_text_atomic
-from orchestrator.spec.loader import resolve_hyp
+from orchestrator.jobspec.loader import resolve_hyp
 from orchestrator.sweep.objective import trial_job
 from orchestrator.sweep.study import done_count, epochs_spent, redact, state_counts, trial_epochs
 

@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.spec.errors import SpecError
+from orchestrator.jobspec.errors import SpecError
 from orchestrator.urls import redact_text, redact_url as redact
 from orchestrator.sqlite_wal import enable_wal, is_damaged
 

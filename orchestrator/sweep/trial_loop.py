@@ -25,7 +25,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from orchestrator.spec.errors import SpecError
+from orchestrator.jobspec.errors import SpecError
 from orchestrator.sweep.objective import TrialFailed, TrialRunner
 from orchestrator.sweep.loader import LoadedSweep, load_sweep
 from orchestrator.sweep.outage import Heartbeat, StaleTrials, retrying

@@ -13,7 +13,7 @@ import yaml
 
 from conftest import run_cli, write_job
 from orchestrator.data.synth import generate_dataset
-from orchestrator.spec import dataset
+from orchestrator.jobspec import dataset
 
 
 def hand_written(tmp_path: Path, path_value: str, dataset_dir: Path) -> Path:

@@ -107,8 +107,8 @@ def test_plan_oom_restart_keeps_images_per_step(tmp_path, monkeypatch):
     monkeypatch.setenv("YOLO_ORCH_REGISTRY", "")
     from orchestrator import replan, runner
     from orchestrator.plan import make_plan
-    from orchestrator.spec.errors import SpecError
-    from orchestrator.spec.loader import load_job
+    from orchestrator.jobspec.errors import SpecError
+    from orchestrator.jobspec.loader import load_job
 
     job = write_job(tmp_path, OOM_JOB, epochs=100, reference={"devices": 1, "batch": 8, "nbs": 64})
     run_id, run_dir = runner.create_run(make_plan(load_job(job)), runs_dir=tmp_path / "runs")

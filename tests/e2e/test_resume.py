@@ -129,7 +129,7 @@ def test_resume_on_another_device_count_is_replanned(tmp_path, monkeypatch):
     monkeypatch.setenv("YOLO_ORCH_REGISTRY", "")
     from orchestrator import runner
     from orchestrator.plan import make_plan
-    from orchestrator.spec.loader import load_job
+    from orchestrator.jobspec.loader import load_job
 
     job = write_job(tmp_path, TINY_JOB, epochs=3, reference={"devices": 1, "batch": 4, "nbs": 16})
     plan = make_plan(load_job(job))

@@ -191,7 +191,7 @@ def test_plan_counts_the_images_fraction_keeps(trainer_factory, data_yaml, fract
     """`overrides.fraction` trains on part of the dataset: steps per epoch (hence warmup and
     optimizer=auto's choice) follow the part, as the real trainer's loader does."""
     from orchestrator.plan import make_plan
-    from orchestrator.spec.loader import load_job_dict
+    from orchestrator.jobspec.loader import load_job_dict
 
     job = load_job_dict({
         "name": "fraction", "model": "yolo11n.yaml", "data": str(data_yaml), "epochs": 1, "imgsz": 64,
@@ -212,7 +212,7 @@ def test_compile_drops_the_short_last_batch_as_planned(trainer_factory, data_yam
     plan counts the same batches (8 images: batch 3 gives 2, not 3). The loader is rebuilt with
     compile set, without compiling the model."""
     from orchestrator.plan import make_plan
-    from orchestrator.spec.loader import load_job_dict
+    from orchestrator.jobspec.loader import load_job_dict
 
     job = load_job_dict({
         "name": "compiled", "model": "yolo11n.yaml", "data": str(data_yaml), "epochs": 10, "imgsz": 64,

@@ -129,7 +129,7 @@ def test_a_label_file_that_is_a_fifo_or_a_device_is_one_line_at_once(tmp_path, d
 
 
 def test_a_huge_label_file_and_a_fifo_image_list_are_refused(tmp_path, dataset, monkeypatch):
-    from orchestrator.spec import dataset as ds
+    from orchestrator.jobspec import dataset as ds
 
     label = sorted((dataset.parent / "labels" / "train").glob("*.txt"))[0]
     monkeypatch.setattr(ds, "MAX_LABEL_BYTES", 64)
@@ -292,7 +292,7 @@ def test_a_long_path_given_to_a_flag_is_one_line(tmp_path):
 
 def test_two_commands_claiming_one_run_id_at_once(tmp_path, monkeypatch):
     from orchestrator import runner
-    from orchestrator.spec.errors import SpecError
+    from orchestrator.jobspec.errors import SpecError
 
     job_dir = tmp_path / "runs" / "tiny"
     (job_dir / "r1").mkdir(parents=True)  # the other command's mkdir won the race
@@ -307,7 +307,7 @@ def test_two_commands_claiming_one_run_id_at_once(tmp_path, monkeypatch):
                                      "stacks/rank0.txt"])
 def test_a_symlink_anywhere_a_run_writes_is_refused_before_a_resume(tmp_path, planted):
     from orchestrator.runner import refuse_symlinks
-    from orchestrator.spec.errors import SpecError
+    from orchestrator.jobspec.errors import SpecError
 
     run_dir = tmp_path / "run"
     target = tmp_path / "elsewhere"

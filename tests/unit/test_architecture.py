@@ -24,27 +24,27 @@ MAY_IMPORT: dict[str, set[str]] = {
     "worker": {"rundir", "data"},
     # the pure core: what to train and how its hyperparameters map to the target
     "scaling": {"devices", "tasks"},
-    "spec": {"rundir", "data", "devices", "tasks", "scaling"},
-    "launch": {"rundir", "devices", "spec"},
-    "plan": {"rundir", "data", "devices", "tasks", "scaling", "spec", "launch"},
+    "jobspec": {"rundir", "data", "devices", "tasks", "scaling"},
+    "launch": {"rundir", "devices", "jobspec"},
+    "plan": {"rundir", "data", "devices", "tasks", "scaling", "jobspec", "launch"},
     # the orchestrator side: runs, their registry and recovery, sweeps, Kaggle, diagnostics
     "registry": {"rundir", "sqlite_wal"},
-    "wandb_mode": {"spec"},
-    "replan": {"rundir", "devices", "scaling", "spec", "launch", "plan"},
+    "wandb_mode": {"jobspec"},
+    "replan": {"rundir", "devices", "scaling", "jobspec", "launch", "plan"},
     "watchdog": {"rundir"},
-    "runner": {"rundir", "data", "devices", "spec", "launch", "plan", "replan", "registry", "wandb_mode", "watchdog"},
+    "runner": {"rundir", "data", "devices", "jobspec", "launch", "plan", "replan", "registry", "wandb_mode", "watchdog"},
     # the pruning callback runs inside the training process, on the worker's epoch bookkeeping
-    "sweep": {"rundir", "sqlite_wal", "urls", "devices", "tasks", "spec", "launch", "plan", "registry", "runner",
+    "sweep": {"rundir", "sqlite_wal", "urls", "devices", "tasks", "jobspec", "launch", "plan", "registry", "runner",
               "worker.callbacks"},
-    "kaggle": {"rundir", "devices", "tasks", "spec", "plan", "registry"},
+    "kaggle": {"rundir", "devices", "tasks", "jobspec", "plan", "registry"},
     # doctor checks the training process's offline settings and W&B reach: it reads those two
     # torch-free modules rather than keeping a second copy of their constants
-    "doctor": {"rundir", "registry", "spec", "urls", "wandb_mode", "worker.offline", "worker.wandb_reach",
+    "doctor": {"rundir", "registry", "jobspec", "urls", "wandb_mode", "worker.offline", "worker.wandb_reach",
                "data", "scaling"},  # --verify-plan: generated data, the plan's formulas
     # the dashboard reads the registry and the run directories, and writes nothing
     "ui": {"rundir", "registry", "sqlite_wal", "tasks", "urls"},
     # the command line on top
-    "cli": {"rundir", "urls", "data", "devices", "tasks", "scaling", "spec", "launch", "plan", "registry", "wandb_mode", "replan",
+    "cli": {"rundir", "urls", "data", "devices", "tasks", "scaling", "jobspec", "launch", "plan", "registry", "wandb_mode", "replan",
             "runner", "sweep", "kaggle", "doctor", "ui"},
     "__main__": {"cli"},
 }

@@ -70,7 +70,7 @@ def test_bad_input(case, tmp_path, big_file, isolated_cache):
 def test_no_input_writes_outside_the_runs_folder(tmp_path, monkeypatch):
     """Belt and braces behind the name pattern: create_run refuses a run dir outside runs_dir even if
     a name got through, and sanitize_run_name maps anything to one safe path component."""
-    from orchestrator.spec.job import sanitize_run_name
+    from orchestrator.jobspec.job import sanitize_run_name
 
     for text in ("../../etc", "/etc/passwd", "a/../../b", "..", ".", "", "x" * 500, "名前/../x", "a\x00b"):
         name = sanitize_run_name(text)
@@ -80,8 +80,8 @@ def test_no_input_writes_outside_the_runs_folder(tmp_path, monkeypatch):
     from conftest import write_job
     from orchestrator import runner
     from orchestrator.plan import make_plan
-    from orchestrator.spec.errors import SpecError
-    from orchestrator.spec.loader import load_job
+    from orchestrator.jobspec.errors import SpecError
+    from orchestrator.jobspec.loader import load_job
 
     plan = make_plan(load_job(write_job(tmp_path)))
     plan.job.spec.__dict__["name"] = "../../escape"  # bypass validation on purpose

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from orchestrator.devices import parse_devices
-from orchestrator.spec.errors import SpecError
+from orchestrator.jobspec.errors import SpecError
 from orchestrator.sweep.device_groups import device_groups
 
 
@@ -43,7 +43,7 @@ def test_groups_that_cannot_be_made_are_one_line(monkeypatch, devices, per_trial
 def test_gpus_are_counted_from_the_environment_else_nvidia_smi(monkeypatch, tmp_path):
     """One count for the sweep's groups and `yolo-orch train`'s empty device (Ultralytics' first GPU)."""
     from orchestrator.devices import visible_gpus
-    from orchestrator.spec.from_args import default_device
+    from orchestrator.jobspec.from_args import default_device
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert (visible_gpus(), default_device()) == ([], "cpu")

@@ -13,7 +13,7 @@ import pytest
 from conftest import REPO, write_job
 
 from orchestrator.scaling import releases
-from orchestrator.spec import ultralytics_cfg
+from orchestrator.jobspec import ultralytics_cfg
 
 
 @pytest.mark.parametrize("version, picks, floor, capped_warmup, last_step, capped_accumulate, ramp", [
@@ -95,7 +95,7 @@ def test_the_installed_release_is_the_modelled_one():
 
 def _plan(tmp_path, monkeypatch, version: str, **job):
     from orchestrator.plan import make_plan
-    from orchestrator.spec.loader import load_job
+    from orchestrator.jobspec.loader import load_job
 
     monkeypatch.setattr(ultralytics_cfg, "version", lambda: version)
     return make_plan(load_job(write_job(tmp_path, **job)))
@@ -130,7 +130,7 @@ def test_where_warmup_leaves_accumulate_is_said_when_it_is_not_the_plans(tmp_pat
 
 
 def test_a_release_that_cannot_run_is_exit_2_at_plan_time(tmp_path, monkeypatch):
-    from orchestrator.spec.errors import SpecError
+    from orchestrator.jobspec.errors import SpecError
 
     with pytest.raises(SpecError, match="ultralytics 8.3.0 is installed; yolo-orch's training process needs 8.3.200"):
         _plan(tmp_path, monkeypatch, "8.3.0")

@@ -5,7 +5,7 @@ import pytest
 
 def test_a_dataset_the_job_names_that_is_gone_is_named_before_anything_starts(tmp_path):
     from orchestrator.replan import restore_data
-    from orchestrator.spec.errors import SpecError
+    from orchestrator.jobspec.errors import SpecError
 
     gone = tmp_path / "gone" / "data.yaml"
     resolved = {"job": {"data": str(gone), "task": "detect"}, "plan": {"train_args": {"data": str(gone)}}}

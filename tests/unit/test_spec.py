@@ -134,7 +134,7 @@ def test_the_stock_defaults_are_ultralytics_own():
     """scaling/ultralytics_math.DEFAULTS (the job spec's reference and the scaler's inputs default to
     them) are the installed Ultralytics' default.yaml values."""
     from orchestrator.scaling.ultralytics_math import DEFAULTS
-    from orchestrator.spec.ultralytics_cfg import default_cfg
+    from orchestrator.jobspec.ultralytics_cfg import default_cfg
 
     stock = default_cfg()
     assert {key: stock[key] for key in DEFAULTS} == DEFAULTS

@@ -16,7 +16,7 @@ from orchestrator.launch import torchrun
 from orchestrator.launch.slurm import SlurmOptions, sbatch_script
 from orchestrator.plan import launcher_for
 from orchestrator.devices import parse_devices
-from orchestrator.spec.errors import SpecError
+from orchestrator.jobspec.errors import SpecError
 
 
 def test_single_node_is_standalone(tmp_path):

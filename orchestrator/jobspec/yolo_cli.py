@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.spec import ultralytics_cfg
-from orchestrator.spec.errors import SpecError
-from orchestrator.spec.yamlio import read_yaml_file
+from orchestrator.jobspec import ultralytics_cfg
+from orchestrator.jobspec.errors import SpecError
+from orchestrator.jobspec.yamlio import read_yaml_file
 
 # entrypoint's `special` commands, which run instead of a mode (their singular and dashed forms too)
 SPECIAL = ("checks", "version", "settings", "cfg", "login", "logout", "copy-cfg", "solutions", "help")

@@ -8,8 +8,8 @@ from typing import Any
 
 import yaml
 
-from orchestrator.spec.errors import SpecError
-from orchestrator.spec.files import PIPE_WAIT_S, read_stream_bounded, too_long_component
+from orchestrator.jobspec.errors import SpecError
+from orchestrator.jobspec.files import PIPE_WAIT_S, read_stream_bounded, too_long_component
 
 MAX_BYTES = 1 << 20  # a job or sweep spec is small; refuse anything over 1 MiB
 MAX_ALIASES = 100  # legit anchors are few; a "billion laughs" file has many

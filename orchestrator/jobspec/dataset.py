@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrator.spec.files import read_regular_bounded
+from orchestrator.jobspec.files import read_regular_bounded
 
 # Ultralytics' IMG_FORMATS (ultralytics/data/utils.py): the files its dataset counts as images.
 IMAGE_SUFFIXES = {f".{s}" for s in ("avif", "bmp", "dng", "heic", "heif", "jp2", "jpeg", "jpg", "mpo", "png", "tif",

@@ -13,9 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.devices import visible_gpus
-from orchestrator.spec.errors import SpecError
-from orchestrator.spec.job import Hyperparameters
-from orchestrator.spec.yolo_cli import parse_words
+from orchestrator.jobspec.errors import SpecError
+from orchestrator.jobspec.job import Hyperparameters
+from orchestrator.jobspec.yolo_cli import parse_words
 
 TOP_LEVEL = ("task", "model", "data", "epochs", "imgsz", "seed", "deterministic")
 REFUSED = {"resume": "continue a run with `yolo-orch resume RUN`"}
@@ -23,7 +23,7 @@ IGNORED = {"exist_ok": "every run gets its own folder"}
 
 
 def parse_pairs(args: list[str], notes: list[str] | None = None) -> dict[str, Any]:
-    """Ultralytics' command-line words -> {key: value} (spec/yolo_cli.py); one line per word it would
+    """Ultralytics' command-line words -> {key: value} (jobspec/yolo_cli.py); one line per word it would
     refuse, or that this command does not take. `notes` collects what was repaired or ignored."""
     words = parse_words(args)
     pairs = words.pairs

@@ -1,5 +1,5 @@
 """The job spec: Pydantic v2 models for job.yaml. Structure and ranges only;
-checks that touch the filesystem live in ``orchestrator.spec.loader``."""
+checks that touch the filesystem live in ``orchestrator.jobspec.loader``."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from orchestrator.tasks import TASKS
 from orchestrator.devices import DeviceSpecError, parse_devices
 from orchestrator.scaling.types import POLICIES
 from orchestrator.scaling.ultralytics_math import DEFAULTS
-from orchestrator.spec.files import NAME_MAX, too_long_component
-from orchestrator.spec.kaggle import KaggleOptions
+from orchestrator.jobspec.files import NAME_MAX, too_long_component
+from orchestrator.jobspec.kaggle import KaggleOptions
 
 OPTIMIZERS = ("auto", "SGD", "MuSGD", "Adam", "Adamax", "AdamW", "NAdam", "RAdam", "RMSProp")
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from orchestrator.rundir import write_text_atomic
-from orchestrator.spec.errors import SpecError
+from orchestrator.jobspec.errors import SpecError
 
 NAME_MAX = 255  # bytes in one path component (Linux, macOS)
 PIPE_WAIT_S = 10.0  # how long a FIFO or pipe may stay silent before it is called writerless

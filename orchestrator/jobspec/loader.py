@@ -10,12 +10,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from orchestrator.tasks import EXAMPLE_MODELS, TASKS
-from orchestrator.spec import ultralytics_cfg
-from orchestrator.spec import dataset
-from orchestrator.spec.errors import SpecError, format_pydantic_errors
-from orchestrator.spec.job import HypBlock, Hyperparameters, JobSpec, hyp_block
-from orchestrator.spec.files import read_regular_bounded
-from orchestrator.spec.yamlio import parse_yaml_text, read_yaml_file
+from orchestrator.jobspec import ultralytics_cfg
+from orchestrator.jobspec import dataset
+from orchestrator.jobspec.errors import SpecError, format_pydantic_errors
+from orchestrator.jobspec.job import HypBlock, Hyperparameters, JobSpec, hyp_block
+from orchestrator.jobspec.files import read_regular_bounded
+from orchestrator.jobspec.yamlio import parse_yaml_text, read_yaml_file
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PRESET_DIRS = (Path("hyp"), REPO_ROOT / "hyp")
