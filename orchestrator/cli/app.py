@@ -15,8 +15,7 @@ from orchestrator.cli import sweep as sweep_cli
 from orchestrator.cli import kaggle as kaggle_cli
 from orchestrator.cli import doctor as doctor_cli, resume as resume_cli, runs as runs_cli, ui as ui_cli
 from orchestrator.cli.common import fail
-from orchestrator.registry import NotARegistry, RegistryUnusable
-from orchestrator.jobspec.errors import SpecError
+from orchestrator.errors import EXIT_BAD_INPUT, EXIT_FAILED, EnvError, UserError
 
 # Disk errors under the orchestrator itself (run dir, registry, events): one line and what to do.
 DISK_ERRNOS = {
@@ -62,12 +61,10 @@ def main(argv: list[str] | None = None) -> None:
     """The `yolo-orch` command (`argv`: its arguments, default sys.argv[1:])."""
     try:
         app(args=argv, standalone_mode=True)
-    except SpecError as exc:
-        fail(exc.problems)
-    except NotARegistry as exc:  # the user named another program's file: bad input
-        fail([str(exc)])
-    except RegistryUnusable as exc:
-        fail([str(exc)], code=1)
+    except UserError as exc:  # bad input (orchestrator/errors.py): one line per problem
+        fail(exc.problems, EXIT_BAD_INPUT)
+    except EnvError as exc:  # the machine or a service: one line, what to do
+        fail([str(exc)], EXIT_FAILED)
     except KeyboardInterrupt:
         sys.exit(130)
     except OSError as exc:  # a full, read-only or forbidden disk under the orchestrator itself

@@ -8,23 +8,17 @@ from typing import Any, NoReturn
 
 from rich.console import Console
 
+from orchestrator.errors import EXIT_BAD_INPUT, EXIT_FAILED, RUN_EXIT_CODES
+
 # Human output goes to stderr when --json owns stdout.
 out = Console()
 err = Console(stderr=True)
 
-EXIT_BAD_INPUT = 2
-
-
 MAX_PROBLEM_LINES = 50  # a file with 30,000 unknown keys gets a screen, not 30,000 lines
 
 
-# How a run ended -> the exit code of the command that ran it (any other end: 1). A stalled run
-# exits 124, as `timeout` does, so a Slurm script can requeue it (launch/slurm.py).
-RUN_EXIT_CODES = {"finished": 0, "killed": 130, "stalled": 124}
-
-
 def run_exit_code(state: str) -> int:
-    return RUN_EXIT_CODES.get(state, 1)
+    return RUN_EXIT_CODES.get(state, EXIT_FAILED)
 
 
 def fail(problems: list[str], code: int = EXIT_BAD_INPUT) -> NoReturn:

@@ -16,8 +16,7 @@ from typing import Optional
 import typer
 
 from orchestrator.cli.common import err, human, print_json
-
-EXIT_INCOMPLETE = 1
+from orchestrator.errors import EXIT_FAILED
 
 
 def sweep_cmd(
@@ -61,14 +60,14 @@ def sweep_cmd(
         study, status, remaining = driver.open_for_run(request)
     except StorageError as exc:  # errors go to stderr, whether or not --json owns stdout
         err.print(str(exc), style="red", markup=False, highlight=False, soft_wrap=True)
-        raise typer.Exit(EXIT_INCOMPLETE) from None
+        raise typer.Exit(EXIT_FAILED) from None
     console.print(status)
     codes = _run_workers(request, study, console) if remaining else []
     try:
         summary = _final_report(request, started, lambda m: err.print(m, markup=False, highlight=False))
     except StorageError as exc:
         err.print(str(exc), style="red", markup=False, highlight=False, soft_wrap=True)
-        raise typer.Exit(EXIT_INCOMPLETE) from None
+        raise typer.Exit(EXIT_FAILED) from None
     summary["worker_exit_codes"] = codes
     if json_out:
         print_json(summary)
@@ -83,7 +82,7 @@ def sweep_cmd(
     if not summary["reached"] and not timed_out:
         console.print(f"[red]the study has {summary['done']} of {request.n_trials} trials; workers exited with "
                       f"{codes} (logs in {request.sweep.study_dir / 'workers'})[/]")
-        raise typer.Exit(EXIT_INCOMPLETE)
+        raise typer.Exit(EXIT_FAILED)
 
 
 def _final_report(request, started: float, say) -> dict:

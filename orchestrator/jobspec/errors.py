@@ -1,23 +1,19 @@
-"""One error type for every bad input: a list of lines, each naming a field."""
+"""Bad input in the job spec's terms: SpecError (the tool's UserError: a list of lines, each naming a
+field) and the helpers that turn Pydantic's errors into such lines."""
 
 from __future__ import annotations
 
 import re
 import reprlib
 
+from orchestrator.errors import UserError
+
 _REPR = reprlib.Repr()
 _REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxtuple, _REPR.maxset = 3, 8, 8, 8, 8
 _REPR.maxstring = _REPR.maxother = 80
 
 
-class SpecError(Exception):
-    """Bad user input. The CLI prints one line per problem and exits 2."""
-
-    def __init__(self, problems: list[str] | str):
-        if isinstance(problems, str):
-            problems = [problems]
-        self.problems = list(problems)
-        super().__init__("\n".join(self.problems))
+SpecError = UserError  # the name the job-spec layer and its callers use for bad input (orchestrator/errors.py)
 
 
 def format_pydantic_errors(exc, prefix: str = "") -> list[str]:

@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.errors import EnvError
 from orchestrator.jobspec.errors import SpecError
 from orchestrator.urls import redact_text, redact_url as redact
 from orchestrator.sqlite_wal import enable_wal, is_damaged
@@ -152,7 +153,7 @@ def _reason(exc: BaseException, url: str) -> str:
     return redact_text((str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__])[0], url)
 
 
-class StorageError(Exception):
+class StorageError(EnvError):
     """The storage is unreachable or unusable (exit 1: not a problem in the sweep file)."""
 
 

@@ -25,13 +25,13 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from orchestrator.errors import EXIT_TOO_MANY_FAILURES
 from orchestrator.jobspec.errors import SpecError
 from orchestrator.sweep.objective import TrialFailed, TrialRunner
 from orchestrator.sweep.loader import LoadedSweep, load_sweep
 from orchestrator.sweep.outage import Heartbeat, StaleTrials, retrying
 from orchestrator.sweep.study import ENV_STORAGE, StorageError, done_count, epochs_spent, open_study, state_counts
 
-EXIT_TOO_MANY_FAILURES = 3
 
 
 def say(text: str) -> None:

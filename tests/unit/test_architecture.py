@@ -20,22 +20,23 @@ MAY_IMPORT: dict[str, set[str]] = {
     "data": {"tasks"},
     "urls": set(),
     "sqlite_wal": set(),
+    "errors": set(),  # the two kinds of failure and the exit codes
     # the training process: the contract, generated data, its own package (and Ultralytics, torch)
     "worker": {"rundir", "data"},
     # the pure core: what to train and how its hyperparameters map to the target
     "scaling": {"devices", "tasks"},
-    "jobspec": {"rundir", "data", "devices", "tasks", "scaling"},
+    "jobspec": {"rundir", "data", "devices", "tasks", "scaling", "errors"},
     "launch": {"rundir", "devices", "jobspec"},
     "plan": {"rundir", "data", "devices", "tasks", "scaling", "jobspec", "launch"},
     # the orchestrator side: runs, their registry and recovery, sweeps, Kaggle, diagnostics
-    "registry": {"rundir", "sqlite_wal"},
+    "registry": {"rundir", "sqlite_wal", "errors"},
     "wandb_mode": {"jobspec"},
     "replan": {"rundir", "devices", "scaling", "jobspec", "launch", "plan"},
     "watchdog": {"rundir"},
     "runner": {"rundir", "data", "devices", "jobspec", "launch", "plan", "replan", "registry", "wandb_mode", "watchdog"},
     # the pruning callback runs inside the training process, on the worker's epoch bookkeeping
     "sweep": {"rundir", "sqlite_wal", "urls", "devices", "tasks", "jobspec", "launch", "plan", "registry", "runner",
-              "worker.callbacks"},
+              "worker.callbacks", "errors"},
     "kaggle": {"rundir", "devices", "tasks", "jobspec", "plan", "registry"},
     # doctor checks the training process's offline settings and W&B reach: it reads those two
     # torch-free modules rather than keeping a second copy of their constants
@@ -45,7 +46,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "ui": {"rundir", "registry", "sqlite_wal", "tasks", "urls"},
     # the command line on top
     "cli": {"rundir", "urls", "data", "devices", "tasks", "scaling", "jobspec", "launch", "plan", "registry", "wandb_mode", "replan",
-            "runner", "sweep", "kaggle", "doctor", "ui"},
+            "runner", "sweep", "kaggle", "doctor", "ui", "errors"},
     "__main__": {"cli"},
 }
 MAX_FUNCTION_LINES = 80

@@ -1,0 +1,36 @@
+"""The tool's two kinds of failure and its exit codes, in one place. A leaf: it imports nothing of the tool.
+
+- UserError: bad input (a job or sweep file, a flag, a file, a dataset, a run id). One line per
+  problem, naming the field and what was expected; exit 2; nothing was started or overwritten.
+- EnvError: the machine or a service kept a correct command from working (a storage that stays away,
+  a registry that cannot be written, a full disk). One line saying what to do; exit 1.
+
+The training process's own exit codes (out of memory, not resumable) are part of the run-directory
+contract (rundir.py), which the training process reads without the rest of the tool.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FAILED = 1  # an EnvError, a training that failed, a sweep that did not reach its trials
+EXIT_BAD_INPUT = 2  # a UserError
+EXIT_TOO_MANY_FAILURES = 3  # a sweep worker after max_consecutive_failures failed trials in a row
+EXIT_STALLED = 124  # as `timeout`: a Slurm script requeues it (launch/slurm.py)
+EXIT_INTERRUPTED = 130  # Ctrl-C, SIGTERM, a killed run
+
+# How a run ended -> the exit code of the command that ran it (any other end: EXIT_FAILED).
+RUN_EXIT_CODES = {"finished": EXIT_OK, "killed": EXIT_INTERRUPTED, "stalled": EXIT_STALLED}
+
+
+class UserError(Exception):
+    """Bad user input: the CLI prints one line per problem and exits EXIT_BAD_INPUT."""
+
+    def __init__(self, problems: list[str] | str):
+        if isinstance(problems, str):
+            problems = [problems]
+        self.problems = list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+class EnvError(Exception):
+    """The machine or a service kept the command from working: the CLI prints the line, exits EXIT_FAILED."""
