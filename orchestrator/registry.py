@@ -30,6 +30,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from orchestrator.errors import EnvError, UserError
+
 from orchestrator.rundir import RESULTS, SUMMARY, completed_epochs, process_alive, process_identity
 from orchestrator.sqlite_wal import connect_readonly, enable_wal, foreign_tables, is_busy, is_damaged
 
@@ -72,7 +74,7 @@ UPDATABLE = {name for name, _ in COLUMNS} - {"id", "created_at"}
 
 
 class RegistryError(Exception):
-    """A run that cannot be found, or an ambiguous prefix. CLI: exit 2."""
+    """A run that cannot be found, or an ambiguous prefix (the CLI turns it into bad input: exit 2)."""
 
 
 def registry_path(path_or_runs_dir: str | os.PathLike | None = None) -> Path:
@@ -88,13 +90,13 @@ def registry_path(path_or_runs_dir: str | os.PathLike | None = None) -> Path:
 
 # ---------------------------------------------------------------- the registry
 
-class RegistryUnusable(Exception):
+class RegistryUnusable(EnvError):
     """The registry file is damaged, or cannot be written where a write is needed: one line naming
-    the file and what to do (CLI: exit 1)."""
+    the file and what to do (exit 1)."""
 
 
-class NotARegistry(RegistryUnusable):
-    """The file named as the registry is another program's file (CLI: exit 2); it is left untouched."""
+class NotARegistry(UserError):
+    """The file named as the registry is another program's file (bad input: exit 2); it is left untouched."""
 
 
 READ_ONLY_MARKERS = ("readonly", "read-only", "unable to open", "permission denied", "disk i/o error")
@@ -294,7 +296,7 @@ class Registry:
     # ---- reads (never write: a vanished run is shown as reconcile() would record it)
     def get(self, run_id: str) -> dict | None:
         row = self._get_raw(run_id)
-        return self._as_recorded(row) if row else None
+        return as_recorded(row) if row else None
 
     def resolve(self, ref: str) -> dict:
         """A run by id, unique id prefix, or `job/id-prefix`. RegistryError when none or several match."""
@@ -306,7 +308,7 @@ class Registry:
             raise RegistryError("RUN: give a run id or a unique prefix of one")
         exact = self._get_raw(ref) if ref else None
         if exact and (job is None or exact["job"] == job):
-            return self._as_recorded(exact)
+            return as_recorded(exact)
         sql, args = "SELECT * FROM runs WHERE id LIKE ? ESCAPE '\\'", [_like_prefix(ref)]
         if job is not None:
             sql += " AND job = ?"
@@ -320,7 +322,7 @@ class Registry:
             shown = ", ".join(r["id"] for r in rows[:10])
             raise RegistryError(f"RUN: '{label}' matches several runs ({shown}{', ...' if len(rows) > 10 else ''}); "
                                 "give more characters")
-        return self._as_recorded(rows[0])
+        return as_recorded(rows[0])
 
     def list(self, state: str | None = None, study: str | None = None, job: str | None = None,
              limit: int | None = None) -> list[dict]:
@@ -337,7 +339,7 @@ class Registry:
                 args.append(val)
         sql = "SELECT * FROM runs" + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY created_at DESC"
         with self._lock:
-            rows = [self._as_recorded(_decode(r)) for r in self._conn.execute(sql, args)]
+            rows = [as_recorded(_decode(r)) for r in self._conn.execute(sql, args)]
         if state is not None:  # a vanished `running` row reads as `killed`: filter on what is shown
             rows = [r for r in rows if r["state"] == state]
         return rows[:int(limit)] if limit else rows
@@ -348,15 +350,6 @@ class Registry:
         return _decode(row) if row else None
 
     # ---- vanished runs
-    def _as_recorded(self, row: dict) -> dict:
-        """The row as reconcile() would leave it (a vanished run's outcome and note), written or not."""
-        if not _vanished(row):
-            return row
-        state, note, extra = _vanished_outcome(row)
-        extra = {k: json.loads(v) if k in JSON_COLUMNS and isinstance(v, str) else v for k, v in extra.items()}
-        notes = [*(row["notes"] or []), {"time": time.time(), "text": note}]
-        return {**row, **extra, "state": state, "notes": notes}  # ended_at: unknown until recorded
-
     def reconcile(self) -> list[str]:
         """Record the outcome of active rows whose processes vanished; returns their ids. An explicit
         step of the commands that change state; a read-only registry is left as written."""
@@ -381,6 +374,18 @@ class Registry:
             if cur.rowcount:
                 changed.append(row["id"])
         return changed
+
+
+def as_recorded(row: dict) -> dict:
+    """A decoded row as reconcile() would leave it (a vanished run's outcome and note), written or not:
+    what every read shows (the CLI's and the dashboard's)."""
+    if not _vanished(row):
+        return row
+    state, note, extra = _vanished_outcome(row)
+    extra = {k: json.loads(v) if k in JSON_COLUMNS and isinstance(v, str) else v for k, v in extra.items()}
+    notes = row.get("notes") if isinstance(row.get("notes"), list) else []
+    notes = [*notes, {"time": time.time(), "text": note}]
+    return {**row, **extra, "state": state, "notes": notes}  # ended_at: unknown until recorded
 
 
 def _vanished(row: dict) -> bool:

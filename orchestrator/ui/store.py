@@ -1,7 +1,8 @@
 """What the dashboard shows, read from the registry and the run directories, and never written.
 
-The registry is opened read-only (`mode=ro`, else `immutable=1`) and queried directly: listing does not
-run the registry's reconcile (which writes rows). A run directory is read through the run-directory
+The registry is opened read-only (`mode=ro`, else `immutable=1`) and queried directly; a run whose
+process vanished is shown killed, as every read of the registry shows it (registry.as_recorded), and
+nothing is written. A run directory is read through the run-directory
 contract's names; anything unreadable makes that part `damaged` with the reason, never an error page.
 Text that may hold a secret (logs, storage URLs, W&B or Kaggle settings) is masked on the way out, and
 a file is served only from inside its run's folder."""
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 from contextlib import closing
 
-from orchestrator.registry import ACTIVE, STATES
+from orchestrator.registry import ACTIVE, STATES, as_recorded
 from orchestrator.rundir import ENV, EVENTS, LOG, RESOLVED, SUMMARY, load_own_yaml
 from orchestrator.sqlite_wal import connect_readonly
 from orchestrator.tasks import TASKS, headline, task_of_keys
@@ -60,26 +61,29 @@ class Store:
             if value:
                 where.append(f"{column} LIKE ? ESCAPE '\\'")
                 args.append(f"%{_like(value)}%")
-        if state in STATES:
-            where.append("state = ?")
+        state = state if state in STATES else ""
+        if state:  # a vanished `running` row shows `killed`: active rows are fetched too, then filtered
+            where.append("(state = ? OR state IN ('queued', 'running'))")
             args.append(state)
         sql_where = f"WHERE {' AND '.join(where)}" if where else ""
         with self._connect() as conn:
-            total = conn.execute(f"SELECT count(*) FROM runs {sql_where}", args).fetchone()[0]
-            if task not in TASKS:
+            if task not in TASKS and not state:
+                total = conn.execute(f"SELECT count(*) FROM runs {sql_where}", args).fetchone()[0]
                 rows = conn.execute(f"SELECT * FROM runs {sql_where} ORDER BY created_at DESC, id DESC LIMIT ? "
                                     "OFFSET ?", [*args, size, page * size]).fetchall()
                 return {"total": total, "page": page, "size": size, "runs": [self.row(r) for r in rows]}
-            return self._runs_of_task(conn, sql_where, args, task, page, size)
+            return self._runs_shown_as(conn, sql_where, args, task if task in TASKS else "", state, page, size)
 
-    def _runs_of_task(self, conn, sql_where: str, args: list, task: str, page: int, size: int) -> dict:
-        """The task lives in each run's job.resolved.yaml: scan newest first (memoized per file)."""
+    def _runs_shown_as(self, conn, sql_where: str, args: list, task: str, state: str, page: int,
+                       size: int) -> dict:
+        """Filters on what a row shows: its task (in its job.resolved.yaml: memoized per file) and its
+        state as read (a vanished run's). Scanned newest first."""
         matched, skip = [], page * size
         cursor = conn.execute(f"SELECT * FROM runs {sql_where} ORDER BY created_at DESC, id DESC", args)
         total = 0
         for row in cursor:
             record = self.row(row)
-            if record["task"] != task:
+            if (task and record["task"] != task) or (state and record["state"] != state):
                 continue
             total += 1
             if skip <= total - 1 < skip + size:
@@ -90,6 +94,7 @@ class Store:
         record = dict(row)
         for key in ("metrics", "tags", "notes"):
             record[key] = _json(record.get(key))
+        record = as_recorded(record)  # a vanished run shows killed, as `yolo-orch runs` shows it (nothing written)
         metrics = record["metrics"] if isinstance(record["metrics"], dict) else {}
         record["headline"] = [[label, value] for label, value in headline(metrics)] if metrics else []
         record["task"] = self.task_of(record)

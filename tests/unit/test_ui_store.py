@@ -85,3 +85,21 @@ def test_secrets_are_masked_by_key_and_in_urls():
     assert shown["password"] == "***" and shown["author"] == "me"
     assert "pw1234" not in shown["storage"] and "zz" not in shown["storage"]
     assert redacted("see https://user:tok3n@host/x and password: abc") == "see https://user:***@host/x and password: ***"
+
+
+def test_a_run_whose_process_vanished_shows_killed_and_filters_as_shown(tmp_path):
+    import subprocess
+    import sys
+
+    store, runs = _registry(tmp_path)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    with Registry.open(runs) as reg:
+        reg.add_run("r3", job="job_c", state="running", pid=gone.pid)
+    before = (runs / "registry.db").read_bytes()
+    assert store.get("r3")["state"] == "killed" and not store.get("r3")["active"]
+    assert "vanished" in store.get("r3")["notes"][-1]["text"]
+    assert [r["id"] for r in store.runs(state="killed")["runs"]] == ["r3"]
+    assert store.runs(state="killed")["total"] == 1 and store.runs(state="running")["runs"] == []
+    assert [r["id"] for r in store.runs(state="failed")["runs"]] == ["r2"]
+    assert (runs / "registry.db").read_bytes() == before  # shown, not written
