@@ -66,8 +66,8 @@ def test_two_workers_ride_out_a_database_restart(tmp_path, private_pg):
     logs = "".join(p.read_text() for p in tmp_path.rglob("workers/*.log"))
     assert "Traceback" not in logs, logs[-4000:]
     trainings = "".join(p.read_text(errors="replace") for p in tmp_path.rglob("train.log"))
-    assert "sweep: storage unreachable while reporting epoch" in trainings  # the outage hit a trial's report
-    assert "sweep: storage back after" in trainings
+    felt = logs + trainings  # a training's epoch report, or a worker between trials, met the outage and waited
+    assert "storage unreachable while" in felt and "storage back after" in felt, felt[-3000:]
     run_dirs = [t["run_dir"] for t in summary["trials"] if t.get("run_dir")]
     assert len(run_dirs) == len(set(run_dirs)) == len(summary["trials"]), summary["trials"]
 
