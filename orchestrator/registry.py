@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from orchestrator.errors import EnvError, UserError
-
 from orchestrator.rundir import RESULTS, SUMMARY, completed_epochs, process_alive, process_identity
 from orchestrator.sqlite_wal import connect_readonly, enable_wal, foreign_tables, is_busy, is_damaged
 
