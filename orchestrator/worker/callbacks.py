@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import csv
 import time
+from pathlib import Path
 from typing import Any, Callable
 
-from orchestrator.rundir import CALLBACKS, ENV_CALLBACKS, EventWriter, float_or_none
+from orchestrator.rundir import CALLBACKS, ENV_CALLBACKS, RESULTS, EventTail, EventWriter, float_or_none
 
 PROGRESS_EVERY_S = 1.0
 
@@ -17,6 +19,36 @@ def epoch_metrics(trainer) -> dict[str, float]:
     metrics.update(trainer.metrics or {})
     metrics.update(getattr(trainer, "lr", {}) or {})
     return {k: round(float(v), 6) for k, v in metrics.items()}
+
+
+def missing_epochs(events_path: Path, upto: int) -> list[tuple[int, dict[str, float]]]:
+    """Epochs 1..upto (those a resume starts after) that results.csv recorded and events.jsonl does not,
+    with their metrics: a kill between Ultralytics' save of last.pt and its on_fit_epoch_end trains an
+    epoch whose event never came. Its results.csv row, written before last.pt, has its metrics."""
+    results = events_path.parent / RESULTS
+    if upto <= 0 or not results.is_file():
+        return []
+    seen = {e.get("epoch") for e in EventTail(events_path).read_new() if e.get("event") == "epoch"}
+    out = []
+    with results.open(newline="") as f:
+        for row in csv.DictReader(f):
+            row = {(k or "").strip(): (v or "").strip() for k, v in row.items()}
+            try:
+                epoch = int(float(row.get("epoch", "")))
+            except ValueError:
+                continue
+            if epoch <= upto and epoch not in seen:
+                out.append((epoch, {k: round(float(v), 6) for k, v in row.items()
+                                    if k not in ("epoch", "time") and _is_number(v)}))
+    return out
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 class EpochBoundary:
@@ -73,6 +105,9 @@ class EpochReporter(EpochBoundary):
             self.events.emit("train_start", epochs=trainer.epochs, start_epoch=trainer.start_epoch,
                              batch=trainer.batch_size, accumulate=trainer.accumulate,
                              world_size=getattr(trainer, "xla_world", trainer.world_size))  # XLA: its mesh
+            for epoch, metrics in missing_epochs(self.events.path, int(trainer.start_epoch or 0)):
+                self.seen.add(epoch - 1)
+                self.events.emit("epoch", epoch=epoch, epochs=trainer.epochs, metrics=metrics, recovered=True)
 
     def on_fit_epoch_end(self, trainer) -> None:
         if not self.fit_ends_epoch():
