@@ -38,6 +38,7 @@ def missing_epochs(events_path: Path, upto: int) -> list[tuple[int, dict[str, fl
             except ValueError:
                 continue
             if epoch <= upto and epoch not in seen:
+                seen.add(epoch)  # an epoch retrained by an earlier resume has two rows: one event
                 out.append((epoch, {k: round(float(v), 6) for k, v in row.items()
                                     if k not in ("epoch", "time") and _is_number(v)}))
     return out

@@ -17,7 +17,7 @@ def test_the_epoch_a_kill_left_without_its_event_is_written_at_the_resume(tmp_pa
         events.emit("epoch", epoch=epoch, epochs=5, metrics={"metrics/mAP50(B)": 0.1 * epoch})
     (tmp_path / "results.csv").write_text(
         "                  epoch,             time, train/box_loss, metrics/mAP50(B)\n"
-        "1,1.0,2.0,0.1\n2,2.0,1.9,0.2\n3,3.0,1.8,0.3\n4,4.0,1.7,0.35\n")  # row 4: written, last.pt not (a kill)
+        "1,1.0,2.0,0.1\n2,2.0,1.9,0.2\n3,3.0,1.8,0.3\n3,3.5,1.8,0.3\n4,4.0,1.7,0.35\n")  # row 4: written, last.pt not (a kill)
     assert missing_epochs(events.path, upto=3) == [(3, {"train/box_loss": 1.8, "metrics/mAP50(B)": 0.3})]
     assert missing_epochs(events.path, upto=0) == []
 
