@@ -51,23 +51,14 @@ def sweep_cmd(
         return
     from orchestrator.sweep import report
     from orchestrator.sweep.preview import space_as_planned
-    from orchestrator.sweep.study import StorageError
-
     for note in space_as_planned(request.sweep, request.base_plan)[1]:  # a dimension the devices make inert
         console.print(f"[yellow]warning:[/] {note}")
     started = time.time()
-    try:
-        study, status, remaining = driver.open_for_run(request)
-    except StorageError as exc:  # errors go to stderr, whether or not --json owns stdout
-        err.print(str(exc), style="red", markup=False, highlight=False, soft_wrap=True)
-        raise typer.Exit(EXIT_FAILED) from None
+    # a storage that cannot be used raises StorageError, an EnvError: one line on stderr, exit 1 (cli/app.py)
+    study, status, remaining = driver.open_for_run(request)
     console.print(status)
     codes = _run_workers(request, study, console) if remaining else []
-    try:
-        summary = _final_report(request, started, lambda m: err.print(m, markup=False, highlight=False))
-    except StorageError as exc:
-        err.print(str(exc), style="red", markup=False, highlight=False, soft_wrap=True)
-        raise typer.Exit(EXIT_FAILED) from None
+    summary = _final_report(request, started, lambda m: err.print(m, markup=False, highlight=False))
     summary["worker_exit_codes"] = codes
     if json_out:
         print_json(summary)

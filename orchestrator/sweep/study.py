@@ -287,13 +287,6 @@ def trial_epochs(t: "optuna.trial.FrozenTrial") -> int:
     return t.user_attrs.get("epochs", len(t.intermediate_values))
 
 
-def fail_stale(study: "optuna.Study") -> None:
-    import optuna
-
-    quiet_optuna()
-    optuna.storages.fail_stale_trials(study)
-
-
 def enqueue_initial(study: "optuna.Study", sweep: "LoadedSweep") -> int:
     """Queue the sweep's `enqueue:` points once per study (a study attribute remembers it)."""
     if not sweep.enqueue or study.user_attrs.get("enqueued"):

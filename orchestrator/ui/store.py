@@ -13,9 +13,9 @@ import json
 import os
 import re
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
-from contextlib import closing
 
 from orchestrator.registry import ACTIVE, STATES, as_recorded
 from orchestrator.rundir import ENV, EVENTS, LOG, RESOLVED, SUMMARY, load_own_yaml

@@ -39,17 +39,9 @@ def missing_epochs(events_path: Path, upto: int) -> list[tuple[int, dict[str, fl
                 continue
             if epoch <= upto and epoch not in seen:
                 seen.add(epoch)  # an epoch retrained by an earlier resume has two rows: one event
-                out.append((epoch, {k: round(float(v), 6) for k, v in row.items()
-                                    if k not in ("epoch", "time") and _is_number(v)}))
+                values = {k: float_or_none(v) for k, v in row.items() if k not in ("epoch", "time")}
+                out.append((epoch, {k: round(v, 6) for k, v in values.items() if v is not None}))
     return out
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 class EpochBoundary:
