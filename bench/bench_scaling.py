@@ -124,7 +124,8 @@ def read_run(run_dir: Path, task: str = "detect") -> dict:
     return {
         "final": float(summary["metrics"][key]),
         "curve": curve,
-        "passed": {k: scaling["passed"][k] for k in ("batch", "nbs", "lr0", "weight_decay", "warmup_epochs")},
+        "passed": {k: scaling["passed"][k] for k in ("optimizer", "batch", "nbs", "lr0", "momentum", "weight_decay",
+                                                     "warmup_epochs")},
         "effective": {k: eff.get(k) for k in ("images_per_step", "accumulate", "weight_decay",
                                              "optimizer_steps_per_epoch", "warmup_iterations")},
         "reasons": scaling["reasons"],

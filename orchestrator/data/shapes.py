@@ -133,7 +133,10 @@ def inner_box(box: Box) -> tuple[float, float, float, float]:
     return cx - w * f / 2, cy - h * f / 2, cx + w * f / 2, cy + h * f / 2
 
 
-def random_colour(rng: np.random.Generator, avoid: np.ndarray) -> np.ndarray:
+def random_colour(rng: np.random.Generator, avoid: np.ndarray, style: str = "plain") -> np.ndarray:
+    """An object colour at least _MIN_CONTRAST from `avoid` (one colour, or one per row)."""
+    if style == "striped":
+        return _saturated_colour(rng, avoid)
     for _ in range(100):
         c = rng.integers(0, 256, size=3).astype(np.float32)
         if np.linalg.norm(c - avoid) >= _MIN_CONTRAST:
@@ -142,8 +145,19 @@ def random_colour(rng: np.random.Generator, avoid: np.ndarray) -> np.ndarray:
     return 255.0 - np.round(avoid)
 
 
-def background(rng: np.random.Generator, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """Float RGB background (a two-colour linear gradient) and its mean colour."""
+# The look of a dataset: "plain" (the default) is a two-colour gradient with any object colour;
+# "striped" (another visual domain, for fine-tuning benchmarks) is hard-edged stripes of two colours at
+# a random angle and period, with saturated object colours far from both stripes.
+STYLES = ("plain", "striped")
+_STRIPE_PERIOD = (0.08, 0.25)  # fraction of the image side
+_STRIPE_CONTRAST = 60.0  # min RGB distance between the two stripe colours
+
+
+def background(rng: np.random.Generator, size: int, style: str = "plain") -> tuple[np.ndarray, np.ndarray]:
+    """Float RGB background and the colours an object must stand out from: the gradient's mean colour
+    (plain), or both stripe colours (striped)."""
+    if style == "striped":
+        return _striped(rng, size)
     c0 = rng.integers(0, 256, size=3).astype(np.float32)
     c1 = np.clip(c0 + rng.normal(0.0, _BG_GRADIENT, size=3), 0, 255).astype(np.float32)
     a = rng.uniform(0, 2 * math.pi)
@@ -152,6 +166,34 @@ def background(rng: np.random.Generator, size: int) -> tuple[np.ndarray, np.ndar
     t = (t - t.min()) / max(float(t.max() - t.min()), 1e-6)
     img = c0[None, None, :] * (1 - t[..., None]) + c1[None, None, :] * t[..., None]
     return img, (c0 + c1) / 2
+
+
+def _striped(rng: np.random.Generator, size: int) -> tuple[np.ndarray, np.ndarray]:
+    c0 = rng.integers(0, 256, size=3).astype(np.float32)
+    c1 = rng.integers(0, 256, size=3).astype(np.float32)
+    if np.linalg.norm(c1 - c0) < _STRIPE_CONTRAST:
+        c1 = 255.0 - c0
+    a = rng.uniform(0, math.pi)
+    period = rng.uniform(*_STRIPE_PERIOD) * size
+    yy, xx = np.mgrid[0:size, 0:size].astype(np.float32)
+    t = (np.floor((np.cos(a) * xx + np.sin(a) * yy) / period) % 2)[..., None]
+    return c0[None, None, :] * (1 - t) + c1[None, None, :] * t, np.stack([c0, c1])
+
+
+def _saturated_colour(rng: np.random.Generator, avoid: np.ndarray) -> np.ndarray:
+    """A fully saturated, bright colour (one of the hue circle's) far from every colour in `avoid`;
+    the farthest of those tried when none is far enough."""
+    best, best_d = None, -1.0
+    for _ in range(100):
+        h, v = rng.uniform(0, 6), rng.uniform(200, 255)
+        x = v * (1 - abs(h % 2 - 1))
+        c = np.array([(v, x, 0), (x, v, 0), (0, v, x), (0, x, v), (x, 0, v), (v, 0, x)][int(h) % 6], np.float32)
+        d = float(np.min(np.linalg.norm(np.atleast_2d(avoid) - c, axis=1)))
+        if d >= _MIN_CONTRAST:
+            return c
+        if d > best_d:
+            best, best_d = c, d
+    return best
 
 
 def place(rng: np.random.Generator, size: int, boxes: list[Box], sizes: tuple[float, float] = (MIN_SIZE, MAX_SIZE)):

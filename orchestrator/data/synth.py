@@ -1,7 +1,9 @@
 """Deterministic synthetic datasets ("synth-shapes") for every Ultralytics task, in its format.
 
 Filled geometric shapes (one class per shape kind, data/shapes.py) on a noisy background. Colour is
-drawn independently of the class, so a model has to learn shape, not colour. Detection-style tasks
+drawn independently of the class, so a model has to learn shape, not colour. `first_class` and `style`
+make another visual domain (other shapes on striped backgrounds in saturated colours): the stand-in
+for a user's own data when a model pretrained on the default domain is fine-tuned. Detection-style tasks
 have 1-4 objects per image, each 15-50 % of the image side, whose boxes never overlap, so every
 label describes a fully visible object. Labels per task (Ultralytics' formats, coordinates 0..1):
 
@@ -88,6 +90,8 @@ class SynthConfig:
     imgsz: int = 128
     seed: int = 0
     task: str = "detect"
+    first_class: int = 0  # the classes are shapes first_class .. first_class + classes - 1 (SHAPE_NAMES)
+    style: str = "plain"  # the look (shapes.STYLES); another style and other shapes make another domain
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -97,6 +101,9 @@ class SynthConfig:
         _check_int("classes", self.classes, 1, MAX_CLASSES)
         _check_int("imgsz", self.imgsz, 32, SYNTH_MAX_IMGSZ)
         _check_int("seed", self.seed, 0)
+        _check_int("first_class", self.first_class, 0, MAX_CLASSES - self.classes)
+        if self.style not in shapes.STYLES:
+            raise ValueError(f"style: expected one of {', '.join(shapes.STYLES)} (got {self.style!r})")
         if self.task == "classify":  # torchvision's ImageFolder refuses a class folder with no image
             for name in ("images", "val_images"):
                 if getattr(self, name) < self.classes:
@@ -105,7 +112,17 @@ class SynthConfig:
 
     @property
     def names(self) -> list[str]:
-        return list(SHAPE_NAMES[: self.classes])
+        return list(SHAPE_NAMES[self.first_class: self.first_class + self.classes])
+
+    def stream(self, split: str, index: int) -> list[int]:
+        """The seed of image `index`'s random stream; the default domain's is what it always was."""
+        seed = [self.seed, _SPLITS.index(split), index, self.classes, self.imgsz]
+        return seed if self.domain() == {} else seed + [self.first_class, shapes.STYLES.index(self.style)]
+
+    def domain(self) -> dict:
+        """The domain fields that differ from the default (none: the manifest of earlier versions)."""
+        return {k: v for k, v in (("first_class", self.first_class), ("style", self.style))
+                if v != SynthConfig.__dataclass_fields__[k].default}
 
     def count(self, split: str) -> int:
         return self.images if split == "train" else self.val_images
@@ -114,7 +131,7 @@ class SynthConfig:
         return {
             "generator": "yolo-orch synth-shapes",
             "version": GENERATOR_VERSION,
-            "config": asdict(self),
+            "config": {k: v for k, v in asdict(self).items() if k not in ("first_class", "style")} | self.domain(),
             "names": self.names,
         }
 
@@ -135,8 +152,8 @@ def _render(cfg: SynthConfig, split: str, index: int) -> tuple[Image.Image, list
     """One image, its label lines and its class (classify; -1 otherwise); depends only on
     (cfg, split, index)."""
     size = cfg.imgsz
-    rng = np.random.default_rng([cfg.seed, _SPLITS.index(split), index, cfg.classes, size])
-    img, bg_mean = shapes.background(rng, size)
+    rng = np.random.default_rng(cfg.stream(split, index))
+    img, avoid = shapes.background(rng, size, cfg.style)
     classify = cfg.task == "classify"
     n = 1 if classify else int(rng.integers(_MIN_OBJECTS, _MAX_OBJECTS + 1))
     boxes: list[shapes.Box] = []
@@ -148,9 +165,9 @@ def _render(cfg: SynthConfig, split: str, index: int) -> tuple[Image.Image, list
         cls = index % cfg.classes if classify else int(rng.integers(0, cfg.classes))
         angle = float(rng.uniform(0.0, 180.0)) if cfg.task == "obb" else 0.0
         drawn = shapes.inner_box(box) if cfg.task == "obb" else box  # any rotation of it stays in the box
-        mask, outline = shapes.draw_shape(SHAPE_NAMES[cls], drawn, size, rng, angle)
+        mask, outline = shapes.draw_shape(cfg.names[cls], drawn, size, rng, angle)
         m = np.asarray(mask, dtype=np.float32)[..., None] / 255.0
-        colour = shapes.random_colour(rng, bg_mean)
+        colour = shapes.random_colour(rng, avoid, cfg.style)
         img = img * (1 - m) + colour[None, None, :] * m
         label = _label(cfg.task, cls, np.asarray(mask) > 0, outline, drawn, angle, size)
         if label is None:  # no visible pixel: cannot happen for boxes >= 15 % of imgsz >= 32; be safe
@@ -265,6 +282,8 @@ def generate_dataset(
     imgsz: int = 128,
     seed: int = 0,
     task: str = "detect",
+    first_class: int = 0,
+    style: str = "plain",
 ) -> Path:
     """Generate (or reuse) the synthetic dataset at `out_dir` for `task`; return what a job's `data`
     names: its data.yaml, or the folder for classify (dataset_path).
@@ -272,7 +291,8 @@ def generate_dataset(
     Raises ValueError for bad arguments (the message starts with the argument's name)
     and FileExistsError if `out_dir` exists, is not empty and is not a synth dataset.
     """
-    cfg = SynthConfig(images=images, val_images=val_images, classes=classes, imgsz=imgsz, seed=seed, task=task)
+    cfg = SynthConfig(images=images, val_images=val_images, classes=classes, imgsz=imgsz, seed=seed, task=task,
+                      first_class=first_class, style=style)
     out_dir = Path(out_dir).expanduser().absolute()
     data_yaml = dataset_path(out_dir, task)
 
@@ -333,9 +353,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--imgsz", type=int, default=d.imgsz, help="image side in pixels (default %(default)s)")
     ap.add_argument("--seed", type=int, default=d.seed, help="(default %(default)s)")
     ap.add_argument("--task", default=d.task, choices=TASKS, help="(default %(default)s)")
+    ap.add_argument("--first-class", type=int, default=d.first_class,
+                    help="the first shape of the classes (default %(default)s: rectangle)")
+    ap.add_argument("--style", default=d.style, choices=shapes.STYLES, help="the look (default %(default)s)")
     a = ap.parse_args(argv)
     try:
-        path = generate_dataset(a.out_dir, a.images, a.val_images, a.classes, a.imgsz, a.seed, a.task)
+        path = generate_dataset(a.out_dir, a.images, a.val_images, a.classes, a.imgsz, a.seed, a.task,
+                                a.first_class, a.style)
     except (ValueError, FileExistsError) as e:
         ap.error(str(e))
     print(path)

@@ -204,6 +204,9 @@ def test_relative_out_dir_gives_absolute_path(tmp_path, monkeypatch):
         (dict(images=2.5), "images"),
         (dict(classes=True), "classes"),
         (dict(imgsz="128"), "imgsz"),
+        (dict(first_class=6), "first_class"),
+        (dict(first_class=-1), "first_class"),
+        (dict(style="zebra"), "style"),
     ],
 )
 def test_bad_arguments(tmp_path, kwargs, field):
@@ -426,3 +429,20 @@ def test_obb_box_holds_pixels():
         back = shapes.rotate_points(list(zip(xs + 0.5, ys + 0.5)), ((x0 + x1) / 2, (y0 + y1) / 2), -33.0)
         assert xs.size > 20, kind
         assert all(x0 - 1 <= x <= x1 + 1 and y0 - 1 <= y <= y1 + 1 for x, y in back), kind
+
+
+def test_another_domain(tmp_path, small):
+    """first_class and style make another visual domain (the fine-tuning bench's): other shape names,
+    labels from 0, its own images, deterministic, and a manifest that names it; the default domain's
+    manifest is the one earlier versions wrote (no domain keys), so cached datasets are reused."""
+    kwargs = {**SMALL, "first_class": 4, "style": "striped"}
+    other = generate_dataset(tmp_path / "b", **kwargs)
+    assert yaml.safe_load(other.read_text())["names"] == {0: "star", 1: "diamond", 2: "ring"}
+    assert {row[0] for rows in _labels(other.parent, "train").values() for row in rows} <= {"0", "1", "2"}
+    manifest = synth.load_manifest(other.parent)
+    assert (manifest["config"]["first_class"], manifest["config"]["style"]) == (4, "striped")
+    assert set(synth.load_manifest(small.parent)["config"]) == {"images", "val_images", "classes", "imgsz", "seed",
+                                                                "task"}
+    a, b = _tree_digest(small.parent), _tree_digest(other.parent)
+    assert all(a[k] != b[k] for k in a if k.startswith("images/"))
+    assert _tree_digest(generate_dataset(tmp_path / "b2", **kwargs).parent) == b
