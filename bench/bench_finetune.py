@@ -120,12 +120,13 @@ def parse(argv):
     ap.add_argument("--imgsz", type=int, default=64)
     ap.add_argument("--epochs", type=int, default=10, help="the fine-tuning's epochs (a short schedule)")
     ap.add_argument("--ref-batch", type=int, default=8, help="the reference's batch (= its nbs)")
-    ap.add_argument("--pretrain-images", type=int, default=4096)
+    ap.add_argument("--pretrain-images", type=int, default=2048)
     ap.add_argument("--pretrain-epochs", type=int, default=30)
     ap.add_argument("--workers", type=int, default=2, help="Ultralytics loader workers per run")
     ap.add_argument("--parallel", type=int, default=2, help="trainings at a time")
     ap.add_argument("--cache", type=Path, default=REPO / "runs" / "finetune-cache",
                     help="where the pretrained stand-in is kept (carry it to a GPU machine)")
+    ap.add_argument("--skip-reference", action="store_true", help="no k = 1 runs (another invocation has them)")
     ap.add_argument("--pretrain-only", action="store_true", help="only make (or find) the cached stand-in")
     ap.add_argument("--work", type=Path, default=REPO / "runs" / "bench_finetune")
     ap.add_argument("--out", type=Path, default=REPO / "docs" / "img" / "bench_finetune.json")
@@ -147,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     for opt in args.optimizers:
         (args.work / f"{opt}.yaml").write_text(yaml.safe_dump(finetune_job(args, weights, data_yaml, opt),
                                                               sort_keys=False))
-    grid = [(opt, 1, "none", s) for opt in args.optimizers for s in args.seeds]
+    grid = [] if args.skip_reference else [(opt, 1, "none", s) for opt in args.optimizers for s in args.seeds]
     grid += list(itertools.product(args.optimizers, args.ks, args.policies, args.seeds))
     same: dict[tuple, list[tuple]] = {}  # one training per distinct set of effective values
     for g in grid:

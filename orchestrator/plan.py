@@ -138,6 +138,12 @@ def images_trained(train_images: int | None, fraction: Any) -> int | None:
     return min(count, train_images)
 
 
+def starts_from_weights(model: str, pretrained: Any = None) -> bool:
+    """Fine-tuning: Ultralytics' setup_model loads weights from a `.pt` model unless `pretrained` is
+    False, and from `pretrained` when it names a file."""
+    return isinstance(pretrained, str) or (str(model).lower().endswith(".pt") and pretrained is not False)
+
+
 def scaler_inputs(spec, hyp: dict[str, Any], nc: int | None, train_images: int | None, target_spec: DeviceSpec,
                   max_batch_per_device: int | None = None) -> tuple[ReferenceHyp, TargetHardware]:
     """The scaler's inputs for a job (also used to re-plan a resume or an OOM restart,
@@ -158,6 +164,7 @@ def scaler_inputs(spec, hyp: dict[str, Any], nc: int | None, train_images: int |
         nc=nc,
         dataset_size=images_trained(train_images, spec.overrides.get("fraction")),
         task=spec.task or "detect",
+        pretrained=starts_from_weights(spec.model, spec.overrides.get("pretrained")),
         formulas=releases.formulas_for(ultralytics_cfg.version()),
     )
     cap = spec.target.max_batch_per_device

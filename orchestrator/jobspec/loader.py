@@ -145,6 +145,8 @@ def check_model(job: LoadedJob) -> list[str]:
                 f"trainers; yolo-orch trains YOLO models (e.g. {EXAMPLE_MODELS['detect']})"]
     local = job.resolve_path(model)
     built = None
+    if local.is_file() and model.endswith(".pt") and not is_weights_file(local):
+        return [f"model: {local} is not a PyTorch weights file (not a torch.save checkpoint)"]
     if local.is_file():
         built = ultralytics_cfg.model_yaml_task(local) if model.endswith((".yaml", ".yml")) else \
             ultralytics_cfg.weights_task(local) if model.endswith(".pt") else None
@@ -190,6 +192,11 @@ def _check_model_task(job: LoadedJob, built: str | None) -> list[str]:
 
 
 WEIGHTS_MAGIC = (b"PK\x03\x04", b"\x80")  # torch.save's zip archive; a legacy pickle (protocol 2 and later)
+
+
+def is_weights_file(path: Path) -> bool:
+    raw, _ = read_regular_bounded(str(path), 4)
+    return raw is not None and raw.startswith(WEIGHTS_MAGIC)
 
 
 def check_pretrained(job: LoadedJob) -> list[str]:

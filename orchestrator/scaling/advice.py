@@ -54,12 +54,34 @@ def few_steps_warning(eff: dict[str, Any], ref_eff: dict[str, Any], k: float) ->
     ]
 
 
+def finetune_warnings(rule: Rule, k: float, epochs: int) -> list[str]:
+    """Fine-tuning (the job starts from weights) at a measured k: where the policy lost more than
+    KEPT_GAP to the reference, the gap, the best policy's and what kept it (more epochs) at what cost;
+    with an Adam-family optimizer, the early dip that was measured there, so nobody stops a run for it."""
+    out = []
+    rows = [row for row in evidence.GAPS if row.start == "pretrained" and row.family == rule.family
+            and abs(row.k - k) < 1e-9]
+    mine = next((row for row in rows if row.rule == rule.name), None)
+    if mine is not None and mine.gap < -evidence.KEPT_GAP:
+        best = max(rows, key=lambda row: row.gap)
+        out.append(
+            f"fine-tuning at k = {k:.4g}: policy {rule.name} ended {mine.gap:+.3f} mAP50-95 below the reference "
+            f"({mine.where}); " + ("it was the best policy there" if best is mine else
+                                   f"the best policy there, {best.rule}, {best.gap:+.3f}")
+            + f"; more epochs kept the outcome ({evidence.FINETUNE_LONGER}): --set epochs={2 * epochs}, at 2x "
+            "this run's cost"
+        )
+    if rule.family == "Adam" and rows and k >= 4:
+        out.append(f"measured: {evidence.FINETUNE_DIP}: do not judge this run by its first epochs")
+    return out
+
+
 def per_step_warnings(
     opt: str, rule: Rule, passed: dict[str, Any], eff: dict[str, Any], ref_eff: dict[str, Any],
-    images: int, images_ref: int,
+    images: int, images_ref: int, start: str = "scratch",
 ) -> list[str]:
     """What changes with the images per optimizer step besides lr0 and weight decay, and where a rule
-    is an approximation or beyond what was measured."""
+    is an approximation or beyond what was measured (`start`: from scratch, or fine-tuning)."""
     out = []
     k = images / images_ref
     if rule.name in ("auto", "linear", "sqrt") and images > LINEAR_LIMIT_IMAGES and k > 1:
@@ -67,12 +89,16 @@ def per_step_warnings(
             f"{images} images per optimizer step: large-batch rules held up to about {LINEAR_LIMIT_IMAGES} in "
             "Goyal et al.; beyond that expect a gap, or use a smaller batch"
         )
-    if rule.name == "auto" and k > evidence.MEASURED_MAX_K:
+    top = evidence.measured_max_k(start)
+    if rule.name == "auto" and k > top:
         out.append(
-            f"k = {k:.4g} is beyond the measured k <= {evidence.MEASURED_MAX_K} (docs/scaling.md section 7): "
-            "auto extrapolates its rule; compare a short run against the reference before a long one"
-            + (f" ({evidence.K8_SGD})" if k == 8 and opt in um.SGD_FAMILY else "")
+            f"k = {k:.4g} is beyond the measured k <= {top}{' when fine-tuning' if start == 'pretrained' else ' from scratch'} "
+            "(docs/scaling.md section 7): auto extrapolates its rule; compare a short run against the reference "
+            "before a long one"
+            + (f" ({evidence.K8_SGD})" if k == 8 and opt in um.SGD_FAMILY and start == "scratch" else "")
         )
+    if start == "pretrained" and k > 1:
+        out += finetune_warnings(rule, k, eff["epochs"])
     if rule.wd_mult != 1 and opt in um.COUPLED_L2 and opt not in um.SGD_FAMILY:
         out.append(
             f"{opt} applies weight decay as coupled L2 (torch): the per-epoch rule for weight decay is exact for "
@@ -99,7 +125,8 @@ def per_step_warnings(
                if opt in um.SGD_FAMILY
                else f": the {opt} update ignores that scale")
         )
-    out += few_steps_warning(eff, ref_eff, k)
+    if start == "scratch":  # fine-tuning kept its outcome with fewer steps (section 7H): its own warnings above
+        out += few_steps_warning(eff, ref_eff, k)
     wbl = passed["warmup_bias_lr"]
     if eff["warmup_epochs"] > 0 and passed["lr0"] > wbl > 0 and ref_eff["lr0"] <= wbl:
         out.append(

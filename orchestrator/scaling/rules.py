@@ -36,7 +36,7 @@ def power(k: Fraction, e: float) -> Fraction | float:
 
 
 def rule_for(policy: str, opt: str, images: int, images_ref: int, world: int, world_ref: int,
-             growth: Fraction | None = None, task: str = "detect") -> Rule:
+             growth: Fraction | None = None, task: str = "detect", start: str = "scratch") -> Rule:
     """The policy's rule for optimizer ``opt`` when images per optimizer step go images_ref -> images.
 
     Every k-rule (auto, linear, sqrt) passes lr0 x k**e and gives the optimizer a weight decay x k**(1-e),
@@ -51,6 +51,7 @@ def rule_for(policy: str, opt: str, images: int, images_ref: int, world: int, wo
     `growth` is by how much the SGD step grows at a fixed lr0 (scaler._step_growth): the images per step
     for a summed loss; for classify's mean loss (tasks.MEAN_LOSS_TASKS) the micro-batches per step, so there lr0
     is divided by `growth` on top of the rule, which keeps the same mean-gradient step as for detect.
+    `start` ("scratch" or "pretrained"): which measurements auto's reason quotes (evidence.gaps).
     """
     k_images = Fraction(images, images_ref)
     growth = k_images if growth is None else growth
@@ -97,7 +98,8 @@ def rule_for(policy: str, opt: str, images: int, images_ref: int, world: int, wo
         lr_reason = (f"{policy} keeps the reference's step at the same images per step: {summed}, so lr0 x "
                      f"1/{float(growth):.4g} (and the weight decay x {float(growth):.4g}: the same decay per step)")
     elif policy == "auto":
-        lr_reason = _auto_reason(opt, family, task, summed, k_text, k, e, mean_exp, growth if mean_loss else None)
+        lr_reason = _auto_reason(opt, family, task, summed, k_text, k, e, mean_exp, growth if mean_loss else None,
+                                 start)
     else:
         lr_reason = (
             f"{policy} rule (forced by policy): step x {k ** mean_exp:.4g} = "
@@ -114,7 +116,7 @@ def rule_for(policy: str, opt: str, images: int, images_ref: int, world: int, wo
 
 
 def _auto_reason(opt: str, family: str, task: str, summed: str, k_text: str, k: float, e: float, mean_exp: float,
-                 mean_loss_growth: Fraction | None) -> str:
+                 mean_loss_growth: Fraction | None, start: str = "scratch") -> str:
     """auto's lr0 reason: what its exponent does to the step and the movement per epoch, and the rows
     that chose it. An SGD step under a summed loss is clipped (evidence.CLIP_BOUND): its length follows lr0."""
     how = f"{summed}; lr0 x k^{e:g}"
@@ -126,9 +128,19 @@ def _auto_reason(opt: str, family: str, task: str, summed: str, k_text: str, k: 
     else:
         how += {0.5: ", the square-root rule for a normalised step", 1.0: ", the linear rule"}.get(e, "")
         step = f"the clipped step x {k ** e:.4g}, movement per epoch x {k ** (e - 1):.4g}"
-    measured = evidence.gaps(family, k, "auto", task)
-    return (f"auto ({family}-family {opt}): {how}: {step} ({k:.4g} x fewer optimizer steps); {k_text}; "
-            + (f"measured: {evidence.gaps_text(measured)}" if measured else auto_basis(k, family, task)))
+    return f"auto ({family}-family {opt}): {how}: {step} ({k:.4g} x fewer optimizer steps); {k_text}; " + \
+        _measured_text(family, k, task, start)
+
+
+def _measured_text(family: str, k: float, task: str, start: str) -> str:
+    """What was measured for auto at this k: this start's rows (from scratch, or fine-tuning), else
+    what the other start measured, said as such after what this start's evidence covers."""
+    measured = evidence.gaps(family, k, "auto", task, start)
+    if measured and all(row.start == start for row in measured):
+        return f"measured{' when fine-tuning' if start == 'pretrained' else ''}: {evidence.gaps_text(measured)}"
+    other = "when fine-tuning" if start == "scratch" else "from scratch"
+    return auto_basis(k, family, task, start) + (f"; measured {other}: {evidence.gaps_text(measured)}"
+                                                 if measured else "")
 
 
 def _multipliers(k: Fraction, e: float, mean_exp: float, growth: Fraction | None):
@@ -154,9 +166,11 @@ def _step_text(opt: str, sgd: bool, mean_loss: bool, growth: float) -> str:
             f"{um.CLIP_MAX_NORM:g} long")
 
 
-def auto_basis(k: float, family: str = "SGD", task: str = "detect") -> str:
-    if family == "SGD" and task == "detect" and k == 8:
-        return f"the gap to the reference measured at k <= {evidence.MEASURED_MAX_K}; {evidence.K8_SGD}"
-    if k > evidence.MEASURED_MAX_K:
-        return f"beyond the measured k <= {evidence.MEASURED_MAX_K}, extrapolated (docs/scaling.md section 7)"
-    return "not measured at this k (docs/scaling.md section 7)"
+def auto_basis(k: float, family: str = "SGD", task: str = "detect", start: str = "scratch") -> str:
+    """Where auto stands at a k its start (from scratch, or fine-tuning) has no row for."""
+    top, when = evidence.measured_max_k(start), " when fine-tuning" if start == "pretrained" else " from scratch"
+    if start == "scratch" and family == "SGD" and task == "detect" and k == 8:
+        return f"the gap to the reference measured at k <= {top}{when}; {evidence.K8_SGD}"
+    if k > top:
+        return f"beyond the measured k <= {top}{when}, extrapolated (docs/scaling.md section 7)"
+    return f"not measured at this k{when} (docs/scaling.md section 7)"

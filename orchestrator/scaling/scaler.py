@@ -79,7 +79,7 @@ def scale(reference: ReferenceHyp, target: TargetHardware, policy: str = "auto")
 
     # 3. the policy's rule: lr0, the weight decay, the warmup
     rule = rule_for(policy, base["optimizer"], images, images_ref, world, ref.world_size,
-                    _step_growth(ref, images, images_ref, total, nbs, world), ref.task)
+                    _step_growth(ref, images, images_ref, total, nbs, world), ref.task, ref.start)
     passed = dict(ref_passed, batch=total, nbs=nbs)
     passed["lr0"] = base["lr0"] if rule.lr_mult == 1 else clean(base["lr0"] * float(rule.lr_mult))
     if rule.lr_reason:  # printed as "lr0 a -> b: ..." or "lr0 a kept: ..."
@@ -95,7 +95,7 @@ def scale(reference: ReferenceHyp, target: TargetHardware, policy: str = "auto")
     warnings += _auto_pick_warning(ref, opt_ref, passed)
     if policy == "table":
         warnings.append(advice.table_warning(rule, images, images_ref, _auto_alternative(ref, target)))
-    warnings += advice.per_step_warnings(passed["optimizer"], rule, passed, eff, ref_eff, images, images_ref)
+    warnings += advice.per_step_warnings(passed["optimizer"], rule, passed, eff, ref_eff, images, images_ref, ref.start)
     warnings += advice.target_warnings(ref, target.devices, passed, eff, ref_eff, images, target.sync_bn)
     return ScaleResult(devices=str(target.devices) or target.devices.kind, policy=policy, passed=passed,
                        effective=eff, reasons=_reason_lines(ref, passed, reasons_for, kept_for), warnings=warnings,

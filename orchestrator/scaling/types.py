@@ -39,6 +39,12 @@ class ReferenceHyp:
     nc: int | None = None  # number of classes, when known
     dataset_size: int | None = None  # training images, when known
     task: str = "detect"  # Ultralytics task: classify's loss is a mean, the others' a sum (tasks.MEAN_LOSS_TASKS)
+    pretrained: bool = False  # the job starts from weights (fine-tuning): auto quotes what was measured there
+
+    @property
+    def start(self) -> str:
+        """How the training starts, as evidence.Gap.start names it."""
+        return "pretrained" if self.pretrained else "scratch"
     # the installed Ultralytics release's formulas where releases differ (optimizer=auto, warmup, accumulate)
     formulas: Formulas = field(default_factory=Formulas)
 

@@ -42,3 +42,24 @@ def test_xla_precision_follows_the_job(tmp_path):
     assert precision("-d", "tpu:8", "--set", "xla.bf16=false") == "fp32"
     assert precision("-d", "xla:cpu") == "fp32"
     assert precision("-d", "xla:cpu", "--set", "xla.bf16=true") == "bf16"
+
+
+def test_a_job_that_starts_from_weights_is_planned_as_fine_tuning(tmp_path):
+    """Weights given (a .pt model, or `pretrained` naming a file) make it fine-tuning: the plan quotes the
+    fine-tuning measurements; a yaml model, or a .pt with pretrained false, trains from scratch."""
+    import torch
+
+    torch.save({"model": None}, tmp_path / "w.pt")  # a checkpoint's shape; the plan does not load it
+    base = {"data": {"synth": {"images": 1024, "imgsz": 64}}, "epochs": 10,
+            "hyp": {"optimizer": "SGD", "lr0": 0.01}, "reference": {"batch": 8, "nbs": 8}}
+
+    def lr0_reason(**changes) -> str:
+        job = write_job(tmp_path, **base, **changes)
+        r = run_cli("plan", job, "--json", "--set", "target.batch=64", cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        return next(x for x in json.loads(r.stdout)[0]["reasons"] if x.startswith("lr0"))
+
+    assert "measured when fine-tuning: -0.046 mAP50-95 at k = 8" in lr0_reason(model="w.pt")
+    assert "measured when fine-tuning" in lr0_reason(overrides={"pretrained": "w.pt"})
+    assert "from scratch" in lr0_reason(model="w.pt", overrides={"pretrained": False})
+    assert "from scratch" in lr0_reason()

@@ -449,8 +449,8 @@ def test_none_says_what_stock_ultralytics_keeps_per_family():
     sgd = scale(SGD_REF, tgt("cpu", batch=256), "none")
     assert reason(sgd, "lr0") == (
         "lr0 0.01 kept: policy none: Ultralytics' summed loss grows the SGD gradient with the images per step "
-        "(x 4), but its clip at norm 10 bound on 96-100 % of the steps measured at 8 and 64 images per step "
-        "(SGD, detect; docs/scaling.md 7G): the step stays lr0 x 10 long: 4 x fewer steps of the same clipped "
+        "(x 4), but its clip at norm 10 bound on 96-100 % of the steps measured at 8 to 64 images per step "
+        "(SGD, detect, from scratch and fine-tuning; docs/scaling.md 7G, 7H): the step stays lr0 x 10 long: 4 x fewer steps of the same clipped "
         "length per epoch"
     )
     adam = scale(ReferenceHyp(optimizer="AdamW", lr0=0.001), tgt("cpu", batch=256), "none")
@@ -579,9 +579,44 @@ def test_sgd_at_k8_quotes_what_was_measured_there_and_what_was_not():
     r = scale(ReferenceHyp(optimizer="SGD", batch=16, nbs=16), tgt("cpu", batch=128))
     lr_line = reason(r, "lr0")
     assert "the clipped step x 2.828, movement per epoch x 0.3536 (8 x fewer optimizer steps)" in lr_line
-    assert lr_line.endswith("at k = 8 auto ended at 0.878 mAP50-95 against stock Ultralytics' 0.687 (SGD, H200, "
-                            "2 seeds; the reference unfinished)")
-    beyond = next(w for w in r.warnings if "beyond the measured k <= 4" in w)
+    assert ("at k = 8 auto ended at 0.878 mAP50-95 against stock Ultralytics' 0.687 (SGD, H200, 2 seeds; the "
+            "reference unfinished); measured when fine-tuning: -0.046 mAP50-95 at k = 8 (SGD, fine-tuning") in lr_line
+    beyond = next(w for w in r.warnings if w.startswith("k = 8 is beyond the measured k <= 4 from scratch"))
     assert "0.878" in beyond
     adam = scale(ReferenceHyp(optimizer="AdamW", lr0=0.001, batch=16, nbs=16), tgt("cpu", batch=128))
-    assert "extrapolated" in reason(adam, "lr0") and "0.878" not in reason(adam, "lr0")
+    assert "beyond the measured k <= 4 from scratch, extrapolated" in reason(adam, "lr0")
+    assert "0.878" not in reason(adam, "lr0")
+    assert "; measured when fine-tuning: -0.016 mAP50-95 at k = 8 (AdamW" in reason(adam, "lr0")
+
+
+FT_SGD = ReferenceHyp(optimizer="SGD", batch=8, nbs=8, epochs=10, pretrained=True)
+
+
+def test_fine_tuning_quotes_its_own_measurements_and_what_keeps_the_outcome():
+    """A job that starts from weights: auto's rule is the same (it was the best of the fine-tuning tables),
+    its reason quotes the fine-tuning rows, and where no policy kept the reference (SGD) the plan says the
+    gap and that twice the epochs kept it, with the epochs to set."""
+    r = scale(FT_SGD, tgt("cpu", batch=64))
+    assert r.passed["lr0"] == pytest.approx(0.01 * 8 ** 0.5)
+    assert reason(r, "lr0").endswith("measured when fine-tuning: -0.046 mAP50-95 at k = 8 (SGD, fine-tuning yolo11n, "
+                                     "1024 images at 64 px, 10 epochs, 3 seeds, H200; docs/scaling.md section 7)")
+    gap = next(w for w in r.warnings if w.startswith("fine-tuning at k = 8"))
+    assert "policy auto ended -0.046 mAP50-95 below the reference" in gap and "it was the best policy there" in gap
+    assert gap.endswith("--set epochs=20, at 2x this run's cost")
+    assert not any("beyond the measured" in w or "optimizer steps in all" in w for w in r.warnings)
+    none = scale(FT_SGD, tgt("cpu", batch=64), "none")
+    assert "the best policy there, auto, -0.046" in next(w for w in none.warnings if w.startswith("fine-tuning"))
+
+
+def test_fine_tuning_with_adamw_kept_the_outcome_and_warns_of_the_early_dip():
+    adam = ReferenceHyp(optimizer="AdamW", lr0=0.001429, momentum=0.9, batch=8, nbs=8, epochs=10, pretrained=True)
+    r = scale(adam, tgt("cpu", batch=64))
+    assert r.passed["lr0"] == pytest.approx(0.001429 * 8)
+    assert not any(w.startswith("fine-tuning at k") for w in r.warnings)  # -0.016: within 0.02
+    assert any("do not judge this run by its first epochs" in w for w in r.warnings)
+    far = scale(adam, tgt("cpu", batch=128))
+    assert "beyond the measured k <= 8 when fine-tuning, extrapolated" in reason(far, "lr0")
+    assert any(w.startswith("k = 16 is beyond the measured k <= 8 when fine-tuning") for w in far.warnings)
+    near = scale(adam, tgt("cpu", batch=16))
+    assert "not measured at this k when fine-tuning (docs/scaling.md section 7); measured from scratch: -0.002" \
+        in reason(near, "lr0")
