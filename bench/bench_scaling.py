@@ -298,13 +298,17 @@ def plot_clipping(saved: dict, path: Path) -> None:
 
     runs = [r for r in saved["runs"] if r.get("clipping", {}).get("per_epoch", {}).get("norm_mean")
             and not r.get("same_training_as")]
-    fig, (norms, shares) = plt.subplots(1, 2, figsize=(9.5, 3.6))
+    fig, (norms, shares) = plt.subplots(1, 2, figsize=(11, 3.8))
+    colours: dict[tuple, tuple] = {}  # one colour and one legend entry per (optimizer, k, policy): seeds alike
     for r in runs:
         per_epoch = r["clipping"]["per_epoch"]
-        label = f"{r['optimizer']} k = {r['k']} {r['policy'] if r['k'] != 1 else 'reference'} s{r['seed']}"
+        group = (r["optimizer"], r["k"], r["policy"] if r["k"] != 1 else "reference")
+        label = None if group in colours else f"{group[0]} k = {group[1]} {group[2]}"
+        colours.setdefault(group, plt.cm.tab20(len(colours) % 20))
+        style = "-" if len({g[0] for g in colours}) < 2 or group[0] == runs[0]["optimizer"] else "--"
         epochs = range(1, len(per_epoch["norm_mean"]) + 1)
-        line = norms.plot(epochs, per_epoch["norm_mean"], label=label, lw=1.2)[0]
-        shares.plot(epochs, per_epoch["fraction"], color=line.get_color(), lw=1.2)
+        norms.plot(epochs, per_epoch["norm_mean"], label=label, color=colours[group], ls=style, lw=1.1)
+        shares.plot(epochs, per_epoch["fraction"], color=colours[group], ls=style, lw=1.1)
     norms.axhline(runs[0]["clipping"]["max_norm"] if runs else 10.0, color="k", ls="--", lw=1, label="max_norm")
     norms.set_yscale("log")
     norms.set_title("gradient norm before clipping (epoch mean)")
@@ -313,8 +317,8 @@ def plot_clipping(saved: dict, path: Path) -> None:
     for ax in (norms, shares):
         ax.set_xlabel("epoch")
         ax.grid(alpha=0.3)
-    norms.legend(fontsize=7)
-    fig.tight_layout()
+    fig.legend(*norms.get_legend_handles_labels(), fontsize=7, loc="center right")
+    fig.tight_layout(rect=(0, 0, 0.8, 1))
     fig.savefig(path, dpi=110)
 
 
