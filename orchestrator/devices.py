@@ -23,6 +23,7 @@ import subprocess
 from dataclasses import dataclass
 
 KINDS = ("cpu", "cuda", "tpu", "xla_cpu")
+XLA_KINDS = ("tpu", "xla_cpu")  # driven by torch-xla in one process: SPMD over the devices
 
 
 class DeviceSpecError(ValueError):
@@ -42,9 +43,20 @@ class DeviceSpec:
         return self.per_node * self.nodes
 
     @property
+    def xla(self) -> bool:
+        """Trained by the XLA backend (orchestrator/worker/xla): a TPU's cores or XLA:CPU devices."""
+        return self.kind in XLA_KINDS
+
+    @property
     def distributed(self) -> bool:
         """Several processes (torch.distributed). XLA devices are driven by one process (SPMD)."""
-        return self.world_size > 1 and self.kind not in ("tpu", "xla_cpu")
+        return self.world_size > 1 and not self.xla
+
+    @property
+    def backend(self) -> str:
+        """The launcher that starts it (orchestrator/launch): one process ("local"), one per device and
+        node ("torchrun"), or torch-xla in one process ("xla")."""
+        return "xla" if self.xla else "torchrun" if self.distributed else "local"
 
     def ultralytics_device(self) -> str:
         """The `device=` value for one Ultralytics process of this spec."""

@@ -12,16 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.scaling import releases
-from orchestrator.scaling.effective import XLA_KINDS
 from orchestrator.scaling.scaler import scale
 from orchestrator.scaling.types import ReferenceHyp, ScaleResult, ScalingError, TargetHardware
-from orchestrator.devices import DeviceSpec, parse_devices
+from orchestrator.devices import DeviceSpec
 from orchestrator.jobspec.errors import SpecError
 from orchestrator.jobspec import dataset, ultralytics_cfg
 from orchestrator.jobspec.loader import LoadedJob, read_yaml_file, resolve_hyp
 from orchestrator.jobspec.job import SynthData
 from orchestrator.data import dataset_path
-from orchestrator.launch import launcher_for
 from orchestrator.rundir import cache_dir
 
 
@@ -149,7 +147,7 @@ def scaler_inputs(spec, hyp: dict[str, Any], nc: int | None, train_images: int |
     """The scaler's inputs for a job (also used to re-plan a resume or an OOM restart,
     orchestrator/replan.py). `max_batch_per_device` tightens the job's own cap."""
     reference = ReferenceHyp(
-        world_size=parse_devices(spec.reference.devices).world_size,
+        world_size=spec.reference.devices.world_size,
         batch=spec.reference.batch,
         nbs=spec.reference.nbs,
         optimizer=hyp["optimizer"],
@@ -206,7 +204,7 @@ def scale_for(spec, hyp: dict[str, Any], nc: int | None, train_images: int | Non
         scaled = scale(reference, target, policy)
     except ScalingError as exc:
         raise SpecError(exc.problems) from None
-    if target_spec.kind in XLA_KINDS:
+    if target_spec.xla:
         check_xla_data(scaled.effective, target_spec)
         scaled.effective["precision"] = "bf16" if xla_bf16(spec, target_spec) else "fp32"
     return scaled
@@ -225,14 +223,14 @@ def accumulate_warning(eff: dict[str, Any], release: str) -> list[str]:
             "formulas by release)"]
 
 
-def make_plan(job: LoadedJob, devices: str | None = None, policy: str | None = None,
+def make_plan(job: LoadedJob, devices: DeviceSpec | None = None, policy: str | None = None,
               data: DataInfo | None = None) -> Plan:
     """`data`: this job's data already described (`describe_data` counts the training images, a
     walk of the dataset folder): planning one job's data for several targets or sweep trials reads
     it once."""
     spec = job.spec
-    target_spec = parse_devices(devices or spec.target.devices)
-    if target_spec.kind in XLA_KINDS and spec.task != "detect":
+    target_spec = devices or spec.target.devices
+    if target_spec.xla and spec.task != "detect":
         raise SpecError(f"target.devices: {target_spec.text} runs the XLA backend, which trains detect models only "
                         f"(its fixed-shape loss is the detection loss); task {spec.task} trains on cpu, cpu:N or GPUs")
     hyp = resolve_hyp(job)
@@ -256,14 +254,14 @@ def make_plan(job: LoadedJob, devices: str | None = None, policy: str | None = N
     if isinstance(args.get("pretrained"), str) and job.resolve_path(args["pretrained"]).is_file():
         args["pretrained"] = str(job.resolve_path(args["pretrained"]))  # where the plan found it, as `model`
     release = ultralytics_cfg.version()
-    refused = releases.refusal(release, args.get("optimizer"), launcher_for(target_spec), target_spec.text)
+    refused = releases.refusal(release, args.get("optimizer"), target_spec.backend, target_spec.text)
     if refused:
         raise SpecError(refused)
     scaled.warnings += accumulate_warning(scaled.effective, release) + releases.untested(release)
     return Plan(
         job=job,
         devices=target_spec,
-        launcher=launcher_for(target_spec),
+        launcher=target_spec.backend,
         hyp=hyp,
         data=data,
         scaled=scaled,

@@ -57,7 +57,7 @@ def replan(resolved: dict, devices: str | None = None, max_batch_per_device: int
     args.update(scaled.passed)
     args["device"] = target_spec.ultralytics_device()
     new = dict(old)
-    new.update(devices=target_spec.text, world_size=target_spec.world_size, launcher=launch.launcher_for(target_spec),
+    new.update(devices=target_spec.text, world_size=target_spec.world_size, launcher=target_spec.backend,
                train_args=args, scaling=scaled.as_json(), warnings=list(scaled.warnings))
     if target_spec.nodes == 1 and target_spec.text != old["devices"]:
         new.pop("launch", None)  # multi-node options belong to the old device spec

@@ -35,15 +35,16 @@ def plan_cmd(
     problems = []
     if policy is not None and policy not in POLICIES:
         problems.append(f"--policy: unknown policy '{policy}'; expected one of {', '.join(POLICIES)}")
+    wanted = []
     for d in devices or []:
         try:
-            parse_devices(d)
+            wanted.append(parse_devices(d))
         except DeviceSpecError as exc:
             problems.append(f"--devices: {exc}")
     if problems:
         raise SpecError(problems)
     job = load_job(job_file, sets=set_ or [])
-    targets = devices or [job.spec.target.devices]
+    targets = wanted or [None]  # None: the job's target.devices
     plans = []
     errors = []
     data = describe_data(job)  # the same for every target: the dataset folder is walked once

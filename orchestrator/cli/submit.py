@@ -133,10 +133,9 @@ def node_launch(job, node_rank: int | None, rdzv_endpoint: str | None, rdzv_back
     """This node's rank and rendezvous for a resumed multi-node run (a new allocation: a new node 0)."""
     if node_rank is None and rdzv_endpoint is None:
         return None
-    from orchestrator.devices import parse_devices
     from orchestrator.launch.torchrun import launch_options
 
-    return launch_options(parse_devices(job.spec.target.devices), node_rank, rdzv_endpoint, rdzv_backend, rdzv_id)
+    return launch_options(job.spec.target.devices, node_rank, rdzv_endpoint, rdzv_backend, rdzv_id)
 
 
 def continue_existing(row: dict, devices: str | None, json_out: bool, launch_opts: dict | None = None) -> None:

@@ -4,13 +4,14 @@ checks that touch the filesystem live in ``orchestrator.jobspec.loader``."""
 from __future__ import annotations
 
 import re
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator, WithJsonSchema, field_validator,
+                      model_validator)
 
 from orchestrator.data import SYNTH_MAX_IMAGES, SYNTH_MAX_IMGSZ
 from orchestrator.tasks import TASKS
-from orchestrator.devices import DeviceSpecError, parse_devices
+from orchestrator.devices import DeviceSpec, DeviceSpecError, parse_devices
 from orchestrator.scaling.types import POLICIES
 from orchestrator.scaling.ultralytics_math import DEFAULTS
 from orchestrator.jobspec.files import NAME_MAX, too_long_component
@@ -25,13 +26,22 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
-def _check_devices(value: Any) -> str:
+def _check_devices(value: Any) -> DeviceSpec:
+    if isinstance(value, DeviceSpec):
+        return value
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise ValueError(f"expected a device spec string such as 'cpu', '0,1' or 'tpu:8' (got {value!r})")
     try:
-        return parse_devices(value).text
+        return parse_devices(value)
     except DeviceSpecError as exc:
         raise ValueError(str(exc)) from None
+
+
+# Devices are parsed once, here: the spec holds the DeviceSpec (its kind, world size and launcher
+# backend); written out (job.resolved.yaml, --json, the JSON schema) it is its text.
+Devices = Annotated[DeviceSpec, PlainValidator(_check_devices), PlainSerializer(str, return_type=str),
+                    WithJsonSchema({"type": "string", "description": "a device spec: cpu, cpu:N, 0, 0,1, N, MxN, "
+                                    "Mxcpu:N, tpu:N, xla:cpu or xla:cpu:N (docs/distributed.md)"})]
 
 
 Probability = Field(default=None, ge=0.0, le=1.0)
@@ -100,18 +110,16 @@ class DataSource(Strict):
 class Reference(Strict):
     """The hardware the hyperparameters were tuned on."""
 
-    devices: str = "1"
+    devices: Devices = Field(default=parse_devices("1"), json_schema_extra={"default": "1"})
     batch: int = Field(default=DEFAULTS["batch"], ge=1, le=65536, description="TOTAL batch over all reference devices")
     nbs: int = Field(default=DEFAULTS["nbs"], ge=1, le=65536)
-
-    _devices = field_validator("devices", mode="before")(classmethod(lambda cls, v: _check_devices(v)))
 
 
 class Target(Strict):
     """Where to run. Give the total `batch` or `batch_per_device` (not both);
     with neither, the reference's per-device batch is kept."""
 
-    devices: str = "cpu"
+    devices: Devices = Field(default=parse_devices("cpu"), json_schema_extra={"default": "cpu"})
     batch: Optional[int] = Field(default=None, ge=1, le=65536)
     batch_per_device: Optional[int] = Field(default=None, ge=1, le=65536)
 
@@ -126,8 +134,6 @@ class Target(Strict):
                 "batch, and target.max_batch_per_device to cap it (CUDA OOM halves it and restarts, oom_retries)")
         return value
     max_batch_per_device: Optional[int] = Field(default=None, ge=1, le=65536)
-
-    _devices = field_validator("devices", mode="before")(classmethod(lambda cls, v: _check_devices(v)))
 
     @model_validator(mode="after")
     def _one_batch(self):

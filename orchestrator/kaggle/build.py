@@ -24,7 +24,7 @@ from typing import Any
 
 from orchestrator import __version__
 from orchestrator.kaggle import metadata as md
-from orchestrator.devices import DeviceSpecError, parse_devices
+from orchestrator.devices import DeviceSpec, DeviceSpecError, parse_devices
 from orchestrator.jobspec.errors import SpecError
 from orchestrator.jobspec.kaggle import KaggleOptions
 from orchestrator.jobspec.dataset import dataset_root
@@ -123,14 +123,14 @@ def resolve_owner(opts: BuildOptions) -> str:
     return owner
 
 
-def target_devices(job: LoadedJob, opts: BuildOptions, shape: str, warnings: list[str]) -> str:
-    requested = opts.devices or job.spec.target.devices
+def target_devices(job: LoadedJob, opts: BuildOptions, shape: str, warnings: list[str]) -> DeviceSpec:
+    requested = opts.devices or job.spec.target.devices.text
     try:
         spec = parse_devices(requested)
     except DeviceSpecError as exc:
         raise SpecError(f"--devices: {exc}") from None
     cores = md.TPU_CORES.get(shape)
-    if spec.kind not in ("tpu", "xla_cpu"):
+    if not spec.xla:
         if not cores:
             raise SpecError(f"--devices: the Kaggle launcher trains with the XLA backend; give tpu:N, xla:cpu or xla:cpu:N "
                             f"(got {requested!r} with machine_shape {shape})")
@@ -138,12 +138,12 @@ def target_devices(job: LoadedJob, opts: BuildOptions, shape: str, warnings: lis
             warnings.append(f"target.devices {requested!r} is not an XLA target; using tpu:{cores} ({shape})")
         else:
             raise SpecError(f"--devices: {requested!r} is not an XLA target; use tpu:{cores}, xla:cpu or xla:cpu:N")
-        return f"tpu:{cores}"
+        return parse_devices(f"tpu:{cores}")
     if spec.kind == "tpu" and cores and spec.world_size > cores:
         raise SpecError(f"--devices: {shape} has {cores} TPU cores; tpu:{spec.world_size} does not fit")
     if spec.kind == "tpu" and not cores:
         warnings.append(f"devices {spec.text} on machine_shape {shape}, which is not a TPU: training will fail")
-    return spec.text
+    return spec
 
 
 def data_bundle(plan, job: LoadedJob, settings: KaggleOptions) -> dict:

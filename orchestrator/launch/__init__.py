@@ -18,14 +18,6 @@ COMMANDS: dict[str, Callable[[Path], list[str]]] = {
     "torchrun": torchrun.command,  # one process per device (and node): DDP over gloo or NCCL
     "xla": xla.command,  # the XLA backend: xla:cpu, tpu:N
 }
-ONE_PROCESS = {"cpu": "local", "cuda": "local", "xla_cpu": "xla", "tpu": "xla"}
-SEVERAL_PROCESSES = {"cpu": "torchrun", "cuda": "torchrun"}
-
-
-def launcher_for(devices: DeviceSpec) -> str:
-    if devices.distributed and devices.kind in SEVERAL_PROCESSES:
-        return SEVERAL_PROCESSES[devices.kind]
-    return ONE_PROCESS[devices.kind]
 
 
 def command(launcher: str, run_dir: Path) -> list[str]:

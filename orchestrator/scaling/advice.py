@@ -9,7 +9,7 @@ from typing import Any
 
 from orchestrator.scaling import evidence
 from orchestrator.scaling import ultralytics_math as um
-from orchestrator.scaling.effective import XLA_KINDS, fmt
+from orchestrator.scaling.effective import fmt
 from orchestrator.scaling.rules import Rule
 
 LINEAR_LIMIT_IMAGES = 8192  # linear scaling held up to ~8k images per step on ImageNet (Goyal et al.)
@@ -143,7 +143,7 @@ def target_warnings(ref, devices, passed: dict[str, Any], eff: dict[str, Any], r
     warmup, b = passed["warmup_epochs"], passed["batch"] // devices.world_size
     if warmup > um.warmup_epochs_applied(warmup, ref.epochs, ref.formulas.warmup_capped):
         out.append(f"warmup_epochs {fmt(warmup)} is capped by Ultralytics at epochs - 1 = {max(ref.epochs - 1, 0)}")
-    if b < ref.batch // ref.world_size and devices.kind not in XLA_KINDS:  # SPMD: BatchNorm sees the whole batch
+    if b < ref.batch // ref.world_size and not devices.xla:  # SPMD: BatchNorm sees the whole batch
         if not (sync_bn and devices.distributed):  # the job's sync_bn reduces them over the devices
             fix = "; `sync_bn: true` in the job computes them over all devices" if devices.distributed else ""
             out.append(

@@ -9,7 +9,7 @@ from typing import Any
 from orchestrator.scaling import ultralytics_math as um
 from orchestrator.scaling.releases import Formulas
 
-XLA_KINDS = ("tpu", "xla_cpu")  # trained by orchestrator/worker/xla with its own fixed-batch loader
+from orchestrator.devices import XLA_KINDS  # trained by orchestrator/worker/xla with its own fixed-batch loader
 
 
 def fmt(x: Any) -> str:

@@ -14,7 +14,6 @@ import yaml
 from conftest import run_cli, write_job
 from orchestrator.launch import torchrun
 from orchestrator.launch.slurm import SlurmOptions, sbatch_script
-from orchestrator.plan import launcher_for
 from orchestrator.devices import parse_devices
 from orchestrator.jobspec.errors import SpecError
 
@@ -58,7 +57,7 @@ def test_command_is_rebuilt_from_the_resolved_job(tmp_path):
                                                ("cpu:2", "torchrun"), ("0,1", "torchrun"), ("4", "torchrun"),
                                                ("2x4", "torchrun"), ("2xcpu:1", "torchrun"), ("tpu:8", "xla")])
 def test_launcher_for(devices, launcher):
-    assert launcher_for(parse_devices(devices)) == launcher
+    assert parse_devices(devices).backend == launcher
 
 
 def test_launch_options_validation():
