@@ -15,6 +15,7 @@ from orchestrator.scaling import releases
 from orchestrator.scaling.scaler import scale
 from orchestrator.scaling.types import ReferenceHyp, ScaleResult, ScalingError, TargetHardware
 from orchestrator.devices import DeviceSpec
+from orchestrator.launch.torchrun import NodeLaunch
 from orchestrator.jobspec.errors import SpecError
 from orchestrator.jobspec import dataset, ultralytics_cfg
 from orchestrator.jobspec.loader import LoadedJob, read_yaml_file, resolve_hyp
@@ -52,8 +53,11 @@ class DataInfo:
     warnings: list[str] = field(default_factory=list)  # e.g. images without labels (background)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Plan:
+    """What `plan` prints is what runs: made whole by make_plan (the launcher's options are an input
+    to it) and never changed after; where a run lives is added only to the document the run reads."""
+
     job: LoadedJob
     devices: DeviceSpec
     launcher: str
@@ -83,11 +87,15 @@ class Plan:
             out["launch"] = self.launch
         return out
 
-    def resolved_document(self, run_id: str, run_dir: Path | None, wandb_mode: str) -> dict[str, Any]:
+    def resolved_document(self, run_id: str, run_dir: Path | None, wandb_mode: str,
+                          data_yaml: Path | None = None) -> dict[str, Any]:
         """job.resolved.yaml for a run of this plan: the job, the plan with the reference-scale
-        hyperparameters, and where the run lives (rundir.py names the file)."""
+        hyperparameters, and where the run lives (rundir.py names the file); `data_yaml`: the run's own
+        copy of the dataset yaml (runner.write_data_yaml), which Ultralytics then reads."""
         plan_json = self.as_json()
         plan_json["hyp"] = self.hyp
+        if data_yaml is not None:
+            plan_json["train_args"] = {**self.train_args, "data": str(data_yaml)}
         return {
             "run_id": run_id,
             "run_dir": str(run_dir) if run_dir is not None else None,
@@ -224,10 +232,11 @@ def accumulate_warning(eff: dict[str, Any], release: str) -> list[str]:
 
 
 def make_plan(job: LoadedJob, devices: DeviceSpec | None = None, policy: str | None = None,
-              data: DataInfo | None = None) -> Plan:
+              data: DataInfo | None = None, node: NodeLaunch | None = None) -> Plan:
     """`data`: this job's data already described (`describe_data` counts the training images, a
     walk of the dataset folder): planning one job's data for several targets or sweep trials reads
-    it once."""
+    it once. `node`: this node's torchrun options (`submit`'s flags), checked against the devices and
+    kept in the plan's `launch` (docs/distributed.md)."""
     spec = job.spec
     target_spec = devices or spec.target.devices
     if target_spec.xla and spec.task != "detect":
@@ -267,5 +276,6 @@ def make_plan(job: LoadedJob, devices: DeviceSpec | None = None, policy: str | N
         scaled=scaled,
         train_args=args,
         warnings=list(scaled.warnings) + data.warnings,
+        launch=node.options(target_spec) if node is not None else {},
         ultralytics=release,
     )

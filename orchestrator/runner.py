@@ -59,17 +59,18 @@ DATA_YAML = "data.yaml"
 DISK_FULL = ("No space left on device", "[Errno 28]", "Disk quota exceeded", "database or disk is full")
 
 
-def write_data_yaml(plan: Plan, run_dir: Path) -> None:
+def write_data_yaml(plan: Plan, run_dir: Path) -> Path | None:
     """A data.yaml whose `path:` is relative is handed to Ultralytics as a copy in the run dir with the
     root the plan resolved (jobspec/dataset.py): Ultralytics would resolve it against the worker's current
-    folder or its own datasets_dir, and a resumed or Slurm-started worker may sit elsewhere."""
+    folder or its own datasets_dir, and a resumed or Slurm-started worker may sit elsewhere. Returns the
+    copy (the run's `data`), or None when the plan's data.yaml is used as it is."""
     if plan.data.root is None:
-        return
+        return None
     from orchestrator.jobspec.loader import read_yaml_file
 
     cfg = dict(read_yaml_file(plan.data.yaml_path, "dataset yaml"), path=str(plan.data.root))
     write_text_atomic(run_dir / DATA_YAML, dump_yaml(cfg))
-    plan.train_args["data"] = str(run_dir / DATA_YAML)
+    return run_dir / DATA_YAML
 
 
 def create_run(plan: Plan, runs_dir: Path | None = None, tags: dict | None = None,
@@ -88,9 +89,9 @@ def create_run(plan: Plan, runs_dir: Path | None = None, tags: dict | None = Non
     registry = Registry.open(root)
     registry.check_writable()  # before the run dir exists: nothing half-written
     run_id, run_dir = claim_run_dir(root / spec.name, run_id)
-    write_data_yaml(plan, run_dir)
+    data_yaml = write_data_yaml(plan, run_dir)
     mode, _ = resolve_mode(spec.wandb)
-    write_text_atomic(run_dir / RESOLVED, dump_yaml(plan.resolved_document(run_id, run_dir, mode)))
+    write_text_atomic(run_dir / RESOLVED, dump_yaml(plan.resolved_document(run_id, run_dir, mode, data_yaml)))
     with registry:
         registry.reconcile()  # a command that changes state records the runs that vanished since
         registry.add_run(run_id, job=spec.name, run_dir=run_dir, devices=plan.devices.text, tags=tags,

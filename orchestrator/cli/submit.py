@@ -51,13 +51,10 @@ def plan_and_run(job, dry_run: bool, json_out: bool, node_rank: int | None = Non
     """Plan a loaded job; print the plan (--dry-run) or train it and print the outcome (also `yolo-orch train`).
     `on_planned(plan)` runs once the plan is whole and, unless dry, can start here (train's --save)."""
     from orchestrator.cli.render import scaling_table, train_args_table
+    from orchestrator.launch.torchrun import NodeLaunch
     from orchestrator.plan import make_plan
 
-    plan = make_plan(job)
-    if plan.launcher == "torchrun" or node_rank is not None or rdzv_endpoint is not None:
-        from orchestrator.launch.torchrun import launch_options  # docs/distributed.md
-
-        plan.launch = launch_options(plan.devices, node_rank, rdzv_endpoint, rdzv_backend, rdzv_id, require=not dry_run)
+    plan = make_plan(job, node=NodeLaunch(node_rank, rdzv_endpoint, rdzv_backend, rdzv_id, require=not dry_run))
     if not dry_run:
         from orchestrator.runner import check_launchable
 

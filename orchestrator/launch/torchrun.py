@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,25 @@ from orchestrator.jobspec.errors import SpecError
 
 WORKER_MODULE = "orchestrator.worker.ddp"
 RDZV_BACKENDS = ("static", "c10d")
+
+
+@dataclass(frozen=True)
+class NodeLaunch:
+    """This node's torchrun options as `submit` was given them (--node-rank, --rdzv-*): an input to
+    planning (plan.make_plan), checked there against the devices and kept in the plan's `launch`."""
+
+    node_rank: int | None = None
+    rdzv_endpoint: str | None = None
+    rdzv_backend: str = "static"
+    rdzv_id: str | None = None
+    require: bool = True  # False for a dry run: a multi-node spec may still lack its rendezvous
+
+    def options(self, devices: DeviceSpec) -> dict[str, Any]:
+        """The plan's `launch` for these devices: {} for one process given none of the options."""
+        if devices.backend != "torchrun" and self.node_rank is None and self.rdzv_endpoint is None:
+            return {}
+        return launch_options(devices, self.node_rank, self.rdzv_endpoint, self.rdzv_backend, self.rdzv_id,
+                              self.require)
 
 
 def parse_endpoint(text: str) -> tuple[str, int]:
