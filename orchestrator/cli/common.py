@@ -51,3 +51,27 @@ def print_json(data: Any) -> None:
 
 def human(json_mode: bool) -> Console:
     return err if json_mode else out
+
+
+def existing_registry(runs_dir, registry=None):
+    """The registry of `runs_dir` (or the file `registry`): read commands never create one (nor the runs
+    folder)."""
+    from orchestrator.jobspec.errors import SpecError
+    from orchestrator.registry import Registry, registry_path
+
+    path = registry_path(registry if registry is not None else runs_dir)
+    if not path.is_file():
+        raise SpecError(f"RUN: no registry at {path}: no runs there yet (give --runs-dir or --registry, "
+                        "or set YOLO_ORCH_REGISTRY)")
+    return Registry.open(path)
+
+
+def find_run(reg, ref: str) -> dict:
+    """The registry row of run id `ref` (or a unique prefix of one); SpecError naming the choices."""
+    from orchestrator.jobspec.errors import SpecError
+    from orchestrator.registry import RegistryError
+
+    try:
+        return reg.resolve(ref)
+    except RegistryError as exc:
+        raise SpecError(str(exc)) from None

@@ -11,6 +11,8 @@ from typing import Optional
 
 import typer
 
+from orchestrator.cli.options import JSON_OUT, SETS
+
 from orchestrator.tasks import headline
 from orchestrator.cli.common import fail, human, print_json, run_exit_code
 
@@ -53,7 +55,6 @@ MARGIN_MINUTES = typer.Option(None, "--margin-minutes", help="Stop this early (d
 INTERNET = typer.Option(None, "--internet/--no-internet", help="Kernel internet (default off).")
 MAX_BOXES = typer.Option(None, "--max-boxes", help="XLA per-image box limit (default: the job's xla.max_boxes, 32).")
 BF16 = typer.Option(None, "--bf16/--no-bf16", help="bf16 autocast (default: the job's xla.bf16, else on for a TPU).")
-SETS = typer.Option(None, "--set", help="Override a job field: KEY=VALUE (dotted keys).")
 
 
 def _build_options(**values):
@@ -83,7 +84,7 @@ def build_cmd(
     bf16: Optional[bool] = BF16,
     set_: Optional[list[str]] = SETS,
     force: bool = typer.Option(False, "--force", help="Replace the files of an existing kernel folder."),
-    json_out: bool = typer.Option(False, "--json", help="Machine-readable output on stdout."),
+    json_out: bool = JSON_OUT,
 ) -> None:
     """Write a ready kernel folder: kernel-metadata.json, the runner script, the resolved job."""
     from orchestrator.kaggle.build import build, describe
@@ -217,7 +218,7 @@ def wheels_cmd(
     no_project: bool = typer.Option(False, "--no-project", help="Do not build and ship this project's wheel."),
     no_wandb: bool = typer.Option(False, "--no-wandb", help="Leave W&B out of the default set."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the pip commands; write nothing."),
-    json_out: bool = typer.Option(False, "--json", help="Machine-readable output on stdout."),
+    json_out: bool = JSON_OUT,
 ) -> None:
     """Build the offline wheels folder (+ dataset-metadata.json) for the Kaggle TPU image."""
     from orchestrator.kaggle.build import BuildOptions, resolve_owner
@@ -251,7 +252,7 @@ def wheels_cmd(
 def push_cmd(
     folder: Path = typer.Argument(..., help="Kernel folder made by `yolo-orch kaggle build`."),
     timeout: float = typer.Option(600, "--timeout", help="Seconds to wait for the CLI."),
-    json_out: bool = typer.Option(False, "--json", help="Machine-readable output on stdout."),
+    json_out: bool = JSON_OUT,
 ) -> None:
     """`kaggle kernels push -p FOLDER`: upload the runner and start the kernel."""
     tool = _tool()
@@ -271,7 +272,7 @@ def push_cmd(
 @kaggle_app.command("status")
 def status_cmd(
     kernel: str = typer.Argument(..., help="OWNER/KERNEL, or a built kernel folder."),
-    json_out: bool = typer.Option(False, "--json", help="Machine-readable output on stdout."),
+    json_out: bool = JSON_OUT,
 ) -> None:
     """`kaggle kernels status`: queued, running, complete, error or cancelled."""
     tool = _tool()
@@ -293,7 +294,7 @@ def status_cmd(
 def pull_cmd(
     kernel: str = typer.Argument(..., help="OWNER/KERNEL, or a built kernel folder."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Where to download (default kaggle-output/<slug>)."),
-    json_out: bool = typer.Option(False, "--json", help="Machine-readable output on stdout."),
+    json_out: bool = JSON_OUT,
 ) -> None:
     """`kaggle kernels output`: download the latest version's outputs (tarball, resume.json, log)."""
     tool = _tool()
@@ -326,7 +327,7 @@ def pull_cmd(
 
 
 @kaggle_app.command("quota")
-def quota_cmd(json_out: bool = typer.Option(False, "--json", help="Machine-readable output on stdout.")) -> None:
+def quota_cmd(json_out: bool = JSON_OUT) -> None:
     """`kaggle quota`: weekly GPU/TPU hours used and left."""
     tool = _tool()
     try:

@@ -7,6 +7,8 @@ from typing import Optional
 
 import typer
 
+from orchestrator.cli.options import SETS
+
 from orchestrator.cli.common import out, print_json
 from orchestrator.scaling.types import POLICIES
 from orchestrator.devices import DeviceSpecError, parse_devices
@@ -23,7 +25,7 @@ def plan_cmd(
         None, "--devices", "-d", help="Target device spec; repeat for several columns (e.g. -d 1 -d 4 -d tpu:8)."
     ),
     policy: Optional[str] = typer.Option(None, "--policy", help=f"Scaling policy: {', '.join(POLICIES)}."),
-    set_: Optional[list[str]] = typer.Option(None, "--set", help="Override a job field: KEY=VALUE (dotted keys)."),
+    set_: Optional[list[str]] = SETS,
     json_out: bool = typer.Option(False, "--json", help="Print a JSON array, one object per target."),
 ) -> None:
     """Show how the job's hyperparameters map to each target: passed, effective, why."""

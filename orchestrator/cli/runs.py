@@ -17,8 +17,9 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from orchestrator.cli.common import out, print_json
-from orchestrator.registry import ACTIVE, DB_NAME, STATES, Registry, RegistryError, registry_path
+from orchestrator.cli.common import existing_registry, find_run, out, print_json
+from orchestrator.cli.options import REGISTRY, RUNS_DIR
+from orchestrator.registry import ACTIVE, DB_NAME, STATES, registry_path
 from orchestrator.rundir import BEST, EVENTS, LAST, LOG, RESOLVED, RESULTS, SUMMARY, load_own_yaml
 from orchestrator.jobspec.errors import SpecError
 from orchestrator.tasks import headline
@@ -26,18 +27,6 @@ from orchestrator.tasks import headline
 STATE_STYLE = {"queued": "cyan", "running": "bold blue", "finished": "green", "failed": "red",
                "killed": "yellow", "stalled": "red", "pruned": "magenta"}
 
-RunsDirOption = typer.Option("runs", "--runs-dir", help="The runs folder whose registry.db to read.")
-RegistryOption = typer.Option(None, "--registry", help="Registry file (default: RUNS_DIR/registry.db or "
-                              "$YOLO_ORCH_REGISTRY).")
-
-
-def existing_registry(runs_dir: Path, registry: Optional[Path]) -> Registry:
-    """Read commands never create a registry (nor the runs folder)."""
-    path = registry_path(registry if registry is not None else runs_dir)
-    if not path.is_file():
-        raise SpecError(f"RUN: no registry at {path}: no runs there yet (give --runs-dir or --registry, "
-                        "or set YOLO_ORCH_REGISTRY)")
-    return Registry.open(path)
 
 
 def other_registries(path: Path, limit: int = 5) -> list[str]:
@@ -51,13 +40,6 @@ def other_registries(path: Path, limit: int = 5) -> list[str]:
         if (folder / DB_NAME).is_file() and (folder / DB_NAME).resolve() != path:
             found.append(str(folder.relative_to(Path.cwd())))
     return found[:limit]
-
-
-def find_run(reg: Registry, ref: str) -> dict:
-    try:
-        return reg.resolve(ref)
-    except RegistryError as exc:
-        raise SpecError(str(exc)) from None
 
 
 def _time(ts: float | None) -> str:
@@ -125,8 +107,8 @@ def runs_cmd(
     job: Optional[str] = typer.Option(None, "--job", help="Only runs of this job name."),
     limit: int = typer.Option(50, "--limit", min=1, help="At most this many (newest first)."),
     json_out: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
-    runs_dir: Path = RunsDirOption,
-    registry: Optional[Path] = RegistryOption,
+    runs_dir: Path = RUNS_DIR,
+    registry: Optional[Path] = REGISTRY,
 ) -> None:
     """List runs and sweep trials from the registry (runs whose process vanished show as killed)."""
     if state is not None and state not in STATES:
@@ -192,8 +174,8 @@ def show_info(row: dict) -> dict:
 def show_cmd(
     run: str = typer.Argument(..., help="Run id, or a unique prefix of one (also JOB/ID-PREFIX)."),
     json_out: bool = typer.Option(False, "--json", help="Print everything as JSON."),
-    runs_dir: Path = RunsDirOption,
-    registry: Optional[Path] = RegistryOption,
+    runs_dir: Path = RUNS_DIR,
+    registry: Optional[Path] = REGISTRY,
 ) -> None:
     """Show one run: registry row, plan, metrics, recoveries, files."""
     with existing_registry(runs_dir, registry) as reg:
@@ -264,8 +246,8 @@ def logs_cmd(
     run: str = typer.Argument(..., help="Run id, or a unique prefix of one."),
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing until the run ends."),
     lines: int = typer.Option(0, "--tail", "-n", min=0, help="Only the last N lines first (0: all)."),
-    runs_dir: Path = RunsDirOption,
-    registry: Optional[Path] = RegistryOption,
+    runs_dir: Path = RUNS_DIR,
+    registry: Optional[Path] = REGISTRY,
 ) -> None:
     """Print a run's train.log (the training process's stdout and stderr)."""
     reg = existing_registry(runs_dir, registry)

@@ -8,6 +8,8 @@ from typing import Optional
 
 import typer
 
+from orchestrator.cli.options import SETS
+
 from orchestrator.cli.common import check_devices_flag
 
 from orchestrator.jobspec.errors import SpecError
@@ -16,7 +18,7 @@ from orchestrator.jobspec.errors import SpecError
 def slurm_cmd(
     job_file: Path = typer.Argument(..., help="Job spec YAML (a path every node can read)."),
     devices: Optional[str] = typer.Option(None, "--devices", "-d", help="Target devices, e.g. 2x4 (overrides target.devices)."),
-    set_: Optional[list[str]] = typer.Option(None, "--set", help="Override a job field: KEY=VALUE (dotted keys)."),
+    set_: Optional[list[str]] = SETS,
     time: str = typer.Option("24:00:00", "--time", help="#SBATCH --time."),
     partition: Optional[str] = typer.Option(None, "--partition", help="#SBATCH --partition."),
     account: Optional[str] = typer.Option(None, "--account", help="#SBATCH --account."),

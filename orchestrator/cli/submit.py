@@ -10,16 +10,19 @@ from typing import Optional
 
 import typer
 
-from orchestrator.cli.common import check_devices_flag, human, print_json, run_exit_code
+from orchestrator.cli.options import JSON_OUT, SETS
+
+from orchestrator.cli.common import check_devices_flag
+from orchestrator.cli.running import continue_existing, plan_and_run
 from orchestrator.jobspec.errors import SpecError
 
 
 def submit_cmd(
     job_file: Path = typer.Argument(..., help="Job spec YAML."),
-    set_: Optional[list[str]] = typer.Option(None, "--set", help="Override a job field: KEY=VALUE (dotted keys)."),
+    set_: Optional[list[str]] = SETS,
     devices: Optional[str] = typer.Option(None, "--devices", "-d", help="Target devices (overrides target.devices)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved plan and write nothing."),
-    json_out: bool = typer.Option(False, "--json", help="Machine-readable output on stdout."),
+    json_out: bool = JSON_OUT,
     node_rank: Optional[int] = typer.Option(None, "--node-rank", help="Multi-node (MxN): this node's rank, 0..M-1."),
     rdzv_endpoint: Optional[str] = typer.Option(
         None, "--rdzv-endpoint", help="Multi-node: HOST:PORT of node 0, the same on every node."),
@@ -43,56 +46,6 @@ def submit_cmd(
             return continue_existing(existing, devices, json_out,
                                      node_launch(job, node_rank, rdzv_endpoint, rdzv_backend, rdzv_id))
     plan_and_run(job, dry_run, json_out, node_rank, rdzv_endpoint, rdzv_backend, rdzv_id, run_id)
-
-
-def plan_and_run(job, dry_run: bool, json_out: bool, node_rank: int | None = None, rdzv_endpoint: str | None = None,
-                 rdzv_backend: str = "static", rdzv_id: str | None = None, run_id: str | None = None,
-                 on_planned=lambda plan: None) -> None:
-    """Plan a loaded job; print the plan (--dry-run) or train it and print the outcome (also `yolo-orch train`).
-    `on_planned(plan)` runs once the plan is whole and, unless dry, can start here (train's --save)."""
-    from orchestrator.cli.render import scaling_table, train_args_table
-    from orchestrator.launch.torchrun import NodeLaunch
-    from orchestrator.plan import make_plan
-
-    plan = make_plan(job, node=NodeLaunch(node_rank, rdzv_endpoint, rdzv_backend, rdzv_id, require=not dry_run))
-    if not dry_run:
-        from orchestrator.runner import check_launchable
-
-        check_launchable(plan)  # GPUs this machine lacks, a missing package: before anything is written
-    on_planned(plan)
-    console = human(json_out)
-    if dry_run:
-        from orchestrator.wandb_mode import describe_mode, resolve_mode
-
-        if json_out:
-            mode, why = resolve_mode(job.spec.wandb)
-            print_json({**plan.as_json(), "wandb": {"mode": mode, "why": why}})
-        else:
-            console.print(scaling_table([plan.scaled], title=f"Plan for {job.spec.name}"))
-            console.print(train_args_table(plan))
-            console.print(describe_mode(job.spec.wandb), markup=False, highlight=False)
-            console.print("[dim]dry run: no run was created, nothing trained[/]")
-        return
-
-    from orchestrator.cli.render import show_failure, summary_table, training_progress
-    from orchestrator.runner import create_run, execute
-
-    run_id, run_dir = create_run(plan, run_id=run_id)
-    console.print(f"run [bold]{job.spec.name}/{run_id}[/] on {plan.devices.text} -> {run_dir}")
-    with training_progress(console, job.spec.epochs) as on_event:
-        outcome = execute(plan, run_id, run_dir, on_event=on_event)
-
-    if json_out:
-        print_json({"run_id": run_id, "run_dir": str(run_dir), "state": outcome.state,
-                    "exit_code": outcome.exit_code, "note": outcome.note, "summary": outcome.summary})
-    else:
-        console.print(summary_table(job.spec.name, run_id, run_dir, plan.devices.text, outcome.summary, outcome.state))
-    if outcome.state == "killed":
-        last = outcome.last_checkpoint
-        console.print(f"stopped. last checkpoint: {last}" if last else "stopped before the first checkpoint.")
-    elif outcome.state in ("failed", "stalled"):
-        show_failure(console, outcome)
-    raise typer.Exit(run_exit_code(outcome.state))
 
 
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
@@ -133,20 +86,6 @@ def node_launch(job, node_rank: int | None, rdzv_endpoint: str | None, rdzv_back
     from orchestrator.launch.torchrun import launch_options
 
     return launch_options(job.spec.target.devices, node_rank, rdzv_endpoint, rdzv_backend, rdzv_id)
-
-
-def continue_existing(row: dict, devices: str | None, json_out: bool, launch_opts: dict | None = None) -> None:
-    """--resume-existing found the run: resume it, or say it is already finished (exit 0)."""
-    if row["state"] == "finished":
-        if json_out:
-            print_json({"run_id": row["id"], "run_dir": row["run_dir"], "state": "finished", "exit_code": 0,
-                        "note": "already finished: nothing to do"})
-        else:
-            human(json_out).print(f"run {row['job']}/{row['id']} already finished: nothing to do")
-        return
-    from orchestrator.cli.resume import resume_and_report
-
-    resume_and_report(row, devices, json_out, restart_ok=True, launch_opts=launch_opts)
 
 
 def register(app: typer.Typer) -> None:

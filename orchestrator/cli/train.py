@@ -9,6 +9,8 @@ from typing import Optional
 
 import typer
 
+from orchestrator.cli.options import JSON_OUT
+
 from orchestrator.cli.common import err, human
 
 
@@ -17,12 +19,12 @@ def train_cmd(
     save: Optional[Path] = typer.Option(None, "--save", help="Write the equivalent job file here (validated first)."),
     force: bool = typer.Option(False, "--force", help="With --save: replace an existing job file."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the resolved plan and train nothing."),
-    json_out: bool = typer.Option(False, "--json", help="Machine-readable output on stdout."),
+    json_out: bool = JSON_OUT,
 ) -> None:
     """Train with Ultralytics' key=value arguments (the job they mean: see --save).
 
     The task is the model's (or task=): e.g. yolo-orch train model=yolo11n-seg.yaml data=data.yaml epochs=10"""
-    from orchestrator.cli.submit import plan_and_run
+    from orchestrator.cli.running import plan_and_run
     from orchestrator.rundir import dump_yaml
     from orchestrator.jobspec.files import check_output_file, write_output_file
     from orchestrator.jobspec.from_args import job_from_args
