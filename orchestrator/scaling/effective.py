@@ -6,10 +6,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from orchestrator.devices import XLA_KINDS  # trained by orchestrator/worker/xla with its own fixed-batch loader
 from orchestrator.scaling import ultralytics_math as um
 from orchestrator.scaling.releases import Formulas
-
-from orchestrator.devices import XLA_KINDS  # trained by orchestrator/worker/xla with its own fixed-batch loader
 
 
 def fmt(x: Any) -> str:

@@ -118,7 +118,7 @@ FEW_STEPS_LONGER = "at 4x the epochs auto ended at 0.741 mAP50-95 against the re
 MEASURED_MAX_K = {"scratch": 4, "pretrained": 8}  # beyond this auto extrapolates: the plan says so
 # Fine-tuning (section 7H): with SGD no policy kept the 10-epoch reference at k = 4 or 8 (auto, the best,
 # -0.036 and -0.046); twice the epochs did, at k = 8 for both optimizers. AdamW's fine-tunings at k >= 4
-# lost nearly all their mAP in the first epochs (under warmup) and recovered after; the reference did not.
+# stayed near 0 mAP50-95 through warmup and caught up after; the reference did not dip (FINETUNE_DIP).
 KEPT_GAP = 0.02  # within this of the reference's mean final mAP50-95, a policy "kept" the outcome (issue #33)
 FINETUNE_LONGER = ("at 2x the epochs (20) auto at k = 8 ended at 0.676 (SGD) and 0.671 (AdamW) against the 10-epoch "
                    "references' 0.602 and 0.579 (fine-tuning, H200, 2 seeds)")
@@ -133,8 +133,8 @@ K8_SGD = "at k = 8 auto ended at 0.878 mAP50-95 against stock Ultralytics' 0.687
 # whole 30-epoch trainings (worker/grad_norm.py; detect, SGD, yolo11n, 2048 images at 64 px): it bound on
 # 96-100 % of the steps at 8 images per step (the mean norm fell from ~390 to 13-15) and on every step at
 # 64 (norm 80-175 after epoch 3); fine-tuning (section 7H), on every step at 8, 32 and 64 (norm 27-260).
-# So for the SGD family the summed loss's growth with k does not reach the step: the step is lr0 x max_norm long (a normalised-gradient step) at any measured batch, and its
-# length changes only with lr0. An Adam-family update ignores the gradient's scale, clipped or not.
+# So for the SGD family the summed loss's growth with k does not reach the step: the step is lr0 x max_norm
+# long (a normalised-gradient step) at any measured batch, and its length changes only with lr0. An Adam-family update ignores the gradient's scale, clipped or not.
 CLIP_BOUND = ("96-100 % of the steps measured at 8 to 64 images per step (SGD, detect, from scratch and fine-tuning; "
               "docs/scaling.md 7G, 7H)")
 
