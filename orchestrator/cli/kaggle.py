@@ -12,7 +12,6 @@ from typing import Optional
 import typer
 
 from orchestrator.cli.options import JSON_OUT, SETS
-
 from orchestrator.tasks import headline
 from orchestrator.cli.common import fail, human, print_json, run_exit_code
 

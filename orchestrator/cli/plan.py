@@ -8,7 +8,6 @@ from typing import Optional
 import typer
 
 from orchestrator.cli.options import SETS
-
 from orchestrator.cli.common import out, print_json
 from orchestrator.scaling.types import POLICIES
 from orchestrator.devices import DeviceSpecError, parse_devices

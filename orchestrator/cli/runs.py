@@ -28,7 +28,6 @@ STATE_STYLE = {"queued": "cyan", "running": "bold blue", "finished": "green", "f
                "killed": "yellow", "stalled": "red", "pruned": "magenta"}
 
 
-
 def other_registries(path: Path, limit: int = 5) -> list[str]:
     """Runs folders in the current folder (one level down) with a registry other than `path`'s."""
     found = []

@@ -9,9 +9,7 @@ from typing import Optional
 import typer
 
 from orchestrator.cli.options import SETS
-
 from orchestrator.cli.common import check_devices_flag
-
 from orchestrator.jobspec.errors import SpecError
 
 

@@ -11,7 +11,6 @@ from typing import Optional
 import typer
 
 from orchestrator.cli.options import JSON_OUT, SETS
-
 from orchestrator.cli.common import check_devices_flag
 from orchestrator.cli.running import continue_existing, plan_and_run
 from orchestrator.jobspec.errors import SpecError

@@ -10,7 +10,6 @@ from typing import Optional
 import typer
 
 from orchestrator.cli.options import JSON_OUT
-
 from orchestrator.cli.common import err, human
 
 
