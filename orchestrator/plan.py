@@ -21,7 +21,7 @@ from orchestrator.jobspec import dataset, ultralytics_cfg
 from orchestrator.jobspec.loader import LoadedJob, read_yaml_file, resolve_hyp
 from orchestrator.jobspec.job import SynthData
 from orchestrator.data import dataset_path
-from orchestrator.rundir import cache_dir
+from orchestrator.rundir import SCHEMA_VERSION, cache_dir
 
 
 def synth_dir(cfg: SynthData, task: str = "detect") -> Path:
@@ -97,6 +97,7 @@ class Plan:
         if data_yaml is not None:
             plan_json["train_args"] = {**self.train_args, "data": str(data_yaml)}
         return {
+            "schema_version": SCHEMA_VERSION,
             "run_id": run_id,
             "run_dir": str(run_dir) if run_dir is not None else None,
             "job_file": str(self.job.path) if self.job.path else None,

@@ -26,8 +26,8 @@ from pathlib import Path
 from orchestrator import launch
 from orchestrator import plan as planmod
 from orchestrator.devices import DeviceSpecError, parse_devices
-from orchestrator.rundir import (LAST, RESOLVED, RESUME_PATCHED, completed_epochs, dump_yaml, load_own_yaml,
-                                 load_resolved, write_text_atomic)
+from orchestrator.rundir import (LAST, RESOLVED, RESUME_PATCHED, RunDirVersionError, completed_epochs, dump_yaml,
+                                 load_own_yaml, load_resolved, write_text_atomic)
 from orchestrator.jobspec.errors import SpecError
 from orchestrator.jobspec.job import JobSpec
 
@@ -132,6 +132,14 @@ def node0_run_dir(run_dir: Path, resolved: dict) -> Path:
     return run_dir.with_name(run_dir.name[: -len(suffix)] + "-node0")
 
 
+def read_run(run_id: str, run_dir: Path) -> dict:
+    """The run's job.resolved.yaml for a command that continues it: a newer layout is refused, one line."""
+    try:
+        return load_resolved(run_dir)
+    except RunDirVersionError as exc:
+        raise SpecError(f"RUN: {run_id}: {exc}") from None
+
+
 def prepare_resume(row: dict, devices: str | None = None, restart_ok: bool = False,
                    launch_opts: dict | None = None) -> dict:
     """Check a registry row can be resumed, re-plan for `devices` when they differ, and write the
@@ -149,7 +157,7 @@ def prepare_resume(row: dict, devices: str | None = None, restart_ok: bool = Fal
     run_dir = Path(row["run_dir"] or "")
     if not (run_dir / RESOLVED).is_file():
         raise SpecError(f"RUN: {run_id}: run directory {run_dir} is missing or has no {RESOLVED}")
-    resolved = load_resolved(run_dir)
+    resolved = read_run(run_id, run_dir)
     if launch_opts:
         resolved["plan"]["launch"] = launch_opts
     weights_dir = node0_run_dir(run_dir, resolved)

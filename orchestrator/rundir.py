@@ -105,9 +105,27 @@ def dump_yaml(data: Any) -> str:
     return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
 
 
+# ---------------------------------------------------------------- job.resolved.yaml's layout version
+# `schema_version`: bumped when the layout of job.resolved.yaml changes, so that a run directory made by
+# one version and resumed by another (a Kaggle session days later, a Slurm job requeued after an upgrade)
+# is read knowingly. A file without it was written before versions were kept, in version 1's layout.
+SCHEMA_VERSION = 1
+
+
+class RunDirVersionError(ValueError):
+    """job.resolved.yaml was written by a newer yolo-orch, in a layout this one does not know."""
+
+
 def load_resolved(run_dir: Path) -> dict:
-    """The run's job.resolved.yaml (job, plan, resume/OOM history), as written by the tool."""
-    return load_own_yaml((Path(run_dir) / RESOLVED).read_text())
+    """The run's job.resolved.yaml (job, plan, resume/OOM history), as written by the tool; a file of a
+    newer layout than SCHEMA_VERSION raises RunDirVersionError (one line) instead of being misread."""
+    path = Path(run_dir) / RESOLVED
+    doc = load_own_yaml(path.read_text())
+    version = doc.get("schema_version", 1) if isinstance(doc, dict) else 1
+    if not isinstance(version, int) or isinstance(version, bool) or version > SCHEMA_VERSION:
+        raise RunDirVersionError(f"{path}: schema_version {version!r} is not one this yolo-orch reads (1 to "
+                                 f"{SCHEMA_VERSION}): it was written by a newer version; continue it with that one")
+    return doc
 
 
 def completed_epochs(run_dir: Path) -> int:

@@ -290,7 +290,7 @@ def close_recorded_run(row: dict) -> RunOutcome | None:
     run_dir = Path(row.get("run_dir") or "")
     if row["state"] not in RESUMABLE or not (run_dir / RESOLVED).is_file():
         return None
-    resolved = load_resolved(run_dir)
+    resolved = replan.read_run(row["id"], run_dir)
     epochs = ((resolved.get("plan") or {}).get("train_args") or {}).get("epochs")
     recorded = replan.node0_run_dir(run_dir, resolved)  # node 0's, for another node of a multi-node run
     if not epochs or completed_epochs(recorded) < int(epochs):

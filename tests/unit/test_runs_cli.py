@@ -62,3 +62,34 @@ def test_resume_refuses_a_symlinked_log(tmp_path):
     assert outside.read_text() == "keep me\n"
     listed = json.loads(run_cli("runs", "--runs-dir", runs, "--json", cwd=tmp_path, env=NO_ENV_REGISTRY).stdout)
     assert listed[0]["state"] == "killed"  # the refusal claimed nothing
+
+
+def test_resume_refuses_a_run_directory_from_a_newer_layout_in_one_line(tmp_path):
+    """job.resolved.yaml carries schema_version (rundir.SCHEMA_VERSION); one written by a newer yolo-orch
+    is refused at once, by name, and nothing is claimed. A file without it (written before versions were
+    kept) is read as version 1."""
+    from orchestrator.rundir import SCHEMA_VERSION, load_resolved
+
+    runs = tmp_path / "runs"
+    run_dir = make_run(runs, "20261124-090000-f00d", state="killed")
+    (run_dir / "weights").mkdir()
+    (run_dir / "weights" / "last.pt").write_bytes(b"x")
+    (run_dir / "job.resolved.yaml").write_text(f"schema_version: {SCHEMA_VERSION + 1}\nrun_id: x\n")
+    r = run_cli("resume", "20261124-090000-f00d", "--runs-dir", runs, cwd=tmp_path, env=NO_ENV_REGISTRY)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().count("\n") == 0 and "Traceback" not in r.stderr
+    assert f"schema_version {SCHEMA_VERSION + 1} is not one this yolo-orch reads" in r.stderr
+    listed = json.loads(run_cli("runs", "--runs-dir", runs, "--json", cwd=tmp_path, env=NO_ENV_REGISTRY).stdout)
+    assert listed[0]["state"] == "killed"
+    (run_dir / "job.resolved.yaml").write_text("run_id: x\njob: {}\n")
+    assert load_resolved(run_dir)["run_id"] == "x"
+
+
+def test_the_resolved_document_says_its_layout_version(tmp_path):
+    from conftest import REPO
+    from orchestrator.jobspec.loader import load_job
+    from orchestrator.plan import make_plan
+    from orchestrator.rundir import SCHEMA_VERSION
+
+    doc = make_plan(load_job(REPO / "examples" / "quickstart.yaml")).resolved_document("r", tmp_path, "disabled")
+    assert doc["schema_version"] == SCHEMA_VERSION == 1 and list(doc)[0] == "schema_version"
