@@ -26,13 +26,15 @@ from pathlib import Path
 from orchestrator import launch
 from orchestrator import plan as planmod
 from orchestrator.devices import DeviceSpecError, parse_devices
-from orchestrator.rundir import (LAST, RESOLVED, RESUME_PATCHED, RunDirVersionError, completed_epochs, dump_yaml,
-                                 load_own_yaml, load_resolved, write_text_atomic)
+from orchestrator.rundir import (LAST, RESOLVED, RESUME_PATCHED, SCHEMA_VERSION, RunDirVersionError, completed_epochs,
+                                 dump_yaml, load_own_yaml, load_resolved, write_text_atomic)
 from orchestrator.jobspec.errors import SpecError
 from orchestrator.jobspec.job import JobSpec
 
 
 def save_resolved(run_dir: Path, resolved: dict) -> None:
+    """Written back in this version's layout (load_resolved refused a newer one): it says so."""
+    resolved = {"schema_version": SCHEMA_VERSION, **{k: v for k, v in resolved.items() if k != "schema_version"}}
     write_text_atomic(Path(run_dir) / RESOLVED, dump_yaml(resolved))
     # a stale patched checkpoint from a killed attempt must never be read by a rank of the next one
     (Path(run_dir) / RESUME_PATCHED).unlink(missing_ok=True)

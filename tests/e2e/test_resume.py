@@ -257,3 +257,35 @@ def test_resume_makes_its_generated_dataset_again_when_it_is_gone(tmp_path):
     show = run_cli("show", run_dir.name, "--json", cwd=tmp_path, env=NO_ENV_REGISTRY)
     notes = [n["text"] for n in json.loads(show.stdout)["run"]["notes"]]
     assert any("its generated dataset" in n and "was missing here: generated again as" in n for n in notes), notes
+
+
+LEGACY = Path(__file__).resolve().parents[1] / "assets" / "rundir-v1"
+
+
+def test_a_run_directory_written_before_layout_versions_still_resumes(tmp_path):
+    """tests/assets/rundir-v1: a run as yolo-orch wrote it before job.resolved.yaml carried
+    schema_version (2026-11-26): a tiny model, epoch 1 of 2 trained, its worker killed. Kept as written,
+    its absolute paths replaced by placeholders filled in here, as Optuna keeps old databases: today's
+    resume must finish it (its generated dataset is made again here), and writes it back in today's layout."""
+    [src] = (LEGACY / "legacy").iterdir()
+    runs, cache, run_id = tmp_path / "runs", tmp_path / "cache", src.name
+    run_dir = runs / "legacy" / run_id
+    shutil.copytree(src, run_dir)
+    places = {"@RUN_DIR@": str(run_dir), "@CACHE@": str(cache), "@HOME@": str(tmp_path),
+              "@REPO@": str(Path(__file__).resolve().parents[2])}
+    for name in ("job.resolved.yaml", "args.yaml", "train.log"):
+        text = (run_dir / name).read_text()
+        for mark, path in places.items():
+            text = text.replace(mark, path)
+        (run_dir / name).write_text(text)
+    assert "schema_version" not in (run_dir / "job.resolved.yaml").read_text()
+    with Registry.open(runs) as reg:
+        reg.add_run(run_id, job="legacy", run_dir=run_dir, devices="cpu", epochs=2)
+        reg.update(run_id, state="failed", epochs_done=1)
+    env = {**NO_ENV_REGISTRY, "YOLO_ORCH_CACHE": str(cache)}
+    r = run_cli("resume", run_id, "--runs-dir", runs, "--json", cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = json.loads(r.stdout)
+    assert out["state"] == "finished" and out["resumed_from_epoch"] == 2
+    assert [e["epoch"] for e in read_events(run_dir) if e["event"] == "epoch"] == [1, 2]
+    assert yaml.safe_load((run_dir / "job.resolved.yaml").read_text())["schema_version"] == 1
