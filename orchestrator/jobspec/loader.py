@@ -145,8 +145,9 @@ def check_model(job: LoadedJob) -> list[str]:
                 f"trainers; yolo-orch trains YOLO models (e.g. {EXAMPLE_MODELS['detect']})"]
     local = job.resolve_path(model)
     built = None
-    if local.is_file() and model.endswith(".pt") and not is_weights_file(local):
-        return [f"model: {local} is not a PyTorch weights file (not a torch.save checkpoint)"]
+    why = weights_problem(local) if local.is_file() and model.endswith(".pt") else None
+    if why:
+        return [f"model: {local} is not a PyTorch weights file ({why})"]
     if local.is_file():
         built = ultralytics_cfg.model_yaml_task(local) if model.endswith((".yaml", ".yml")) else \
             ultralytics_cfg.weights_task(local) if model.endswith(".pt") else None
@@ -194,9 +195,13 @@ def _check_model_task(job: LoadedJob, built: str | None) -> list[str]:
 WEIGHTS_MAGIC = (b"PK\x03\x04", b"\x80")  # torch.save's zip archive; a legacy pickle (protocol 2 and later)
 
 
-def is_weights_file(path: Path) -> bool:
-    raw, _ = read_regular_bounded(str(path), 4)
-    return raw is not None and raw.startswith(WEIGHTS_MAGIC)
+def weights_problem(path: Path) -> str | None:
+    """Why `path` is no file Ultralytics can load weights from (unreadable, not a torch.save checkpoint),
+    or None."""
+    raw, why = read_regular_bounded(str(path), 4)
+    if raw is None or not raw.startswith(WEIGHTS_MAGIC):
+        return why or "not a torch.save checkpoint"
+    return None
 
 
 def check_pretrained(job: LoadedJob) -> list[str]:
@@ -209,10 +214,8 @@ def check_pretrained(job: LoadedJob) -> list[str]:
     if not path.is_file():
         return [f"overrides.pretrained: weights file '{value}' not found, and weights are never downloaded (offline "
                 f"by design): put the file at {path}, or set pretrained: false"]
-    raw, why = read_regular_bounded(str(path), 4)
-    if raw is None or not raw.startswith(WEIGHTS_MAGIC):
-        return [f"overrides.pretrained: {path} is not a PyTorch weights file ({why or 'not a torch.save checkpoint'})"]
-    return []
+    why = weights_problem(path)
+    return [f"overrides.pretrained: {path} is not a PyTorch weights file ({why})"] if why else []
 
 
 def check_data(job: LoadedJob) -> list[str]:
