@@ -29,7 +29,6 @@ import shutil
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import yaml
@@ -150,20 +149,7 @@ def main(argv: list[str] | None = None) -> int:
                                                               sort_keys=False))
     grid = [] if args.skip_reference else [(opt, 1, "none", s) for opt in args.optimizers for s in args.seeds]
     grid += list(itertools.product(args.optimizers, args.ks, args.policies, args.seeds))
-    same: dict[tuple, list[tuple]] = {}  # one training per distinct set of effective values
-    for g in grid:
-        same.setdefault(bench_scaling.training_key(args, *g), []).append(g)
-    print(f"{len(grid)} cells, {len(same)} distinct fine-tunings, {args.parallel} at a time, on {args.device}",
-          flush=True)
-    rows: list[dict] = []
-    with ThreadPoolExecutor(max_workers=args.parallel) as pool:
-        futures = {pool.submit(bench_scaling.train, args, args.work, *cells[0]): cells for cells in same.values()}
-        for future in as_completed(futures):
-            row = future.result()
-            rows.append(row)
-            rows += [{**row, "k": k, "policy": p, "seed": s, "same_training_as": row["policy"]}
-                     for _, k, p, s in futures[future][1:]]
-            save(args, command, rows, started, pretrained)  # after every run: an interrupted bench keeps its rows
+    rows = bench_scaling.run_grid(args, grid, lambda rows: save(args, command, rows, started, pretrained))
     bench_scaling.print_table(bench_scaling.summarize(rows))
     print(f"\nwrote {args.out}")
     return 0

@@ -227,26 +227,33 @@ def main(argv: list[str] | None = None) -> int:
     # k = 1 once per optimizer and seed (every policy is the reference there), then the grid
     grid = [] if args.skip_reference else [(opt, 1, "none", s) for opt in args.optimizers for s in args.seeds]
     grid += [(opt, k, p, s) for opt, k, p, s in itertools.product(args.optimizers, args.ks, args.policies, args.seeds)]
+    started = time.time()
+    command = "python bench/bench_scaling.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    rows = run_grid(args, grid, lambda rows: save(args, command, rows, started))
+    print_table(summarize(rows))
+    print(f"\nwrote {args.out}")
+    return 0
+
+
+def run_grid(args, grid: list[tuple], save_rows) -> list[dict]:
+    """Train the cells of `grid` (optimizer, k, policy, seed), `args.parallel` at a time, each distinct
+    training once, and return a row per cell; `save_rows(rows)` after every run, so that an interrupted
+    benchmark keeps what it did (also bench_finetune.py's)."""
     same: dict[tuple, list[tuple]] = {}  # one training per distinct set of effective values
     for g in grid:
         same.setdefault(training_key(args, *g), []).append(g)
     print(f"{len(grid)} cells, {len(same)} distinct trainings, {args.parallel} at a time, on {args.device}",
           flush=True)
-    started = time.time()
     rows: list[dict] = []
-    command = "python bench/bench_scaling.py " + " ".join(argv if argv is not None else sys.argv[1:])
     with ThreadPoolExecutor(max_workers=args.parallel) as pool:
         futures = {pool.submit(train, args, args.work, *cells[0]): cells for cells in same.values()}
         for future in as_completed(futures):
             row = future.result()
             rows.append(row)
-            for _, k, policy, seed in futures[future][1:]:
-                rows.append({**row, "k": k, "policy": policy, "seed": seed,
-                             "same_training_as": row["policy"]})
-            save(args, command, rows, started)  # after every run: an interrupted benchmark keeps what it did
-    print_table(summarize(rows))
-    print(f"\nwrote {args.out}")
-    return 0
+            rows += [{**row, "k": k, "policy": policy, "seed": seed, "same_training_as": row["policy"]}
+                     for _, k, policy, seed in futures[future][1:]]
+            save_rows(rows)
+    return rows
 
 
 def plot_curves(saved: dict, path: Path) -> None:
