@@ -40,6 +40,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from orchestrator.rundir import load_resolved  # noqa: E402
 from orchestrator.tasks import EXAMPLE_MODELS, HEADLINE, TASKS  # noqa: E402
 POLICIES = ("none", "auto", "linear", "sqrt", "table")
 # MuSGD: what optimizer=auto picks above 10,000 iterations on Ultralytics 8.4 (lr0 0.01, momentum 0.9)
@@ -114,21 +115,20 @@ def train(args, work: Path, optimizer: str, k: int, policy: str, seed: int) -> d
 
 
 def read_run(run_dir: Path, task: str = "detect") -> dict:
-    resolved = yaml.safe_load((run_dir / "job.resolved.yaml").read_text())
+    plan = load_resolved(run_dir).plan
     summary = json.loads((run_dir / "summary.json").read_text())
     key = metric_key(task)
     with open(run_dir / "results.csv") as f:
         curve = [float(r[key]) for r in csv.DictReader(f)]
-    scaling = resolved["plan"]["scaling"]
-    eff = scaling["effective"]
+    passed, eff = plan.passed, plan.effective
     return {
         "final": float(summary["metrics"][key]),
         "curve": curve,
-        "passed": {k: scaling["passed"][k] for k in ("optimizer", "batch", "nbs", "lr0", "momentum", "weight_decay",
-                                                     "warmup_epochs")},
+        "passed": {k: passed[k] for k in ("optimizer", "batch", "nbs", "lr0", "momentum", "weight_decay",
+                                          "warmup_epochs")},
         "effective": {k: eff.get(k) for k in ("images_per_step", "accumulate", "weight_decay",
                                              "optimizer_steps_per_epoch", "warmup_iterations")},
-        "reasons": scaling["reasons"],
+        "reasons": plan.reasons,
         "clipping": clipping(run_dir),
     }
 

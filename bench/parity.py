@@ -31,9 +31,9 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
-
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from orchestrator.rundir import load_resolved  # noqa: E402
 TARGET_MAP_DIFF = 0.03
 
 
@@ -54,22 +54,22 @@ def run_job(job: Path, devices: str, runs_dir: Path, sets: list[str]) -> Path:
 
 
 def read_run(run_dir: Path) -> dict:
-    resolved = yaml.safe_load((run_dir / "job.resolved.yaml").read_text())
+    resolved = load_resolved(run_dir)
     summary = json.loads((run_dir / "summary.json").read_text())
     with open(run_dir / "results.csv") as f:
         rows = [{k.strip(): float(v) for k, v in row.items()} for row in csv.DictReader(f)]
     per_epoch = {key: [r[key] for r in rows] for key in rows[0] if key != "epoch"} if rows else {}
     m = summary["metrics"]
     return {
-        "devices": resolved["plan"]["devices"],
-        "seed": resolved["job"]["seed"],
-        "label": f"{resolved['plan']['devices']} seed {resolved['job']['seed']}",
+        "devices": resolved.plan.devices,
+        "seed": resolved.plan.train_args["seed"],
+        "label": f"{resolved.plan.devices} seed {resolved.plan.train_args['seed']}",
         "run_dir": str(run_dir),
         "final": {"mAP50": m.get("metrics/mAP50(B)"), "mAP50-95": m.get("metrics/mAP50-95(B)"),
                   "precision": m.get("metrics/precision(B)"), "recall": m.get("metrics/recall(B)")},
         "best_epoch_mAP50-95": max(per_epoch.get("metrics/mAP50-95(B)", [0.0])),
         "wall_time_s": summary.get("wall_time_s"),
-        "effective": resolved["plan"]["scaling"]["effective"],
+        "effective": resolved.plan.effective,
         "per_epoch": per_epoch,
     }
 

@@ -6,7 +6,7 @@
   a registry that cannot be written, a full disk). One line saying what to do; exit 1.
 
 The training process's own exit codes (out of memory, not resumable) are part of the run-directory
-contract (rundir.py), which the training process reads without the rest of the tool.
+contract (rundir/), which the training process reads without the rest of the tool.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ build the same Plan, so what is shown is what runs."""
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from orchestrator.jobspec import dataset, ultralytics_cfg
 from orchestrator.jobspec.loader import LoadedJob, read_yaml_file, resolve_hyp
 from orchestrator.jobspec.job import SynthData
 from orchestrator.data import dataset_path
-from orchestrator.rundir import SCHEMA_VERSION, cache_dir
+from orchestrator.rundir import ResolvedRun, RunJob, RunPlan, cache_dir
 
 
 def synth_dir(cfg: SynthData, task: str = "detect") -> Path:
@@ -88,23 +89,17 @@ class Plan:
         return out
 
     def resolved_document(self, run_id: str, run_dir: Path | None, wandb_mode: str,
-                          data_yaml: Path | None = None) -> dict[str, Any]:
-        """job.resolved.yaml for a run of this plan: the job, the plan with the reference-scale
-        hyperparameters, and where the run lives (rundir.py names the file); `data_yaml`: the run's own
-        copy of the dataset yaml (runner.write_data_yaml), which Ultralytics then reads."""
-        plan_json = self.as_json()
-        plan_json["hyp"] = self.hyp
+                          data_yaml: Path | None = None) -> ResolvedRun:
+        """The run contract (job.resolved.yaml) for a run of this plan: the job, the plan with the
+        reference-scale hyperparameters, and where the run lives; `data_yaml`: the run's own copy of
+        the dataset yaml (runner.write_data_yaml), which Ultralytics then reads."""
+        plan_json = copy.deepcopy(self.as_json())  # the run owns its copy
+        plan_json["hyp"] = dict(self.hyp)
         if data_yaml is not None:
-            plan_json["train_args"] = {**self.train_args, "data": str(data_yaml)}
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "run_id": run_id,
-            "run_dir": str(run_dir) if run_dir is not None else None,
-            "job_file": str(self.job.path) if self.job.path else None,
-            "wandb_mode": wandb_mode,
-            "job": self.job.spec.model_dump(mode="json"),
-            "plan": plan_json,
-        }
+            plan_json["train_args"]["data"] = str(data_yaml)
+        return ResolvedRun(run_id=run_id, run_dir=str(run_dir) if run_dir is not None else None,
+                           job_file=str(self.job.path) if self.job.path else None, wandb_mode=wandb_mode,
+                           job=RunJob(self.job.spec.model_dump(mode="json")), plan=RunPlan.from_dict(plan_json))
 
 
 def describe_data(job: LoadedJob) -> DataInfo:

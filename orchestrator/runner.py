@@ -1,6 +1,7 @@
 """Run a plan on this machine: create the run directory and its registry row, start the training
 process through its launcher, tail its events, and restart it after an out-of-memory exit with a
-re-planned batch (replan.py). `yolo-orch submit`, `resume` and every sweep trial come through here."""
+re-planned batch (replan.py). `yolo-orch submit`, `resume` (resume.py) and every sweep trial come
+through here."""
 
 from __future__ import annotations
 
@@ -15,10 +16,11 @@ from orchestrator import launch, replan
 from orchestrator.launch import process
 from orchestrator.rundir import (DEADLINE_STOP, ENV, ENV_SUPERVISOR_PID, ENV_SUPERVISOR_START, EVENTS,
                                  EXIT_NOT_RESUMABLE, EXIT_OOM, HEARTBEATS, LAST, LOG, RESOLVED, RESULTS, STACKS, SUMMARY,
-                                 EventTail, EventWriter, completed_epochs, dump_yaml, failure_cause, load_resolved,
-                                 new_run_id, process_identity, run_summary, write_json_atomic, write_text_atomic)
+                                 EventTail, EventWriter, OomStep, TrialLink, completed_epochs, dump_yaml, failure_cause,
+                                 load_resolved, new_run_id, process_identity, write_json_atomic,
+                                 write_text_atomic)
 from orchestrator.plan import Plan, make_synth_data
-from orchestrator.registry import RESUMABLE, Registry
+from orchestrator.registry import Registry
 from orchestrator.jobspec.errors import SpecError
 from orchestrator.wandb_mode import resolve_mode
 from orchestrator.watchdog import Stall, Watchdog, dump_stacks
@@ -34,7 +36,7 @@ class RunOutcome:
     exit_code: int
     summary: dict | None = None
     events: list[dict] = field(default_factory=list)
-    oom_recoveries: list[dict] = field(default_factory=list)  # one record per OOM restart (replan.py)
+    oom_recoveries: list[OomStep] = field(default_factory=list)  # one record per OOM restart (replan.py)
     note: str | None = None  # why it failed, and how to continue (also the registry row's note)
 
     @property
@@ -73,11 +75,12 @@ def write_data_yaml(plan: Plan, run_dir: Path) -> Path | None:
     return run_dir / DATA_YAML
 
 
-def create_run(plan: Plan, runs_dir: Path | None = None, tags: dict | None = None,
-               run_id: str | None = None) -> tuple[str, Path]:
+def create_run(plan: Plan, runs_dir: Path | None = None, tags: dict | None = None, run_id: str | None = None,
+               trial: TrialLink | None = None, callbacks: list[str] | None = None) -> tuple[str, Path]:
     """Everything is validated by now: create the run dir, write the resolved job and add the
     registry row (state queued). `tags` (sweeps: {"study": name, "trial": n}) go into the row;
-    `run_id` (a Slurm job's, kept across requeues) replaces a new one."""
+    `run_id` (a Slurm job's, kept across requeues) replaces a new one; `trial` and `callbacks`: a sweep
+    trial's link to its study and the hook that reports to it (ResolvedRun)."""
     check_launchable(plan)
     ensure_data(plan)
     spec = plan.job.spec
@@ -91,7 +94,9 @@ def create_run(plan: Plan, runs_dir: Path | None = None, tags: dict | None = Non
     run_id, run_dir = claim_run_dir(root / spec.name, run_id)
     data_yaml = write_data_yaml(plan, run_dir)
     mode, _ = resolve_mode(spec.wandb)
-    write_text_atomic(run_dir / RESOLVED, dump_yaml(plan.resolved_document(run_id, run_dir, mode, data_yaml)))
+    resolved = plan.resolved_document(run_id, run_dir, mode, data_yaml)
+    resolved.sweep, resolved.callbacks = trial, list(callbacks or [])
+    resolved.save(run_dir)
     with registry:
         registry.reconcile()  # a command that changes state records the runs that vanished since
         registry.add_run(run_id, job=spec.name, run_dir=run_dir, devices=plan.devices.text, tags=tags,
@@ -139,10 +144,9 @@ def supervise(run_id: str, run_dir: Path, launcher: str, oom_retries: int = 0,
     events_path = run_dir / EVENTS
     tail = EventTail(events_path)
     tail.offset = events_path.stat().st_size if events_path.exists() else 0  # earlier attempts: not replayed
-    resolved = load_resolved(run_dir)
-    used = len((resolved.get("oom") or {}).get("history", []))
+    used = len(load_resolved(run_dir).oom_history)
     events: list[dict] = []
-    recoveries: list[dict] = []
+    recoveries: list[OomStep] = []
     notes: list[str] = []
     while True:
         state, code, attempt, note = _attempt(launch.command(launcher, run_dir), run_id, run_dir, registry, tail,
@@ -167,11 +171,11 @@ def supervise(run_id: str, run_dir: Path, launcher: str, oom_retries: int = 0,
         used += 1
         recoveries.append(step)
         text = replan.describe_oom_step(step)
-        EventWriter(events_path).emit("oom_restart", message=text, **step)
+        EventWriter(events_path).emit("oom_restart", message=text, **step.to_dict())
         with open(run_dir / LOG, "a") as log:
             log.write(f"\n[yolo-orch] {text}\n")
         registry.update(run_id, oom_retries=used, note=text)
-        launcher = load_resolved(run_dir)["plan"]["launcher"]  # re-planned
+        launcher = load_resolved(run_dir).plan.launcher  # re-planned
     for event in tail.read_new():
         events.append(event)
         on_event(event)
@@ -182,8 +186,7 @@ def supervise(run_id: str, run_dir: Path, launcher: str, oom_retries: int = 0,
         summary = json.loads((run_dir / SUMMARY).read_text())
         state = "finished" if code == 0 else "failed"
         if used and code == 0:  # OOM restarts, of this or an earlier attempt: in the re-written file
-            history = (load_resolved(run_dir).get("oom") or {}).get("history", [])
-            summary["oom_recoveries"] = history
+            summary["oom_recoveries"] = [s.to_dict() for s in load_resolved(run_dir).oom_history]
             write_json_atomic(run_dir / SUMMARY, summary)
     exit_code = {"killed": 130, "stalled": 124}.get(state, code)  # as the CLI exits (cli/common.py)
     epochs_done = (summary or {}).get("epochs_completed") or completed_epochs(run_dir)
@@ -200,7 +203,7 @@ def failure_note(run_id: str, run_dir: Path, code: int, epochs_done: int) -> str
     note = failure_cause(run_dir, code)
     if any(marker in note for marker in DISK_FULL):
         note = f"the disk is full ({note}); free space on it, then resume"
-    epochs = (load_resolved(run_dir).get("job") or {}).get("epochs")
+    epochs = load_resolved(run_dir).job.epochs
     if (run_dir / LAST).exists():
         note += f"; {epochs_done} of {epochs} epochs done; `yolo-orch resume {run_id}` continues it"
     return note
@@ -231,7 +234,7 @@ def _attempt(cmd: list[str], run_id: str, run_dir: Path, registry: Registry, tai
     row = registry.get(run_id) or {}
     registry.update(run_id, state="running", pid=os.getpid(), started_at=row.get("started_at") or time.time(),
                     attempts=int(row.get("attempts") or 0) + 1, exit_code=None, ended_at=None)
-    timeout = int((load_resolved(run_dir).get("job") or {}).get("stall_timeout") or 0)
+    timeout = load_resolved(run_dir).job.stall_timeout
     dog = Watchdog(run_dir, timeout) if timeout else None
     proc = process.start(cmd, run_dir / LOG, env=child_env())
     registry.update(run_id, worker_pid=proc.pid)
@@ -270,62 +273,3 @@ def _watch(dog: Watchdog, run_dir: Path) -> Stall | None:
     if warning:
         EventWriter(run_dir / EVENTS).emit("warning", message=warning)
     return dog.check()
-
-
-def resume_run(row: dict, devices: str | None = None, on_event: Callable[[dict], None] = lambda e: None,
-               poll_s: float = 0.5, prepared: dict | None = None) -> RunOutcome:
-    """Continue a killed/failed run from its weights/last.pt in the same run dir and registry row.
-    `prepared`: the result of `prepare_resume_row` when the caller already did it (to print the plan)."""
-    info = prepared or prepare_resume_row(row, devices)
-    run_dir = Path(row["run_dir"])
-    resolved = info["resolved"]
-    return supervise(row["id"], run_dir, resolved["plan"]["launcher"], int(resolved["job"]["oom_retries"]),
-                     on_event, poll_s)
-
-
-def close_recorded_run(row: dict) -> RunOutcome | None:
-    """A run killed or failed after its last epoch ended (during the final validation: a Slurm
-    requeue near the end) has nothing left to train: close it as finished with the last epoch's
-    validation metrics. None when the row is not such a run."""
-    run_dir = Path(row.get("run_dir") or "")
-    if row["state"] not in RESUMABLE or not (run_dir / RESOLVED).is_file():
-        return None
-    resolved = replan.read_run(row["id"], run_dir)
-    epochs = ((resolved.get("plan") or {}).get("train_args") or {}).get("epochs")
-    recorded = replan.node0_run_dir(run_dir, resolved)  # node 0's, for another node of a multi-node run
-    if not epochs or completed_epochs(recorded) < int(epochs):
-        return None  # (a resolved job without a plan: prepare_resume says what is wrong with it)
-    epochs = int(epochs)
-    last = [e for e in EventTail(recorded / EVENTS).read_new() if e.get("event") == "epoch"][-1:]
-    metrics = {k: v for k, v in (last[0]["metrics"] if last else {}).items() if k.startswith("metrics/")}
-    note = (f"all {epochs} epochs were recorded before it stopped (during the final validation of best.pt): "
-            "closed as finished; its metrics are the last epoch's validation")
-    summary = run_summary(run_dir, state="finished", epochs=epochs, epochs_completed=epochs, metrics=metrics,
-                          started=row.get("started_at") or time.time(), note=note)
-    write_json_atomic(run_dir / SUMMARY, summary)
-    with Registry.of_run(run_dir) as registry:
-        registry.update(row["id"], state="finished", ended_at=time.time(), exit_code=0, epochs_done=epochs,
-                        metrics=metrics, note=note)
-    return RunOutcome(row["id"], run_dir, "finished", 0, summary, note=note)
-
-
-def prepare_resume_row(row: dict, devices: str | None = None, restart_ok: bool = False,
-                       launch_opts: dict | None = None) -> dict:
-    """Claim the row (killed/failed -> queued, compare-and-set) and write the resume section.
-    Raises SpecError with the fix when the run cannot be resumed."""
-    run_dir = Path(row["run_dir"] or "")
-    if row.get("run_dir"):
-        refuse_symlinks(run_dir)  # before the row is claimed: a refusal changes nothing
-    registry = Registry.of_run(run_dir) if row.get("run_dir") else None
-    if registry is None or row["state"] not in RESUMABLE:
-        return replan.prepare_resume(row, devices, restart_ok, launch_opts)  # raises the right message
-    with registry:
-        if not registry.transition(row["id"], row["state"], state="queued", pid=os.getpid()):
-            raise SpecError(f"RUN: {row['id']} changed state while preparing the resume (another resume?)")
-        try:
-            info = replan.prepare_resume(row, devices, restart_ok, launch_opts)
-        except BaseException:
-            registry.transition(row["id"], "queued", state=row["state"], pid=row.get("pid"))
-            raise
-        registry.update(row["id"], devices=info["plan"]["devices"], note=info["note"])
-    return info

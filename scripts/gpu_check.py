@@ -20,9 +20,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import yaml
-
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from orchestrator.rundir import load_resolved  # noqa: E402
 
 
 def gpu_count() -> int:
@@ -48,8 +48,8 @@ def train(job: Path, devices: str, runs_dir: Path, sets: list[str]) -> Path:
 
 
 def throughput(run_dir: Path) -> dict:
-    resolved = yaml.safe_load((run_dir / "job.resolved.yaml").read_text())
-    images = resolved["plan"]["data"]["train_images"]
+    plan = load_resolved(run_dir).plan
+    images = plan.train_images
     with open(run_dir / "results.csv") as f:
         times = [float(row["time"]) for row in csv.DictReader(f)]
     if len(times) >= 2:
@@ -57,8 +57,8 @@ def throughput(run_dir: Path) -> dict:
     else:
         epochs, seconds = len(times), times[-1]
     summary = json.loads((run_dir / "summary.json").read_text())
-    eff = resolved["plan"]["scaling"]["effective"]
-    return {"devices": resolved["plan"]["devices"], "world_size": eff["world_size"],
+    eff = plan.effective
+    return {"devices": plan.devices, "world_size": eff["world_size"],
             "batch_per_device": eff["batch_per_device"], "images_per_s": images * epochs / seconds if seconds else None,
             "epochs_timed": epochs, "seconds": seconds, "mAP50-95": summary["metrics"].get("metrics/mAP50-95(B)"),
             "run_dir": str(run_dir)}

@@ -69,8 +69,9 @@ def summary_table(job: str, run_id: str, run_dir, devices: str, summary: dict | 
     ]
     for step in (summary or {}).get("oom_recoveries") or []:
         from orchestrator.replan import describe_oom_step
+        from orchestrator.rundir import OomStep
 
-        rows.append(("oom recovery", describe_oom_step(step)))
+        rows.append(("oom recovery", describe_oom_step(OomStep(**step))))
     for k, v in rows:
         table.add_row(k, v)
     return table

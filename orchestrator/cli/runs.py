@@ -20,7 +20,7 @@ from rich.table import Table
 from orchestrator.cli.common import existing_registry, find_run, out, print_json
 from orchestrator.cli.options import REGISTRY, RUNS_DIR
 from orchestrator.registry import ACTIVE, DB_NAME, STATES, registry_path
-from orchestrator.rundir import BEST, EVENTS, LAST, LOG, RESOLVED, RESULTS, SUMMARY, load_own_yaml
+from orchestrator.rundir import BEST, EVENTS, LAST, LOG, RESULTS, SUMMARY, OomStep, resolved_or_none
 from orchestrator.jobspec.errors import SpecError
 from orchestrator.tasks import headline
 
@@ -141,19 +141,18 @@ def show_info(row: dict) -> dict:
             info["summary"] = json.loads(summary.read_text())
         except ValueError:
             pass
-    resolved = run_dir / RESOLVED
-    if resolved.is_file():
-        doc = load_own_yaml(resolved.read_text()) or {}
-        plan = doc.get("plan") or {}
-        eff = (plan.get("scaling") or {}).get("effective") or {}
+    resolved = resolved_or_none(run_dir)
+    if resolved is not None:
+        plan = resolved.plan
         info["plan"] = {
-            "devices": plan.get("devices"), "launcher": plan.get("launcher"), "policy": plan.get("policy"),
-            "batch": (plan.get("train_args") or {}).get("batch"), "nbs": (plan.get("train_args") or {}).get("nbs"),
-            "batch_per_device": eff.get("batch_per_device"), "accumulate": eff.get("accumulate"),
-            "images_per_step": eff.get("images_per_step"), "epochs": (plan.get("train_args") or {}).get("epochs"),
-            "job_file": doc.get("job_file"),
+            "devices": plan.devices, "launcher": plan.launcher, "policy": plan.policy,
+            "batch": plan.train_args.get("batch"), "nbs": plan.train_args.get("nbs"),
+            "batch_per_device": plan.effective.get("batch_per_device"), "accumulate": plan.accumulate,
+            "images_per_step": plan.images_per_step, "epochs": plan.train_args.get("epochs"),
+            "job_file": resolved.job_file,
         }
-        info["recoveries"] = {"oom": (doc.get("oom") or {}).get("history", []), "resumes": doc.get("resumes", [])}
+        info["recoveries"] = {"oom": [s.to_dict() for s in resolved.oom_history],
+                              "resumes": [r.to_dict() for r in resolved.resumes]}
     events = run_dir / EVENTS
     if events.is_file():
         for line in reversed(events.read_text(errors="replace").splitlines()):
@@ -216,7 +215,7 @@ def show_cmd(
     for step in (info["recoveries"] or {}).get("oom", []):
         from orchestrator.replan import describe_oom_step
 
-        rows.append(("oom recovery", describe_oom_step(step)))
+        rows.append(("oom recovery", describe_oom_step(OomStep(**step))))
     for note in row.get("notes") or []:
         rows.append(("note", f"{_time(note.get('time'))}  {note.get('text')}"))
     rows.append(("run dir", row.get("run_dir") or "-"))

@@ -35,8 +35,8 @@ def slurm_cmd(
 ) -> None:
     """Print a plain sbatch script that runs the job on Slurm, one torchrun per node; for a sweep
     file, a job array of sweep workers on one study."""
+    from orchestrator.application import slurm
     from orchestrator.launch.slurm import SlurmOptions, option_problems
-    from orchestrator.jobspec.yamlio import read_yaml_file
 
     check_devices_flag(devices)
     opts = SlurmOptions(time=time, partition=partition, account=account, cpus_per_task=cpus_per_task, port=port,
@@ -46,74 +46,7 @@ def slurm_cmd(
     problems = option_problems(opts)
     if problems:
         raise SpecError(problems)
-    raw = read_yaml_file(job_file, "job or sweep file")
-    if isinstance(raw, dict) and "space" in raw:
-        if devices or set_:
-            raise SpecError("--devices/--set: apply to a job file; a sweep's trials take its base job's")
-        text = sweep_array(job_file, workers, storage, opts)
-    else:
-        if workers is not None or storage is not None:
-            raise SpecError("--workers/--storage: apply to a sweep file (one with `space:`)")
-        text = job_script(job_file, devices, set_ or [], opts)
-    check_with_slurm(text)
-    typer.echo(text, nl=False)
-
-
-UNREACHABLE = ("configuration source", "Unable to contact", "Connection refused", "Zero Bytes were transmitted")
-
-
-def check_with_slurm(text: str) -> None:
-    """Where Slurm is installed, `sbatch --test-only` validates the script without submitting it: an
-    option Slurm rejects (a bad --time, a partition that does not exist) is its own message, exit 2.
-    No sbatch, or no controller to ask (a laptop): the script is printed unchecked."""
-    import shutil
-    import subprocess
-
-    if shutil.which("sbatch") is None:
-        return
-    try:
-        proc = subprocess.run(["sbatch", "--test-only"], input=text, capture_output=True, text=True, timeout=30)
-    except subprocess.TimeoutExpired:
-        return
-    lines = [ln.strip().removeprefix("sbatch: error: ") for ln in proc.stderr.splitlines() if ln.strip()]
-    if proc.returncode == 0 or any(marker in proc.stderr for marker in UNREACHABLE):
-        return
-    raise SpecError(f"sbatch: Slurm rejects the script: {lines[-1] if lines else f'exit {proc.returncode}'}")
-
-
-def job_script(job_file: Path, devices: str | None, sets: list[str], opts) -> str:
-    from orchestrator.launch.slurm import sbatch_script
-    from orchestrator.plan import make_plan
-    from orchestrator.jobspec.loader import load_job
-
-    job = load_job(job_file, sets=sets, devices=devices)
-    plan = make_plan(job)  # validates everything now, not on the cluster
-    if plan.devices.kind not in ("cpu", "cuda"):
-        raise SpecError(f"target.devices: '{plan.devices.text}' does not run under Slurm/torchrun; use cpu, GPUs or MxN")
-    return sbatch_script(job.spec.name, Path(job_file).resolve(), plan.devices, sets, opts)
-
-
-def sweep_array(sweep_file: Path, workers: int | None, storage: str | None, opts) -> str:
-    """Validated as `yolo-orch sweep` validates it; the storage must be a server every node reaches,
-    without a password in the script (libpq reads ~/.pgpass or PGPASSWORD on the nodes)."""
-    from sqlalchemy.engine import make_url
-
-    from orchestrator.launch.slurm import sweep_array_script
-    from orchestrator.urls import redact_url
-    from orchestrator.sweep import driver
-
-    request = driver.prepare(sweep_file, storage=storage, workers=1, here=False)  # the nodes have the devices
-    url = make_url(request.url)
-    if url.get_backend_name() == "sqlite":
-        raise SpecError(f"--storage: array tasks may run on other nodes: the study needs a database server every "
-                        f"node reaches (postgresql://user@host:5432/db), not {request.url}")
-    if redact_url(request.url) != request.url:  # a password, ?password=, sslpassword=, a token...
-        raise SpecError(f"--storage: {redact_url(request.url)} holds a password or another secret, which the "
-                        "script would carry in clear text; put it in ~/.pgpass or PGPASSWORD on the nodes and leave "
-                        "it out of the URL")
-    sweep = request.sweep
-    return sweep_array_script(sweep.study, Path(sweep_file).resolve(), workers or sweep.spec.workers, request.url,
-                              request.base_plan.devices, opts)
+    typer.echo(slurm.script_for(job_file, devices, set_ or [], opts, workers, storage), nl=False)
 
 
 def register(app: typer.Typer) -> None:

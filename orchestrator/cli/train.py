@@ -23,7 +23,8 @@ def train_cmd(
     """Train with Ultralytics' key=value arguments (the job they mean: see --save).
 
     The task is the model's (or task=): e.g. yolo-orch train model=yolo11n-seg.yaml data=data.yaml epochs=10"""
-    from orchestrator.cli.running import plan_and_run
+    from orchestrator.application import training
+    from orchestrator.cli.running import progress_on, render_submitted
     from orchestrator.rundir import dump_yaml
     from orchestrator.jobspec.files import check_output_file, write_output_file
     from orchestrator.jobspec.from_args import job_from_args
@@ -42,7 +43,9 @@ def train_cmd(
             write_output_file(save, dump_yaml(raw), "--save", force)
             human(json_out).print(f"wrote {save}: `yolo-orch submit {save}` runs the same job", highlight=False)
 
-    plan_and_run(job, dry_run, json_out, on_planned=save_job)
+    done = training.submit(job, training.SubmitRequest(dry_run=dry_run), progress_on(human(json_out)),
+                           on_planned=save_job)
+    render_submitted(done, job, json_out)
 
 
 def register(app: typer.Typer) -> None:

@@ -28,7 +28,7 @@ from orchestrator.devices import DeviceSpec, DeviceSpecError, parse_devices
 from orchestrator.jobspec.errors import SpecError
 from orchestrator.jobspec.kaggle import KaggleOptions
 from orchestrator.jobspec.dataset import dataset_root
-from orchestrator.rundir import RESOLVED, dump_yaml, new_run_id, write_text_atomic
+from orchestrator.rundir import RESOLVED, ResolvedRun, new_run_id, write_text_atomic
 from orchestrator.jobspec.files import check_output_file, output_problem
 from orchestrator.jobspec.loader import LoadedJob, read_yaml_file
 
@@ -247,13 +247,13 @@ def build(job: LoadedJob, opts: BuildOptions) -> BuildResult:
     mode = wandb_mode_for(job, settings.enable_internet, warnings)
     resolved = plan.resolved_document(run_id, None, mode)  # run_dir: set inside the kernel
     # the settings first: their `kernel` is the base slug, this session's kernel is meta["id"]
-    resolved["kaggle"] = {**settings.model_dump(mode="json"), "kernel": meta["id"], "session": session,
-                          "resume_from": opts.resume_from}
+    resolved.kaggle = {**settings.model_dump(mode="json"), "kernel": meta["id"], "session": session,
+                       "resume_from": opts.resume_from}
     bundle = session_bundle(plan, settings, resolved, meta["id"], session, opts.resume_from, data, model_bundle(job),
                             wheels)
     folder = Path(opts.out) if opts.out else Path("kaggle") / slug
     texts = {md.KERNEL_METADATA: json.dumps(meta, indent=2, default=str) + "\n", md.CODE_FILE: render_runner(bundle),
-             RESOLVED: dump_yaml(resolved)}
+             RESOLVED: resolved.yaml()}
     write_kernel_folder(folder, texts, opts.force)
     return BuildResult(folder.resolve(), meta, bundle, [folder / name for name in texts], warnings)
 
@@ -304,13 +304,13 @@ def session_number(opts: BuildOptions) -> int:
     return session
 
 
-def session_bundle(plan, settings: KaggleOptions, resolved: dict, kernel: str, session: int, resume_from: str | None,
+def session_bundle(plan, settings: KaggleOptions, resolved: ResolvedRun, kernel: str, session: int, resume_from: str | None,
                    data: dict, model: dict, wheels: str) -> dict:
     """Everything the kernel's runner needs, embedded in it (worker/kaggle_session.py reads it)."""
     return {
         "format": 1,
         "job_name": plan.job.spec.name,
-        "run_id": resolved["run_id"],
+        "run_id": resolved.run_id,
         "kernel": kernel,
         "session": session,
         "resume_from": resume_from,
@@ -318,7 +318,7 @@ def session_bundle(plan, settings: KaggleOptions, resolved: dict, kernel: str, s
         "device_kind": plan.devices.kind,
         "world_size": plan.devices.world_size,
         "epochs": plan.job.spec.epochs,
-        "wandb_mode": resolved["wandb_mode"],
+        "wandb_mode": resolved.wandb_mode,
         "max_boxes": plan.job.spec.xla.max_boxes,
         "bf16": plan.scaled.effective.get("precision") == "bf16",  # the plan's (plan.xla_bf16)
         "kaggle": {"session_hours": settings.session_hours, "margin_minutes": settings.margin_minutes,
@@ -326,7 +326,7 @@ def session_bundle(plan, settings: KaggleOptions, resolved: dict, kernel: str, s
                    "machine_shape": settings.machine_shape, "enable_internet": settings.enable_internet},
         "data": data,
         "model": model,
-        "resolved": resolved,
+        "resolved": resolved.to_dict(),
         "built_by": {"yolo_orch": __version__, "time": datetime.now(timezone.utc).isoformat(timespec="seconds")},
     }
 

@@ -22,8 +22,7 @@ from typing import Any, Callable
 
 from orchestrator.kaggle import tool
 from orchestrator.kaggle.build import BuildOptions, build
-from orchestrator.rundir import (RESOLVED, SUMMARY, WEIGHTS, dump_yaml, load_own_yaml, new_run_id, write_json_atomic,
-                                 write_text_atomic)
+from orchestrator.rundir import SUMMARY, WEIGHTS, new_run_id, resolved_or_none, write_json_atomic
 from orchestrator.jobspec.errors import SpecError
 from orchestrator.jobspec.loader import LoadedJob
 
@@ -84,12 +83,11 @@ def unpack_run(tarball: Path, run_dir: Path) -> int:
 
 def localize(run_dir: Path) -> None:
     """Point the pulled run's files at this machine's run directory."""
-    resolved = run_dir / RESOLVED
-    if resolved.is_file():
-        doc = load_own_yaml(resolved.read_text()) or {}
-        doc.setdefault("kaggle", {})["kernel_run_dir"] = doc.get("run_dir")
-        doc["run_dir"] = str(run_dir)
-        write_text_atomic(resolved, dump_yaml(doc))
+    resolved = resolved_or_none(run_dir)  # the kernel's record; a damaged one is left as it came
+    if resolved is not None:
+        resolved.kaggle = {**(resolved.kaggle or {}), "kernel_run_dir": resolved.run_dir}
+        resolved.run_dir = str(run_dir)
+        resolved.save(run_dir)
     summary = run_dir / SUMMARY
     if summary.is_file():
         data = json.loads(summary.read_text())

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator.rundir import load_resolved
+from orchestrator.rundir import NodeOptions, load_resolved
 from orchestrator.devices import DeviceSpec, parse_devices
 from orchestrator.jobspec.errors import SpecError
 
@@ -124,15 +124,14 @@ def build_command(run_dir: Path, nproc_per_node: int, nnodes: int = 1, node_rank
 
 def command(run_dir: Path) -> list[str]:
     resolved = load_resolved(run_dir)
-    plan = resolved["plan"]
-    devices = parse_devices(plan["devices"])
-    launch = plan.get("launch") or {}
+    devices = parse_devices(resolved.plan.devices)
+    node = resolved.plan.launch or NodeOptions()
     return build_command(
         Path(run_dir),
         nproc_per_node=devices.per_node,
         nnodes=devices.nodes,
-        node_rank=int(launch.get("node_rank") or 0),
-        rdzv_endpoint=launch.get("rdzv_endpoint"),
-        rdzv_backend=launch.get("rdzv_backend", "static"),
-        rdzv_id=launch.get("rdzv_id") or resolved["job"]["name"],
+        node_rank=node.node_rank,
+        rdzv_endpoint=node.rdzv_endpoint,
+        rdzv_backend=node.rdzv_backend,
+        rdzv_id=node.rdzv_id or resolved.job.name,
     )

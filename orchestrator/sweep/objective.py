@@ -14,7 +14,7 @@ import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from orchestrator.rundir import CALLBACKS, LOG, RESOLVED, dump_yaml, load_resolved, write_text_atomic
+from orchestrator.rundir import LOG, TrialLink
 from orchestrator.plan import make_plan
 from orchestrator.jobspec.errors import SpecError
 from orchestrator.jobspec.loader import LoadedJob, load_job_dict
@@ -74,17 +74,11 @@ def trial_job(sweep: "LoadedSweep", params: dict[str, Any], number: int, devices
                          label=f"trial {number}", devices=devices)
 
 
-def sweep_section(sweep: "LoadedSweep", trial: "optuna.Trial", params: dict[str, Any]) -> dict:
+def trial_link(sweep: "LoadedSweep", trial: "optuna.Trial", params: dict[str, Any]) -> TrialLink:
     """What the training process needs to report to its trial (the storage URL travels in the
     environment: it may hold a password)."""
-    return {
-        "study": sweep.study,
-        "trial": trial.number,
-        "trial_id": trial._trial_id,
-        "params": params,
-        "objectives": [o.model_dump() for o in sweep.spec.objectives],
-        "pruner": sweep.spec.pruner.model_dump(),
-    }
+    return TrialLink(study=sweep.study, trial=trial.number, trial_id=trial._trial_id, params=params,
+                     objectives=[o.model_dump() for o in sweep.spec.objectives], pruner=sweep.spec.pruner.model_dump())
 
 
 def _mark_pruned(run_id: str, run_dir: Path, note: str) -> None:
@@ -126,11 +120,9 @@ class TrialRunner:
         except SpecError as exc:
             raise TrialFailed(f"sampled values make an invalid job: {'; '.join(exc.problems)}") from None
         tags = {"study": sweep.study, "trial": trial.number, **({"device_group": self.group} if self.group else {})}
-        run_id, run_dir = create_run(plan, tags=tags)
-        resolved = load_resolved(run_dir)
-        resolved["sweep"] = sweep_section(sweep, trial, params)
-        resolved[CALLBACKS] = [TRIAL_CALLBACK]  # the training process reports to Optuna through it
-        write_text_atomic(run_dir / RESOLVED, dump_yaml(resolved))
+        # the training process reports to Optuna through the trial's callback
+        run_id, run_dir = create_run(plan, tags=tags, trial=trial_link(sweep, trial, params),
+                                     callbacks=[TRIAL_CALLBACK])
         attrs = {"run_id": run_id, "run_dir": str(run_dir), "host": socket.gethostname(), "device_group": self.group,
                  "worker_pid": os.getpid(), "cli_pid": int(os.environ.get("YOLO_ORCH_SWEEP_CLI", 0))}
         retried = retrying(lambda: self._record_attrs(trial, attrs), self.say, f"recording trial {trial.number}")

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from orchestrator.rundir import float_or_none, is_primary, write_json_atomic
+from orchestrator.rundir import ResolvedRun, TrialLink, float_or_none, is_primary, write_json_atomic
 from orchestrator.sweep.study import ENV_STORAGE
 from orchestrator.worker.callbacks import EpochBoundary
 
@@ -43,12 +43,12 @@ def objective_value(trainer, metric: str) -> float | None:
 
 
 class TrialReporter(EpochBoundary):
-    def __init__(self, run_dir: Path, sweep: dict, storage_url: str | None):
+    def __init__(self, run_dir: Path, sweep: TrialLink, storage_url: str | None):
         self.run_dir = run_dir
         self.sweep = sweep
         self.url = storage_url
-        self.metrics = [o["metric"] for o in sweep["objectives"]]
-        self.directions = [o["direction"] for o in sweep["objectives"]]
+        self.metrics = sweep.metrics
+        self.directions = sweep.directions
         self.trial = None
         self.history: list[dict[str, Any]] = []  # {"step", "values", "fitness"}
         self.final_metrics: dict[str, float] = {}
@@ -64,9 +64,9 @@ class TrialReporter(EpochBoundary):
 
         quiet_optuna()
         storage = make_storage(self.url)  # no heartbeat here: the sweep worker beats for this trial
-        study = optuna.load_study(study_name=self.sweep["study"], storage=storage,
-                                  sampler=optuna.samplers.RandomSampler(), pruner=make_pruner(self.sweep["pruner"]))
-        self.trial = optuna.trial.Trial(study, int(self.sweep["trial_id"]))
+        study = optuna.load_study(study_name=self.sweep.study, storage=storage,
+                                  sampler=optuna.samplers.RandomSampler(), pruner=make_pruner(self.sweep.pruner))
+        self.trial = optuna.trial.Trial(study, int(self.sweep.trial_id))
         return self.trial
 
     # ---- callbacks
@@ -76,7 +76,7 @@ class TrialReporter(EpochBoundary):
         try:
             self._open_trial()
         except Exception as exc:  # noqa: BLE001 - training goes on; the worker records what it can
-            print(f"sweep: cannot open trial {self.sweep['trial']} in the study storage: {exc}", flush=True)
+            print(f"sweep: cannot open trial {self.sweep.trial} in the study storage: {exc}", flush=True)
         self._wandb_config()
 
     def on_fit_epoch_end(self, trainer) -> None:
@@ -118,14 +118,14 @@ class TrialReporter(EpochBoundary):
             return
         except optuna.exceptions.UpdateFinishedTrialError:
             # the study already closed this trial (its worker was presumed dead): stop wasting compute
-            print(f"sweep: trial {self.sweep['trial']} was closed by the study; stopping", flush=True)
+            print(f"sweep: trial {self.sweep.trial} was closed by the study; stopping", flush=True)
             self.pruned_step = step
             trainer.stop = True
             return
         if prune:
             self.pruned_step = step
             trainer.stop = True  # ends the epoch loop cleanly (broadcast to all ranks under DDP)
-            print(f"sweep: trial {self.sweep['trial']} pruned at epoch {step} ({self.metrics[0]} = {value})",
+            print(f"sweep: trial {self.sweep.trial} pruned at epoch {step} ({self.metrics[0]} = {value})",
                   flush=True)
             self._write("pruned", values, step)
 
@@ -159,8 +159,8 @@ class TrialReporter(EpochBoundary):
     # ---- outputs
     def _write(self, state: str, values: list, step: int | None) -> None:
         result = {"state": state, "values": values, "step": step, "metrics": self.metrics,
-                  "directions": self.directions, "history": self.history, "trial": self.sweep["trial"],
-                  "study": self.sweep["study"]}
+                  "directions": self.directions, "history": self.history, "trial": self.sweep.trial,
+                  "study": self.sweep.study}
         write_json_atomic(self.run_dir / TRIAL_RESULT, result)
         self._wandb_summary(state, values, step)
 
@@ -169,9 +169,9 @@ class TrialReporter(EpochBoundary):
         if run is None:
             return
         try:
-            run.config.update({"sweep": {"study": self.sweep["study"], "trial": self.sweep["trial"],
-                                         "params": self.sweep["params"],
-                                         "objectives": self.sweep["objectives"]}}, allow_val_change=True)
+            run.config.update({"sweep": {"study": self.sweep.study, "trial": self.sweep.trial,
+                                         "params": self.sweep.params,
+                                         "objectives": self.sweep.objectives}}, allow_val_change=True)
         except Exception as exc:  # noqa: BLE001
             print(f"sweep: W&B config update failed: {exc}", flush=True)
 
@@ -202,9 +202,9 @@ def _wandb_run():
     return getattr(wandb, "run", None) if wandb is not None else None
 
 
-TRIAL_CALLBACK = f"{__name__}:attach"  # named in a trial's job.resolved.yaml (rundir.CALLBACKS)
+TRIAL_CALLBACK = f"{__name__}:attach"  # named in a trial's job.resolved.yaml (ResolvedRun.callbacks)
 
 
-def attach(model, run_dir: Path, resolved: dict) -> TrialReporter:
+def attach(model, run_dir: Path, resolved: ResolvedRun) -> TrialReporter:
     """Called by name in the training process (worker/callbacks.attach_named)."""
-    return TrialReporter(run_dir, resolved["sweep"], os.environ.get(ENV_STORAGE)).attach(model)
+    return TrialReporter(run_dir, resolved.sweep, os.environ.get(ENV_STORAGE)).attach(model)

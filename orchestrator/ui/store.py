@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.registry import ACTIVE, STATES, as_recorded
-from orchestrator.rundir import ENV, EVENTS, LOG, RESOLVED, SUMMARY, load_own_yaml
+from orchestrator.rundir import ENV, EVENTS, LOG, RESOLVED, SUMMARY, load_own_yaml, load_resolved
 from orchestrator.sqlite_wal import connect_readonly
 from orchestrator.tasks import TASKS, headline, task_of_keys
 from orchestrator.urls import MASK, redact_text, redact_url
@@ -103,15 +103,15 @@ class Store:
         return record
 
     def task_of(self, record: dict) -> str | None:
-        resolved = Path(record.get("run_dir") or "") / RESOLVED
+        run_dir = Path(record.get("run_dir") or "")
         try:
-            key = (str(resolved), resolved.stat().st_mtime)
+            key = (str(run_dir), (run_dir / RESOLVED).stat().st_mtime)
         except OSError:
             metrics = record.get("metrics")
             return task_of_keys(metrics) if isinstance(metrics, dict) and metrics else None
         if key not in self._task_memo:
             try:
-                self._task_memo[key] = ((load_own_yaml(resolved.read_text()) or {}).get("job") or {}).get("task")
+                self._task_memo[key] = load_resolved(run_dir).job.task
             except Exception:  # noqa: BLE001 - a damaged file has no task; the run page says why
                 self._task_memo[key] = None
         return self._task_memo[key]

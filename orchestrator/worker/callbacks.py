@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from orchestrator.rundir import CALLBACKS, ENV_CALLBACKS, RESULTS, EventTail, EventWriter, float_or_none
+from orchestrator.rundir import ENV_CALLBACKS, RESULTS, EventTail, EventWriter, ResolvedRun, float_or_none
 
 PROGRESS_EVERY_S = 1.0
 
@@ -127,13 +127,13 @@ class EpochReporter(EpochBoundary):
         model.add_callback("on_train_batch_end", self.on_train_batch_end)
 
 
-def attach_named(model, run_dir, resolved: dict) -> None:
-    """The hooks job.resolved.yaml names (rundir.CALLBACKS) and then $YOLO_ORCH_CALLBACKS, each
+def attach_named(model, run_dir, resolved: ResolvedRun) -> None:
+    """The hooks the run names (ResolvedRun.callbacks) and then $YOLO_ORCH_CALLBACKS, each
     "module:function", imported by name so that the training process depends on none of them."""
     import importlib
     import os
 
     from_env = [n.strip() for n in os.environ.get(ENV_CALLBACKS, "").split(",") if n.strip()]
-    for name in list(resolved.get(CALLBACKS) or []) + from_env:
+    for name in resolved.callbacks + from_env:
         module, _, function = name.partition(":")
         getattr(importlib.import_module(module), function)(model, run_dir, resolved)

@@ -34,7 +34,7 @@ import sys
 import threading
 from pathlib import Path
 
-from orchestrator.rundir import die_with_parent
+from orchestrator.rundir import ResolvedRun, RunPlan, die_with_parent
 
 
 class _Tee:
@@ -91,7 +91,7 @@ def redirect_output(run_dir: Path, rank: int, local_rank: int) -> _Tee | None:
     return None
 
 
-def bn_momentum_factor(plan: dict) -> float:
+def bn_momentum_factor(plan: RunPlan) -> float:
     """How many times fewer batches per epoch each rank runs than the reference did.
 
     BatchNorm running statistics (what validation and the saved model use) move once per forward
@@ -100,13 +100,12 @@ def bn_momentum_factor(plan: dict) -> float:
     follow the weights; early in short runs they lag, and validation suffers (the cpu vs cpu:2
     parity run showed it). With momentum m' = 1 - (1 - m)^k, k = reference batches per epoch / this
     rank's, the running statistics cover the same number of epochs as at the reference."""
-    scaling = plan.get("scaling") or {}
-    eff, ref = scaling.get("effective") or {}, scaling.get("reference_effective") or {}
+    eff, ref = plan.effective, plan.reference_effective
     if eff.get("batches_per_epoch") and ref.get("batches_per_epoch"):
         return ref["batches_per_epoch"] / eff["batches_per_epoch"]
     if eff.get("batch_per_device") and ref.get("batch_per_device"):
         return (eff["batch_per_device"] * eff["world_size"]) / (ref["batch_per_device"] * max(ref["world_size"], 1))
-    return float(plan.get("world_size") or 1)
+    return float(plan.world_size)
 
 
 def task_trainer(task: str):
@@ -118,20 +117,17 @@ def task_trainer(task: str):
             "classify": yolo.classify.ClassificationTrainer}[task]
 
 
-def trainer_factory(resolved: dict):
+def trainer_factory(resolved: ResolvedRun):
     """train.train() calls this after the offline setup: the trainer class for this rank."""
     import torch
 
-    from orchestrator.worker.train import on_cpu
-
-    if on_cpu(resolved["plan"]):
+    if resolved.plan.on_cpu:
         local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(local_world, 1)))
     from orchestrator.worker.ddp_trainer import make_trainer_class
 
-    base = task_trainer(resolved["job"].get("task") or "detect")
-    return make_trainer_class(base, sync_bn=bool(resolved["job"].get("sync_bn", False)),
-                              bn_momentum_factor=bn_momentum_factor(resolved["plan"]))
+    base = task_trainer(resolved.job.task)
+    return make_trainer_class(base, sync_bn=resolved.job.sync_bn, bn_momentum_factor=bn_momentum_factor(resolved.plan))
 
 
 def main(argv: list[str] | None = None) -> int:

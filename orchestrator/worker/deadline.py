@@ -1,7 +1,7 @@
 """Stop before a deadline (a Kaggle session's limit), at an epoch boundary, with a resumable checkpoint.
 
 `SessionDeadline` is an Ultralytics `on_fit_epoch_end` callback, attached when job.resolved.yaml
-names a `deadline` (rundir.DEADLINE). It runs after `save_model` wrote this epoch's last.pt. When
+has a `deadline` (ResolvedRun.deadline). It runs after `save_model` wrote this epoch's last.pt. When
 the NEXT epoch would end after the deadline it sets `trainer.stop = True`, copies the
 just-written, still resumable last.pt to `weights/session_resume.pt` (the trainer's final
 evaluation then strips last.pt of its optimizer, as Ultralytics does) and writes
@@ -16,7 +16,7 @@ import shutil
 import time
 from pathlib import Path
 
-from orchestrator.rundir import DEADLINE, DEADLINE_STOP, LAST, SESSION_RESUME, write_json_atomic
+from orchestrator.rundir import DEADLINE_STOP, LAST, SESSION_RESUME, ResolvedRun, write_json_atomic
 
 
 class SessionDeadline:
@@ -73,8 +73,8 @@ class SessionDeadline:
               "the next session resumes from here", flush=True)
 
 
-def attach(model, run_dir: Path, resolved: dict) -> None:
+def attach(model, run_dir: Path, resolved: ResolvedRun) -> None:
     """The deadline callback when the run has one (`model`: anything with Ultralytics' add_callback)."""
     (Path(run_dir) / DEADLINE_STOP).unlink(missing_ok=True)  # an earlier session's decision
-    if resolved.get(DEADLINE):
-        model.add_callback("on_fit_epoch_end", SessionDeadline(float(resolved[DEADLINE]), run_dir))
+    if resolved.deadline:
+        model.add_callback("on_fit_epoch_end", SessionDeadline(resolved.deadline, run_dir))

@@ -21,7 +21,7 @@ import threading
 import time
 from pathlib import Path
 
-from orchestrator.rundir import HEARTBEATS, STACK_SIGNAL, STACKS, rank, write_json_atomic
+from orchestrator.rundir import HEARTBEATS, STACK_SIGNAL, STACKS, ResolvedRun, rank, write_json_atomic
 
 WRITE_EVERY_S = 1.0
 
@@ -90,9 +90,9 @@ class Heartbeat:
             model.add_callback(event, getattr(self, event))
 
 
-def attach(model, run_dir: Path, resolved: dict) -> Heartbeat | None:
+def attach(model, run_dir: Path, resolved: ResolvedRun) -> Heartbeat | None:
     """Every rank's heartbeat, when the job has a stall timeout."""
-    if not int((resolved.get("job") or {}).get("stall_timeout") or 0):
+    if not resolved.job.stall_timeout:
         return None
     beat = Heartbeat(run_dir, max(rank(), 0))
     beat.attach(model)

@@ -27,8 +27,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from orchestrator.rundir import (COMPILE_CACHE, DEADLINE, EVENTS, LAST, RESOLVED, SESSION_RESUME, SUMMARY,
-                                 XLA_COMPILE_CACHE, EventWriter, completed_epochs, dump_yaml, write_json_atomic,
+from orchestrator.rundir import (EVENTS, LAST, SESSION_RESUME, SUMMARY, XLA_COMPILE_CACHE, EventWriter, ResolvedRun,
+                                 ResumeOrder, completed_epochs, dump_yaml, parse_resolved, write_json_atomic,
                                  write_text_atomic)
 
 RESUME_FILE = "resume.json"
@@ -120,22 +120,21 @@ def write_resume_state(run_dir: Path, bundle: dict, **fields: Any) -> dict:
 
 
 def session_resolved(bundle: dict, run_dir: Path, deadline: float, input_root: Path, scratch: Path,
-                     resume: bool) -> dict:
+                     resume: bool) -> ResolvedRun:
     """This session's job.resolved.yaml: the bundle's plan with this kernel's data and model paths,
     the session's deadline and W&B mode, the compile cache inside the run (it travels to the next
     session with it) and, when resuming, the checkpoint the previous session kept at its deadline."""
-    resolved = json.loads(json.dumps(bundle["resolved"]))
+    resolved = parse_resolved(json.loads(json.dumps(bundle["resolved"])), "the kernel's bundle")
     mode = bundle.get("wandb_mode", "disabled")
     if mode != "disabled" and importlib.util.find_spec("wandb") is None:
         log("WARNING: wandb is not installed (not in the wheels dataset?): W&B disabled for this session")
         mode = "disabled"
-    resolved.update({"run_dir": str(run_dir), "wandb_mode": mode, DEADLINE: deadline,
-                     COMPILE_CACHE: str(run_dir / XLA_COMPILE_CACHE)})
-    resolved["plan"]["train_args"].update(data=str(prepare_data(bundle, input_root, scratch)),
-                                          model=prepare_model(bundle, scratch))
-    resolved.setdefault("kaggle", {}).update(session=bundle["session"], kernel=bundle["kernel"])
-    resolved["resume"] = ({"checkpoint": str(SESSION_RESUME), "if_missing": "fail", "reason": "kaggle session"}
-                          if resume else None)
+    resolved.run_dir, resolved.wandb_mode, resolved.deadline = str(run_dir), mode, deadline
+    resolved.xla_compile_cache = str(run_dir / XLA_COMPILE_CACHE)
+    resolved.plan.train_args.update(data=str(prepare_data(bundle, input_root, scratch)),
+                                    model=prepare_model(bundle, scratch))
+    resolved.kaggle = {**(resolved.kaggle or {}), "session": bundle["session"], "kernel": bundle["kernel"]}
+    resolved.resume = ResumeOrder(str(SESSION_RESUME), if_missing="fail", reason="kaggle session") if resume else None
     return resolved
 
 
@@ -148,8 +147,7 @@ def run_session(bundle: dict, run_dir: Path, deadline: float, input_root: Path, 
     from orchestrator.worker.offline import prepare_env
 
     prepare_env()  # offline Ultralytics: before it is imported
-    write_text_atomic(run_dir / RESOLVED, dump_yaml(session_resolved(bundle, run_dir, deadline, input_root, scratch,
-                                                                     resume)))
+    session_resolved(bundle, run_dir, deadline, input_root, scratch, resume).save(run_dir)
     before = completed_epochs(run_dir) if resume else 0
     if resume:
         log(f"resuming after epoch {before}/{bundle['epochs']}")

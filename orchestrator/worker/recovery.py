@@ -1,6 +1,7 @@
 """Resume and OOM handling inside the training process (imports torch lazily).
 
-- Resume: the runner writes `resume: {checkpoint, if_missing}` into job.resolved.yaml.
+- Resume: the runner writes a resume order (rundir.ResumeOrder: checkpoint, if_missing) into
+  job.resolved.yaml.
   Ultralytics' `check_resume` restores the checkpoint's own train args and lets only a few
   change (batch, device, workers, imgsz, ...); `nbs`, `lr0` and `weight_decay` are not among
   them. A re-planned resume (another device count, or a smaller batch after an OOM) needs
@@ -22,9 +23,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from orchestrator.rundir import (ENV_SUPERVISOR_PID, ENV_SUPERVISOR_START, EVENTS, EXIT_OOM, LAST, RESUME_PATCHED,
-                                 EventWriter, die_with_parent, is_primary, process_alive, rank, replaced_atomically,
-                                 write_bytes_atomic)
+from orchestrator.rundir import (ENV_SUPERVISOR_PID, ENV_SUPERVISOR_START, EVENTS, EXIT_OOM, RESUME_PATCHED,
+                                 EventWriter, ResolvedRun, die_with_parent, is_primary, process_alive, rank,
+                                 replaced_atomically, write_bytes_atomic)
 
 ULTRALYTICS_OOM_LIMIT = 3  # BaseTrainer._do_train: `self._oom_retries >= 3` re-raises
 OOM_MARKERS = ("out of memory", "CUBLAS_STATUS_ALLOC_FAILED")
@@ -64,15 +65,15 @@ def report_oom(run_dir: Path, model, exc: BaseException) -> None:
           "per-device batch", flush=True)
 
 
-def resume_arguments(run_dir: Path, resolved: dict, args: dict[str, Any]) -> dict[str, Any] | None:
+def resume_arguments(run_dir: Path, resolved: ResolvedRun, args: dict[str, Any]) -> dict[str, Any] | None:
     """Train kwargs for a resume, or None for a fresh start. `args` are the plan's train args
     (without `model`). Raises NotResumable when the checkpoint cannot be resumed and the
     runner asked to fail rather than start over."""
-    spec = resolved.get("resume")
-    if not spec:
+    order = resolved.resume
+    if order is None:
         return None
-    ckpt_path = run_dir / spec.get("checkpoint", str(LAST))
-    fallback = spec.get("if_missing", "fail") == "scratch"
+    ckpt_path = run_dir / order.checkpoint
+    fallback = order.if_missing == "scratch"
     if not ckpt_path.is_file():
         if fallback:
             return None

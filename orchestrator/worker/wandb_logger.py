@@ -7,13 +7,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from orchestrator.rundir import ResolvedRun
+
 # wandb's own default is 90 s, spent before the first epoch on a node whose W&B server is slow
 # or half-reachable; past this the run logs offline instead.
 INIT_TIMEOUT_S = 20
 
 
 class WandbLogger:
-    def __init__(self, run_dir: Path, resolved: dict[str, Any], mode: str, group: str | None = None):
+    def __init__(self, run_dir: Path, resolved: ResolvedRun, mode: str, group: str | None = None):
         self.run_dir = run_dir
         self.resolved = resolved
         self.mode = mode
@@ -56,14 +58,14 @@ class WandbLogger:
         os.environ["WANDB_MODE"] = mode
         import wandb
 
-        cfg = self.resolved["job"]["wandb"]
+        cfg = self.resolved.job.wandb
         return wandb.init(
             project=cfg.get("project") or "yolo-orch",
             entity=cfg.get("entity"),
             group=self.group or cfg.get("group"),
             tags=cfg.get("tags") or None,
-            name=self.resolved["run_id"],
-            id=self.resolved["run_id"].replace(".", "-"),
+            name=self.resolved.run_id,
+            id=self.resolved.run_id.replace(".", "-"),
             dir=str(self.run_dir),
             mode=mode,
             config=self.config(),
@@ -72,22 +74,17 @@ class WandbLogger:
         )
 
     def config(self) -> dict[str, Any]:
-        plan = self.resolved["plan"]
-        scaling = plan["scaling"]
-        hyp = plan.get("hyp", {})
-        scaled = {
-            key: {"reference": hyp.get(key), "passed": value}
-            for key, value in scaling["passed"].items()
-        }
+        plan, job = self.resolved.plan, self.resolved.job
+        scaled = {key: {"reference": plan.hyp.get(key), "passed": value} for key, value in plan.passed.items()}
         return {
-            "job": self.resolved["job"],
-            "reference": self.resolved["job"]["reference"],
-            "target": {"devices": plan["devices"], "world_size": plan["world_size"]},
-            "policy": scaling["policy"],
+            "job": job.document,
+            "reference": job.reference,
+            "target": {"devices": plan.devices, "world_size": plan.world_size},
+            "policy": plan.policy,
             "scaled": scaled,
-            "effective": scaling["effective"],
-            "reasons": scaling["reasons"],
-            "train_args": plan["train_args"],
+            "effective": plan.effective,
+            "reasons": plan.reasons,
+            "train_args": plan.train_args,
         }
 
     def log_epoch(self, epoch: int, metrics: dict[str, Any]) -> None:
@@ -116,10 +113,10 @@ def _teardown() -> None:
         pass
 
 
-def start_for_run(run_dir: Path, resolved: dict[str, Any], warn=None) -> WandbLogger | None:
+def start_for_run(run_dir: Path, resolved: ResolvedRun, warn=None) -> WandbLogger | None:
     """The run's W&B logger, started; None when W&B is disabled (by the job or because it could not
     start). `warn(message)` receives the one warning when online W&B fell back to offline."""
-    mode = resolved.get("wandb_mode", "disabled")
+    mode = resolved.wandb_mode
     if mode == "disabled":
         return None
     logger = WandbLogger(run_dir, resolved, mode)

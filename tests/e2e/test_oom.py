@@ -115,8 +115,8 @@ def test_plan_oom_restart_keeps_images_per_step(tmp_path, monkeypatch):
     seen = []
     for retry in range(3):
         step = replan.plan_oom_restart(run_dir, retry)
-        seen.append((step["batch_per_device"][1], step["nbs"][1], step["accumulate"][1], step["images_per_step"][1]))
-        assert step["restart_from"] == "scratch"
+        seen.append((step.batch_per_device[1], step.nbs[1], step.accumulate[1], step.images_per_step[1]))
+        assert step.restart_from == "scratch"
     assert seen == [(4, 64, 16, 64), (2, 64, 32, 64), (1, 64, 64, 64)]
     with pytest.raises(SpecError, match="cannot be halved further"):
         replan.plan_oom_restart(run_dir, 3)

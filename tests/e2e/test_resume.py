@@ -93,7 +93,7 @@ def _fake_run(runs: Path, state: str, *, last: bool = True, pid: int | None = No
     run_id = f"20260101-00000{len(list(runs.glob('tiny/*')))}-abcd"
     d = runs / "tiny" / run_id
     (d / "weights").mkdir(parents=True)
-    (d / "job.resolved.yaml").write_text(yaml.safe_dump({"run_id": run_id, "plan": {"devices": "cpu"}}))
+    (d / "job.resolved.yaml").write_text(yaml.safe_dump({"run_id": run_id, "plan": {"devices": "cpu", "train_args": {"epochs": 3}}}))
     if last:
         (d / "weights" / "last.pt").write_bytes(b"x")
     with Registry.open(runs) as reg:
@@ -127,7 +127,7 @@ def test_resume_on_another_device_count_is_replanned(tmp_path, monkeypatch):
     """cpu -> cpu:2: the scaler re-plans (total batch doubles, accumulation halves): same images
     per optimizer step; the worker gets it as a `resume` section in job.resolved.yaml."""
     monkeypatch.setenv("YOLO_ORCH_REGISTRY", "")
-    from orchestrator import runner
+    from orchestrator import resume, runner
     from orchestrator.plan import make_plan
     from orchestrator.jobspec.loader import load_job
 
@@ -140,14 +140,14 @@ def test_resume_on_another_device_count_is_replanned(tmp_path, monkeypatch):
     with Registry.open(tmp_path / "runs") as reg:
         reg.update(run_id, state="killed")
         row = reg.get(run_id)
-    info = runner.prepare_resume_row(row, devices="cpu:2")
-    new = info["plan"]
+    info = resume.prepare(row, devices="cpu:2")
+    new = info.plan
     old_eff = plan.scaled.effective
-    assert info["replanned"] and info["from_epoch"] == 2
-    assert new["devices"] == "cpu:2" and new["world_size"] == 2
-    assert new["train_args"]["batch"] == 8 and new["scaling"]["effective"]["batch_per_device"] == 4
-    assert new["scaling"]["effective"]["images_per_step"] == old_eff["images_per_step"] == 16
-    assert new["train_args"]["lr0"] == plan.train_args["lr0"]
+    assert info.replanned and info.from_epoch == 2
+    assert new.devices == "cpu:2" and new.world_size == 2
+    assert new.batch == 8 and new.batch_per_device == new.effective["batch_per_device"] == 4
+    assert new.images_per_step == old_eff["images_per_step"] == 16
+    assert new.train_args["lr0"] == plan.train_args["lr0"]
     resolved = yaml.safe_load((run_dir / "job.resolved.yaml").read_text())
     assert resolved["resume"] == {"checkpoint": "weights/last.pt", "if_missing": "fail", "reason": "resume"}
     assert resolved["plan"]["devices"] == "cpu:2" and resolved["resumes"][-1]["previous_devices"] == "cpu"

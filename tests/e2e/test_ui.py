@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, TINY_JOB, TINY_MODEL, cli_env, run_cli, write_job, write_sweep
+from conftest import REPO, TINY_MODEL, cli_env, run_cli, write_job, write_sweep
 
 pytestmark = pytest.mark.slow
 SECRET = "S3CRET-dashboard-4711"

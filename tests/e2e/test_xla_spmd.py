@@ -42,9 +42,9 @@ def test_four_devices_train_what_one_device_trains_with_the_whole_batch(tmp_path
     from orchestrator.rundir import load_resolved
 
     one, four = train(tmp_path, "xla:cpu"), train(tmp_path, "xla:cpu:4")
-    plan = load_resolved(Path(four["run_dir"]))["plan"]
-    assert plan["devices"] == "xla:cpu:4" and plan["world_size"] == 4 and plan["launcher"] == "xla"
-    assert plan["scaling"]["effective"]["batch_per_device"] == 1
+    plan = load_resolved(Path(four["run_dir"])).plan
+    assert plan.devices == "xla:cpu:4" and plan.world_size == 4 and plan.launcher == "xla"
+    assert plan.effective["batch_per_device"] == 1
     assert four["summary"]["xla"]["xla/world_size"] == 4
 
     for a, b in zip(train_losses(one["run_dir"]), train_losses(four["run_dir"]), strict=True):

@@ -40,7 +40,7 @@ def parse(text: str) -> dict[str, float]:
     return out
 
 
-def attach(model, run_dir: Path, resolved: dict | None = None) -> None:
+def attach(model, run_dir: Path, resolved=None) -> None:  # resolved: the run's rundir.ResolvedRun
     oom = os.environ.get(ENV_OOM)
     if oom:
         model.add_callback("on_train_epoch_start", _OomFault(parse(oom), run_dir))

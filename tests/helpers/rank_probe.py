@@ -106,6 +106,6 @@ class RankProbe:
         write_text_atomic(self.path, json.dumps(self.data, indent=1, default=str))
 
 
-def attach(model, run_dir: Path, resolved: dict | None = None) -> None:
+def attach(model, run_dir: Path, resolved=None) -> None:  # resolved: the run's rundir.ResolvedRun
     if os.environ.get(PROBE_ENV):
         RankProbe(model)

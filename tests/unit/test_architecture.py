@@ -34,6 +34,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "replan": {"rundir", "devices", "scaling", "jobspec", "launch", "plan"},
     "watchdog": {"rundir"},
     "runner": {"rundir", "data", "devices", "jobspec", "launch", "plan", "replan", "registry", "wandb_mode", "watchdog"},
+    "resume": {"rundir", "devices", "jobspec", "launch", "plan", "replan", "registry", "runner"},
     # the pruning callback runs inside the training process, on the worker's epoch bookkeeping
     "sweep": {"rundir", "sqlite_wal", "urls", "devices", "tasks", "jobspec", "launch", "plan", "registry", "runner",
               "worker.callbacks", "errors"},
@@ -44,9 +45,12 @@ MAY_IMPORT: dict[str, set[str]] = {
                "data", "scaling"},  # --verify-plan: generated data, the plan's formulas
     # the dashboard reads the registry and the run directories, and writes nothing
     "ui": {"rundir", "registry", "sqlite_wal", "tasks", "urls"},
+    # what the commands that change something do, without a terminal (the CLI renders it)
+    "application": {"rundir", "urls", "devices", "jobspec", "launch", "plan", "registry", "runner", "resume", "sweep",
+                    "errors"},
     # the command line on top
     "cli": {"rundir", "urls", "data", "devices", "tasks", "scaling", "jobspec", "launch", "plan", "registry", "wandb_mode", "replan",
-            "runner", "sweep", "kaggle", "doctor", "ui", "errors"},
+            "runner", "application", "sweep", "kaggle", "doctor", "ui", "errors"},
     "__main__": {"cli"},
 }
 MAX_FUNCTION_LINES = 80

@@ -4,7 +4,6 @@ and leave no run directory, registry or dataset behind."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time

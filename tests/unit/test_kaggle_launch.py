@@ -13,6 +13,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+import yaml
 
 import fake_kaggle as fk
 from conftest import REPO, cli_env, kaggle_job
@@ -34,7 +35,8 @@ def run_tarball(run_id: str, epochs_done: int, epochs: int, finished: bool) -> b
         "summary.json": json.dumps({"state": "finished" if finished else "paused", "epochs_completed": epochs_done,
                                     "best": f"/tmp/kaggle/runs/tiny/{run_id}/weights/best.pt",
                                     "last": f"/tmp/kaggle/runs/tiny/{run_id}/weights/last.pt"}),
-        "job.resolved.yaml": f"run_id: {run_id}\nrun_dir: /tmp/kaggle/runs/tiny/{run_id}\n",
+        "job.resolved.yaml": f"run_id: {run_id}\nrun_dir: /tmp/kaggle/runs/tiny/{run_id}\njob: {{name: tiny}}\n"
+                             "plan: {devices: 'tpu:8', launcher: xla, train_args: {epochs: 2}}\n",
         "events.jsonl": "".join(json.dumps({"event": "epoch", "epoch": e + 1}) + "\n" for e in range(epochs_done)),
     }
     files["weights/best.pt"] = "best"
@@ -110,6 +112,9 @@ def test_launch_resumes_in_a_second_session_until_done(tmp_path, entry):
     assert (run_dir / "kaggle" / "session-2" / "output" / "resume.json").is_file()
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["best"] == str(run_dir / "weights" / "best.pt")  # localized
+    resolved = yaml.safe_load((run_dir / "job.resolved.yaml").read_text())
+    assert resolved["run_dir"] == str(run_dir)
+    assert resolved["kaggle"]["kernel_run_dir"] == f"/tmp/kaggle/runs/tiny/{RUN_ID}"
     row = registry_row(tmp_path)
     assert row["state"] == "finished" and row["epochs_done"] == 2 and row["epochs"] == 2
     assert row["devices"] == "tpu:8" and row["tags"]["launcher"] == "kaggle"
@@ -190,14 +195,18 @@ def test_a_deadline_in_the_resolved_job_attaches_the_callback_and_clears_an_old_
     callback table; a stop record left by the previous session does not pause this one."""
     import time
 
+    from orchestrator.rundir import ResolvedRun
     from orchestrator.worker import deadline
     from orchestrator.worker.xla_entry import Hooks
 
+    def run(deadline_s):
+        return ResolvedRun.from_dict({"plan": {"devices": "tpu:8"}, "deadline": deadline_s})
+
     (tmp_path / "session_stop.json").write_text("{}")
     hooks = Hooks()
-    deadline.attach(hooks, tmp_path, {"deadline": time.time() + 60})
+    deadline.attach(hooks, tmp_path, run(time.time() + 60))
     assert not (tmp_path / "session_stop.json").exists()
     assert [type(fn) for fn in hooks.table["on_fit_epoch_end"]] == [SessionDeadline]
     none = Hooks()
-    deadline.attach(none, tmp_path, {"deadline": None})
+    deadline.attach(none, tmp_path, run(None))
     assert none.table == {}

@@ -81,8 +81,8 @@ def test_resume_refuses_a_run_directory_from_a_newer_layout_in_one_line(tmp_path
     assert f"schema_version {SCHEMA_VERSION + 1} is not one this yolo-orch reads" in r.stderr
     listed = json.loads(run_cli("runs", "--runs-dir", runs, "--json", cwd=tmp_path, env=NO_ENV_REGISTRY).stdout)
     assert listed[0]["state"] == "killed"
-    (run_dir / "job.resolved.yaml").write_text("run_id: x\njob: {}\n")
-    assert load_resolved(run_dir)["run_id"] == "x"
+    (run_dir / "job.resolved.yaml").write_text("run_id: x\njob: {}\nplan: {devices: cpu, train_args: {epochs: 1}}\n")
+    assert load_resolved(run_dir).run_id == "x"
 
 
 def test_the_resolved_document_says_its_layout_version(tmp_path):
@@ -92,4 +92,4 @@ def test_the_resolved_document_says_its_layout_version(tmp_path):
     from orchestrator.rundir import SCHEMA_VERSION
 
     doc = make_plan(load_job(REPO / "examples" / "quickstart.yaml")).resolved_document("r", tmp_path, "disabled")
-    assert doc["schema_version"] == SCHEMA_VERSION == 1 and list(doc)[0] == "schema_version"
+    assert list(doc.to_dict().items())[0] == ("schema_version", SCHEMA_VERSION) and SCHEMA_VERSION == 1

@@ -1,16 +1,14 @@
 """Run the XLA backend: ``train_xla(args, run_dir, ...)`` in this process, on one XLA device or on
-several with SPMD (every TPU core of the VM, or N virtual XLA:CPU devices), and its command line
-``python -m orchestrator.worker.xla.run``. One process drives every device: torch_xla's
+several with SPMD (every TPU core of the VM, or N virtual XLA:CPU devices); a run directory's
+training process is worker/xla_entry.py. One process drives every device: torch_xla's
 multi-process path (one process per core, ``torch_xla.launch``) is not used: on these machines its
 rendezvous hangs on XLA:CPU, so it could never be tested, while SPMD runs here for real."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
-import sys
 from pathlib import Path
 
 from orchestrator.rundir import LAST, write_text_atomic
@@ -124,26 +122,3 @@ def train_xla(
     result = trainer_result(trainer)
     write_text_atomic(run_dir / RESULT_FILE, json.dumps(result, indent=2, default=str))
     return result
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="python -m orchestrator.worker.xla.run", description="Train an Ultralytics detector on XLA (TPU)."
-    )
-    p.add_argument("--args-json", required=True, type=Path, help="JSON file with the Ultralytics train args")
-    p.add_argument("--run-dir", required=True, type=Path)
-    p.add_argument("--world-size", type=int, default=1, help="XLA devices (SPMD over several)")
-    p.add_argument("--max-boxes", type=int, default=32)
-    p.add_argument("--bf16", action="store_true")
-    p.add_argument("--resume", action="store_true")
-    ns = p.parse_args(argv)
-    args = json.loads(ns.args_json.read_text())
-    result = train_xla(
-        args, ns.run_dir, world_size=ns.world_size, max_boxes=ns.max_boxes, bf16=ns.bf16, resume=ns.resume
-    )
-    print(json.dumps(result, default=str))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

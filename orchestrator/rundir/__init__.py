@@ -1,10 +1,10 @@
 """The run-directory contract: everything the orchestrator and the training process agree on.
 
-The two sides meet only here and in the files this module names. The orchestrator writes
-job.resolved.yaml (job, plan, resume/OOM history) and starts the training process with the run
+The two sides meet only here and in the files this package names. The orchestrator writes
+job.resolved.yaml (the typed `ResolvedRun` of rundir/resolved.py: job, plan, resume/OOM history) and starts the training process with the run
 directory as its one argument; the training process (rank 0) appends one JSON object per line to
 events.jsonl, which the orchestrator tails for progress bars, the registry and summaries, writes
-summary.json when it finishes and ends with one of the exit codes below. This module imports
+summary.json when it finishes and ends with one of the exit codes below. This package imports
 nothing else of the tool, so the training process pulls in no Pydantic, scaler or registry."""
 
 from __future__ import annotations
@@ -16,15 +16,17 @@ import secrets
 import signal
 import sys
 import time
-from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
-import yaml
+from orchestrator.rundir.files import (dump_yaml, load_own_yaml, replaced_atomically, write_bytes_atomic,
+                                       write_json_atomic, write_text_atomic)
+from orchestrator.rundir.resolved import (RESOLVED, SCHEMA_VERSION, NodeOptions, OomStep, ResolvedRun,
+                                          ResolvedRunError, ResumeOrder, ResumeRecord, RunDirVersionError, RunJob,
+                                          RunPlan, TrialLink, load_resolved, parse_resolved, resolved_or_none)
 
 # ---------------------------------------------------------------- names in a run directory
-RESOLVED = "job.resolved.yaml"
 ENV = "env.json"
 LOG = "train.log"
 EVENTS = "events.jsonl"
@@ -46,19 +48,7 @@ STACK_SIGNAL = signal.SIGUSR2
 EXIT_OOM = 75  # out of memory (EX_TEMPFAIL): the orchestrator re-plans with half the batch and restarts
 EXIT_NOT_RESUMABLE = 3  # the checkpoint it was told to resume from cannot be resumed
 
-# ---------------------------------------------------------------- job.resolved.yaml's hooks
-# `callbacks`: "module:function" names the training process imports and calls as
-# function(model, run_dir, resolved) after attaching its own (as Ultralytics' callback registry
-# does): the sweep's pruning callback comes in this way, so the training process never imports
-# the sweep.
-CALLBACKS = "callbacks"
-ENV_CALLBACKS = "YOLO_ORCH_CALLBACKS"  # more of them, comma-separated, from the environment (tests' fault hooks)
-# `deadline`: epoch seconds; the run stops at the last epoch boundary that ends before it, keeps
-# SESSION_RESUME and ends `paused` (a Kaggle session's limit).
-DEADLINE = "deadline"
-# `xla_compile_cache`: where torch_xla keeps compiled graphs on a TPU (default: the user's cache;
-# a Kaggle session: XLA_COMPILE_CACHE inside the run, so the next session finds them).
-COMPILE_CACHE = "xla_compile_cache"
+ENV_CALLBACKS = "YOLO_ORCH_CALLBACKS"  # hooks for every run, comma-separated (tests' fault hooks): ResolvedRun.callbacks
 
 # ---------------------------------------------------------------- the supervisor's identity, in the child's env
 ENV_SUPERVISOR_PID = "YOLO_ORCH_SUPERVISOR_PID"
@@ -92,88 +82,12 @@ def cache_dir() -> Path:
     return Path(os.environ.get("YOLO_ORCH_CACHE", Path.home() / ".cache" / "yolo-orch")).expanduser()
 
 
-_FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ~10x faster when built in
-
-
-def load_own_yaml(text: str) -> Any:
-    """Parse YAML the tool wrote itself (job.resolved.yaml) or a package ships (Ultralytics'
-    default.yaml): trusted input, so the fast C loader and no guards."""
-    return yaml.load(text, Loader=_FAST_LOADER)  # noqa: S506 - a safe loader
-
-
-def dump_yaml(data: Any) -> str:
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
-
-
-# ---------------------------------------------------------------- job.resolved.yaml's layout version
-# `schema_version`: bumped when the layout of job.resolved.yaml changes, so that a run directory made by
-# one version and resumed by another (a Kaggle session days later, a Slurm job requeued after an upgrade)
-# is read knowingly. A file without it was written before versions were kept, in version 1's layout.
-SCHEMA_VERSION = 1
-
-
-class RunDirVersionError(ValueError):
-    """job.resolved.yaml was written by a newer yolo-orch, in a layout this one does not know."""
-
-
-def load_resolved(run_dir: Path) -> dict:
-    """The run's job.resolved.yaml (job, plan, resume/OOM history), as written by the tool; a file of a
-    newer layout than SCHEMA_VERSION raises RunDirVersionError (one line) instead of being misread."""
-    path = Path(run_dir) / RESOLVED
-    doc = load_own_yaml(path.read_text())
-    version = doc.get("schema_version", 1) if isinstance(doc, dict) else 1
-    if not isinstance(version, int) or isinstance(version, bool) or version > SCHEMA_VERSION:
-        raise RunDirVersionError(f"{path}: schema_version {version!r} is not one this yolo-orch reads (1 to "
-                                 f"{SCHEMA_VERSION}): it was written by a newer version; continue it with that one")
-    return doc
-
-
 def completed_epochs(run_dir: Path) -> int:
     """Epochs Ultralytics recorded (results.csv rows, one per finished epoch), without torch."""
     csv = Path(run_dir) / RESULTS
     if not csv.is_file():
         return 0
     return max(sum(1 for line in csv.read_text().splitlines() if line.strip()) - 1, 0)
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    write_text_atomic(path, json.dumps(data, indent=2, default=str) + "\n")
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Readers see the old file or the new one, never a part (see `replaced_atomically`)."""
-    with replaced_atomically(path) as tmp:
-        tmp.write_text(text)
-
-
-def write_bytes_atomic(path: Path, data: bytes, fsync: bool = False) -> int:
-    """`write_text_atomic` for bytes; `fsync` before the rename for checkpoints (a crash right after
-    must not leave a renamed but empty file)."""
-    with replaced_atomically(path) as tmp:
-        with open(tmp, "wb") as f:
-            written = f.write(data)
-            if fsync:
-                f.flush()
-                os.fsync(f.fileno())
-    return written
-
-
-@contextmanager
-def replaced_atomically(path: Path) -> Iterator[Path]:
-    """Yield a temporary path beside `path`; when the block ends, the file written there replaces
-    `path` in one rename (nothing is replaced if the block wrote none); on an error it is removed. The
-    temporary file's name is unique per writer: two sweep commands on one study may write its
-    summary.json at once, and with one shared name one writer's rename would publish another's
-    half-written file."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
-    try:
-        yield tmp
-        if tmp.exists():
-            os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 class EventWriter:

@@ -1,0 +1,225 @@
+"""Resume, in one place: continue a killed, failed or stalled run in its own run directory and
+registry row, as `yolo-orch resume`, `submit --resume-existing` and a requeued Slurm job do.
+
+    close_recorded_run(row)   a run that recorded every epoch before it stopped is closed as finished
+    prepare(row, devices)     claim the row (compare-and-set), check the run can continue, re-plan it
+                              for other devices (replan.py), make again what can be made again (a
+                              generated dataset), write the resume order into job.resolved.yaml
+    run(row, prepared)        hand it to the runner, which supervises the training process
+
+Refusals are SpecErrors that say what to do, raised before anything is claimed or written."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from orchestrator import launch
+from orchestrator import plan as planmod
+from orchestrator.devices import DeviceSpecError, parse_devices
+from orchestrator.jobspec.errors import SpecError
+from orchestrator.registry import RESUMABLE, Registry
+from orchestrator.replan import replan, save_resolved
+from orchestrator.rundir import (EVENTS, LAST, RESOLVED, SUMMARY, EventTail, NodeOptions, ResolvedRun,
+                                 ResolvedRunError, ResumeOrder, ResumeRecord, RunPlan, completed_epochs,
+                                 load_own_yaml, load_resolved, run_summary, write_json_atomic)
+from orchestrator.runner import RunOutcome, refuse_symlinks, supervise
+
+
+@dataclass
+class PreparedResume:
+    """A resume written into the run directory, ready for the runner."""
+
+    resolved: ResolvedRun
+    from_epoch: int
+    replanned: bool
+    note: str
+
+    @property
+    def plan(self) -> RunPlan:
+        return self.resolved.plan
+
+
+def close_recorded_run(row: dict) -> RunOutcome | None:
+    """A run killed or failed after its last epoch ended (during the final validation: a Slurm
+    requeue near the end) has nothing left to train: close it as finished with the last epoch's
+    validation metrics. None when the row is not such a run."""
+    run_dir = Path(row.get("run_dir") or "")
+    if row["state"] not in RESUMABLE or not (run_dir / RESOLVED).is_file():
+        return None
+    resolved = read_run(row["id"], run_dir)
+    epochs = resolved.plan.epochs
+    recorded = node0_run_dir(run_dir, resolved)  # node 0's, for another node of a multi-node run
+    if completed_epochs(recorded) < epochs:
+        return None
+    last = [e for e in EventTail(recorded / EVENTS).read_new() if e.get("event") == "epoch"][-1:]
+    metrics = {k: v for k, v in (last[0]["metrics"] if last else {}).items() if k.startswith("metrics/")}
+    note = (f"all {epochs} epochs were recorded before it stopped (during the final validation of best.pt): "
+            "closed as finished; its metrics are the last epoch's validation")
+    summary = run_summary(run_dir, state="finished", epochs=epochs, epochs_completed=epochs, metrics=metrics,
+                          started=row.get("started_at") or time.time(), note=note)
+    write_json_atomic(run_dir / SUMMARY, summary)
+    with Registry.of_run(run_dir) as registry:
+        registry.update(row["id"], state="finished", ended_at=time.time(), exit_code=0, epochs_done=epochs,
+                        metrics=metrics, note=note)
+    return RunOutcome(row["id"], run_dir, "finished", 0, summary, note=note)
+
+
+def prepare(row: dict, devices: str | None = None, restart_ok: bool = False,
+            launch_opts: dict | None = None) -> PreparedResume:
+    """Claim the row (killed/failed -> queued, compare-and-set) and write the resume order. Raises
+    SpecError with the fix when the run cannot be resumed (the row is then as it was). `restart_ok` (a
+    requeued Slurm job): a run stopped before its first checkpoint starts again from epoch 1 in the
+    same run directory. `launch_opts`: this node's rank and rendezvous now (a requeued multi-node job's
+    new allocation)."""
+    run_dir = Path(row["run_dir"] or "")
+    if row.get("run_dir"):
+        refuse_symlinks(run_dir)  # before the row is claimed: a refusal changes nothing
+    registry = Registry.of_run(run_dir) if row.get("run_dir") else None
+    if registry is None or row["state"] not in RESUMABLE:
+        return write_resume(row, devices, restart_ok, launch_opts)  # raises the right message
+    with registry:
+        if not registry.transition(row["id"], row["state"], state="queued", pid=os.getpid()):
+            raise SpecError(f"RUN: {row['id']} changed state while preparing the resume (another resume?)")
+        try:
+            info = write_resume(row, devices, restart_ok, launch_opts)
+        except BaseException:
+            registry.transition(row["id"], "queued", state=row["state"], pid=row.get("pid"))
+            raise
+        registry.update(row["id"], devices=info.plan.devices, note=info.note)
+    return info
+
+
+def run(row: dict, prepared: PreparedResume, on_event: Callable[[dict], None] = lambda e: None,
+        poll_s: float = 0.5) -> RunOutcome:
+    """Continue the prepared run from its checkpoint in the same run dir and registry row."""
+    resolved = prepared.resolved
+    return supervise(row["id"], Path(row["run_dir"]), resolved.plan.launcher, resolved.job.oom_retries, on_event,
+                     poll_s)
+
+
+def node0_run_dir(run_dir: Path, resolved: ResolvedRun) -> Path:
+    """Where a run's checkpoints are: its own directory, or for node K > 0 of a multi-node run started
+    with `--run-id BASE` (run ids BASE-node0, BASE-node1, ...) node 0's, its sibling on the shared
+    filesystem (only global rank 0 writes weights)."""
+    suffix = f"-node{resolved.plan.node_rank}"
+    if resolved.plan.node_rank == 0 or not run_dir.name.endswith(suffix):
+        return run_dir
+    return run_dir.with_name(run_dir.name[: -len(suffix)] + "-node0")
+
+
+def read_run(run_id: str, run_dir: Path) -> ResolvedRun:
+    """The run's job.resolved.yaml for a command that continues it: a newer layout or a damaged file
+    is refused, one line."""
+    try:
+        return load_resolved(run_dir)
+    except ResolvedRunError as exc:
+        raise SpecError(f"RUN: {run_id}: {exc}") from None
+
+
+def refuse_state(row: dict) -> None:
+    """A run that is running, queued or finished has nothing to resume: said with what to do."""
+    run_id = row["id"]
+    if row["state"] in ("running", "queued"):
+        raise SpecError(f"RUN: {run_id} is still {row['state']} (pid {row.get('pid')}); "
+                        "stop it first (Ctrl-C in its terminal, or kill its process)")
+    if row["state"] == "finished":
+        raise SpecError(f"RUN: {run_id} finished all its epochs; nothing to resume (submit the job again "
+                        "to train longer)")
+
+
+def write_resume(row: dict, devices: str | None = None, restart_ok: bool = False,
+                 launch_opts: dict | None = None) -> PreparedResume:
+    """Check the row's run can continue, re-plan it for `devices` when they differ, make again what it
+    needs, and write the resume order (`prepare`'s work once the row is claimed)."""
+    refuse_state(row)
+    run_id, run_dir = row["id"], Path(row["run_dir"] or "")
+    if not (run_dir / RESOLVED).is_file():
+        raise SpecError(f"RUN: {run_id}: run directory {run_dir} is missing or has no {RESOLVED}")
+    resolved = read_run(run_id, run_dir)
+    if launch_opts:
+        resolved.plan.launch = NodeOptions.from_dict(launch_opts)
+    weights_dir = node0_run_dir(run_dir, resolved)
+    if not (weights_dir / LAST).is_file() and not restart_ok:
+        raise SpecError(f"RUN: {run_id} stopped before its first epoch ended ({weights_dir / LAST} does not exist); "
+                        "nothing to resume: submit the job again")
+    old_devices = resolved.plan.devices
+    replanned = move_to(resolved, devices)
+    done, epochs = completed_epochs(weights_dir), resolved.plan.epochs
+    if done >= epochs:
+        raise SpecError(f"RUN: {run_id} already recorded {done}/{epochs} epochs; nothing to resume")
+    restored = restore_data(resolved, run_id)
+    checkpoint = LAST if weights_dir == run_dir else weights_dir / LAST  # (absolute: node 0's)
+    resolved.resume = ResumeOrder(str(checkpoint), if_missing="scratch" if restart_ok else "fail", reason="resume")
+    resolved.resumes.append(ResumeRecord(time=time.time(), from_epoch=done + 1, devices=resolved.plan.devices,
+                                         previous_devices=old_devices, replanned=replanned))
+    save_resolved(run_dir, resolved)
+    p = resolved.plan
+    note = (f"resume from epoch {done + 1}/{epochs} on {p.devices}" if (weights_dir / LAST).is_file()
+            else f"start again from epoch 1/{epochs} (it stopped before its first checkpoint)")
+    if restored:
+        note += f"; {restored}"
+    if replanned:
+        note += (f" (re-planned from {old_devices}: batch {p.batch}, nbs {p.nbs}, {p.images_per_step} images per "
+                 "optimizer step)")
+    return PreparedResume(resolved, done + 1, replanned, note)
+
+
+def move_to(resolved: ResolvedRun, devices: str | None) -> bool:
+    """Re-plan the run for `devices` when they differ from its own (checked launchable here); True when
+    it was re-planned."""
+    if devices is None:
+        return False
+    try:
+        wanted = parse_devices(devices)
+    except DeviceSpecError as exc:
+        raise SpecError(f"--devices: {exc}") from None
+    if wanted.text == resolved.plan.devices:
+        return False
+    new = replan(resolved, devices=wanted.text)
+    missing = launch.unavailable(new.launcher, wanted)
+    if missing:
+        raise SpecError(f"--devices: {missing}")
+    resolved.plan = new
+    return True
+
+
+def restore_data(resolved: ResolvedRun, run_id: str) -> str | None:
+    """Before anything starts: what the run trains on, made again where it can be. A generated dataset
+    whose cache was cleaned, or that was generated on another node, is generated again here (the same
+    config and seed give the same images) and the plan points at it; a dataset the job names that is
+    gone is named at once. Returns a note when something was made again."""
+    data = Path(resolved.plan.data_path)
+    synth = resolved.job.synth
+    if synth is not None:
+        if data.exists():
+            return None
+        from orchestrator.jobspec.job import SynthData
+
+        made = planmod.make_synth_data(SynthData.model_validate(synth), resolved.job.task)
+        resolved.plan.train_args["data"] = str(made)
+        return f"its generated dataset ({data}) was missing here: generated again as {made}"
+    missing = _missing_data(data)
+    if missing:
+        raise SpecError(f"RUN: {run_id} trains on {missing}, which does not exist here; put the dataset back "
+                        "(or mount it at that path) and resume again")
+    return None
+
+
+def _missing_data(data: Path) -> Path | None:
+    """The first missing piece of a dataset: its data.yaml (or folder), or the root a run's data.yaml
+    copy points to (runner.write_data_yaml)."""
+    if not data.exists():
+        return data
+    if data.is_file():
+        try:
+            loaded = load_own_yaml(data.read_text())
+            root = loaded.get("path") if isinstance(loaded, dict) else None
+        except Exception:  # noqa: BLE001 - an unreadable copy: the worker says what is wrong with it
+            return None
+        if root and Path(str(root)).is_absolute() and not Path(str(root)).exists():
+            return Path(str(root))
+    return None
