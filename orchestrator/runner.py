@@ -16,7 +16,8 @@ from orchestrator import launch, replan
 from orchestrator.launch import process
 from orchestrator.rundir import (DEADLINE_STOP, ENV, ENV_SUPERVISOR_PID, ENV_SUPERVISOR_START, EVENTS,
                                  EXIT_NOT_RESUMABLE, EXIT_OOM, HEARTBEATS, LAST, LOG, RESOLVED, RESULTS, STACKS, SUMMARY,
-                                 EventTail, EventWriter, OomStep, TrialLink, completed_epochs, dump_yaml, failure_cause,
+                                 EventTail, EventWriter, OomStep, TrialLink, completed_epochs, dump_yaml, end_torn_line,
+                                 failure_cause,
                                  load_resolved, new_run_id, process_identity, write_json_atomic,
                                  write_text_atomic)
 from orchestrator.plan import Plan, make_synth_data
@@ -142,6 +143,7 @@ def supervise(run_id: str, run_dir: Path, launcher: str, oom_retries: int = 0,
     refuse_symlinks(run_dir)
     registry = Registry.of_run(run_dir)
     events_path = run_dir / EVENTS
+    end_torn_line(events_path)  # a worker killed mid-line: the next attempt's records must not be glued to it
     tail = EventTail(events_path)
     tail.offset = events_path.stat().st_size if events_path.exists() else 0  # earlier attempts: not replayed
     used = len(load_resolved(run_dir).oom_history)

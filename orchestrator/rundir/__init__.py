@@ -105,6 +105,25 @@ class EventWriter:
             os.close(fd)
 
 
+def end_torn_line(path: Path) -> bool:
+    """A writer killed in the middle of a line (a crash, a full disk) leaves events.jsonl without its
+    last newline; the next record appended would be glued to the torn one and lost with it. Ends the
+    torn line (readers skip it) before anything is appended again; True when there was one."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) == b"\n":
+                return False
+    except OSError:  # missing or empty
+        return False
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
+    try:
+        os.write(fd, b"\n")
+    finally:
+        os.close(fd)
+    return True
+
+
 def _plain(value: Any):
     try:
         return float(value)

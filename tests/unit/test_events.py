@@ -47,3 +47,19 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
         write_text_atomic(path, "half \ud800 written")
     assert json.loads(path.read_text()) == {"ok": 1}
     assert sorted(f.name for f in tmp_path.iterdir()) == ["summary.json"]
+
+
+def test_a_torn_last_line_is_ended_before_the_next_record(tmp_path):
+    """A worker killed in the middle of a line: the next attempt's first record must not be glued to
+    the torn one (it would be lost with it); readers skip the torn line."""
+    from orchestrator.rundir import EventTail, EventWriter, end_torn_line
+
+    path = tmp_path / "events.jsonl"
+    assert end_torn_line(path) is False  # no file yet
+    EventWriter(path).emit("epoch", epoch=1)
+    assert end_torn_line(path) is False  # whole lines: nothing to do
+    with open(path, "ab") as f:
+        f.write(b'{"event": "epoch", "epo')
+    assert end_torn_line(path) is True
+    EventWriter(path).emit("epoch", epoch=2)
+    assert [e["epoch"] for e in EventTail(path).read_new()] == [1, 2]
