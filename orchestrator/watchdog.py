@@ -21,6 +21,7 @@ from pathlib import Path
 from orchestrator.rundir import HEARTBEAT_PHASES, HEARTBEATS, STACK_SIGNAL, STACKS
 
 STACK_WAIT_S = 2.0  # for faulthandler to write every rank's stacks
+SUSPENDED_AFTER_S = 5.0  # checks come every poll (0.5 s): a gap this long means the watchdog itself was stopped
 
 
 @dataclass
@@ -47,12 +48,15 @@ def _progress(beat: dict) -> tuple:
 
 
 class Watchdog:
-    def __init__(self, run_dir: Path, timeout_s: int, clock=time.time):
+    def __init__(self, run_dir: Path, timeout_s: int, clock=time.time, monotonic=time.monotonic):
         self.folder = Path(run_dir) / HEARTBEATS
         self.timeout_s = int(timeout_s)
-        self.clock = clock
+        self.clock = clock  # the heartbeats' clock (epoch seconds)
+        self.monotonic = monotonic  # the gaps between checks
         self.started = clock()
         self.warned = False
+        self.last_check = monotonic()
+        self.woke = 0.0  # when (clock) the watchdog last came back from a suspension of its own
 
     def beats(self) -> list[dict]:
         """This attempt's heartbeats (files an earlier attempt left are older than the watchdog)."""
@@ -66,10 +70,14 @@ class Watchdog:
         return out
 
     def check(self) -> Stall | None:
+        now, tick = self.clock(), self.monotonic()
+        if tick - self.last_check > SUSPENDED_AFTER_S:  # it was not running itself (SIGSTOP of the whole run,
+            self.woke = now  # a suspended VM): the ranks were stopped with it; they get a whole timeout from now
+        self.last_check = tick
         beats = self.beats()
         if not beats:
             return None  # training has not started (data caching, model build, the first compile)
-        idle = self.clock() - max(float(b.get("changed") or 0) for b in beats)
+        idle = now - max([float(b.get("changed") or 0) for b in beats] + [self.woke])
         if idle < self.timeout_s:
             return None
         behind = min(beats, key=_progress)

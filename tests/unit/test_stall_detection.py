@@ -51,3 +51,21 @@ def test_a_first_epoch_step_over_half_the_timeout_is_warned_once(tmp_path):
     warning = dog.slow_step_warning()
     assert "stall_timeout 60 s is less than twice the slowest training step of epoch 1 (31 s)" in warning
     assert dog.slow_step_warning() is None
+
+
+def test_a_watchdog_stopped_with_its_ranks_gives_them_a_whole_timeout_after_it_wakes(tmp_path):
+    """SIGSTOP of the whole run (orchestrator and ranks) for longer than the timeout, then SIGCONT: the
+    heartbeats are old only because everything was stopped; the watchdog, which was stopped too, sees
+    the gap between its own checks and waits a whole timeout for progress before it calls a stall."""
+    now, tick = [3000.0], [0.0]
+    dog = Watchdog(tmp_path, 60, clock=lambda: now[0], monotonic=lambda: tick[0])
+    beat(tmp_path / "heartbeat", 0, 1, 2, "batch", changed=3000.0, mtime=3001.0)
+    now[0], tick[0] = 3001.0, 1.0
+    assert dog.check() is None
+    now[0], tick[0] = 3200.0, 200.0  # stopped for 199 s, checks included
+    assert dog.check() is None  # woke: no stall yet
+    for second in range(201, 260):  # checks every second again
+        now[0], tick[0] = 3000.0 + second, float(second)
+        assert dog.check() is None, second
+    now[0], tick[0] = 3261.0, 261.0  # a whole timeout after waking, still no progress: a stall
+    assert dog.check().rank == 0
