@@ -1,0 +1,489 @@
+"""A seeded chaos campaign: real trainings, faults at random moments, and what a user would do after
+each (`yolo-orch resume`), then the invariants that must hold over everything the campaign made.
+
+    python bench/chaos.py --faults N --seed S [--json] [--kinds K,K,...] [--work DIR]
+
+Each fault is one episode: a tiny job is submitted (one process, or `cpu:2` for the kinds that need a
+rank), the fault strikes at a moment drawn from the seed (after epoch e of E, plus a delay), and the
+campaign resumes the run until it finishes or a user would give up (a resume that changes nothing).
+Fault kinds (KINDS): SIGKILL of the training process, of one rank, of `submit`; the same kill twice in
+a row; a kill of the resume itself; SIGSTOP of one rank (the stall watchdog's case) and of the whole
+run for longer than its stall timeout; a torn events.jsonl tail before the resume.
+
+Invariants, each a line of the report: every run ends finished (resumes allowed); every epoch of every
+run trained exactly once (its events.jsonl); every checkpoint left on disk loads; the registry and the
+run directories agree; no process of the campaign survives it; no secret in any file or output.
+`--json` prints the report with a top-level `lost` (runs not finished plus invariants broken).
+Bad input (an unknown kind) is one line, exit 2."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+EPOCHS = 5
+STALL_TIMEOUT = 20
+SECRET = "chaos-secret-3f9a1c"  # in every process's environment: it must appear in no file or output
+MAX_RESUMES = 3
+
+
+@dataclass
+class Episode:
+    number: int
+    kind: str
+    devices: str
+    at_epoch: int  # the fault strikes after this epoch's event (0: after train_start)
+    delay_s: float
+    run_id: str | None = None
+    run_dir: str | None = None
+    resumes: int = 0
+    state: str | None = None
+    notes: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+    struck: bool = False  # the fault landed on a running run (a run that ended first is drawn again)
+
+    @property
+    def survived(self) -> bool:
+        return self.state == "finished" and (self.kind != "stop-run" or self.resumes == 0)
+
+
+# ---------------------------------------------------------------- processes
+
+
+def cli(*args: str, work: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "orchestrator", *args], cwd=work, env=env_for(work),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def start_cli(*args: str, work: Path) -> subprocess.Popen:
+    """A command in its own session, as a user's terminal would hold it; output to a file of the work dir."""
+    log = open(work / "outputs" / f"{time.time_ns()}.log", "w")
+    return subprocess.Popen([sys.executable, "-m", "orchestrator", *args], cwd=work, env=env_for(work),
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def env_for(work: Path) -> dict[str, str]:
+    env = dict(os.environ, YOLO_OFFLINE="1", YOLO_ORCH_CACHE=str(work / "cache"), WANDB_API_KEY=SECRET,
+               YOLO_ORCH_REGISTRY=str(work / "runs" / "registry.db"))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    return env
+
+
+def completed_epochs(run_dir: Path) -> int:
+    from orchestrator.rundir import completed_epochs as recorded
+
+    return recorded(run_dir)
+
+
+def children(pid: int) -> list[int]:
+    import psutil
+
+    try:
+        return [p.pid for p in psutil.Process(pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def ranks_of(worker_pid: int) -> list[int]:
+    """The torchrun ranks (processes running orchestrator.worker.ddp) under the launcher."""
+    import psutil
+
+    out = []
+    for pid in children(worker_pid):
+        try:
+            if "orchestrator.worker.ddp" in " ".join(psutil.Process(pid).cmdline()):
+                out.append(pid)
+        except psutil.NoSuchProcess:
+            continue
+    return out
+
+
+def signal_pid(pid: int | None, sig: int) -> None:
+    if pid:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+# ---------------------------------------------------------------- the run's state
+
+
+def row_of(work: Path, run_id: str | None = None) -> dict | None:
+    from orchestrator.registry import Registry
+
+    path = work / "runs" / "registry.db"
+    if not path.is_file():
+        return None
+    with Registry.open(path) as reg:
+        rows = reg.list()
+    rows = [r for r in rows if run_id is None or r["id"] == run_id]
+    return max(rows, key=lambda r: r["created_at"]) if rows else None
+
+
+def epoch_events(run_dir: Path) -> list[int]:
+    out = []
+    path = run_dir / "events.jsonl"
+    for line in path.read_text(errors="replace").splitlines() if path.is_file() else []:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if event.get("event") == "epoch":
+            out.append(int(event["epoch"]))
+    return out
+
+
+def glued_records(run_dir: Path) -> list[str]:
+    """Lines of events.jsonl that do not parse and hold a second record: one appended to a torn line."""
+    path = run_dir / "events.jsonl"
+    out = []
+    for line in path.read_text(errors="replace").splitlines() if path.is_file() else []:
+        try:
+            json.loads(line)
+        except ValueError:
+            if line.find('{"event"', 1) > 0:
+                out.append(line)
+    return out
+
+
+def wait_for(predicate, timeout: float, poll: float = 0.2) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(poll)
+    return False
+
+
+def wait_point(work: Path, since: float, at_epoch: int, delay: float, proc: subprocess.Popen) -> dict | None:
+    """The row of the run `proc` started, once it reached `at_epoch` (0: its worker started) plus `delay`."""
+    found: dict = {}
+
+    def reached() -> bool:
+        row = row_of(work)
+        if row is None or row["created_at"] < since or not row.get("worker_pid"):
+            return proc.poll() is not None
+        found.update(row)
+        done = epoch_events(Path(row["run_dir"]))
+        return (max(done) if done else 0) >= at_epoch or proc.poll() is not None
+
+    wait_for(reached, timeout=300)
+    time.sleep(delay)
+    return dict(found) if found else None
+
+
+# ---------------------------------------------------------------- faults
+
+
+def strike(kind: str, row: dict, proc: subprocess.Popen | None, notes: list[str]) -> None:
+    """One fault on a running run (`proc`: the command that runs it)."""
+    worker = row.get("worker_pid")
+    if kind in ("kill-worker", "kill-twice", "torn-events"):
+        signal_pid(worker, signal.SIGKILL)
+    elif kind == "kill-rank":
+        ranks = ranks_of(worker) if worker else []
+        signal_pid(ranks[-1] if ranks else worker, signal.SIGKILL)
+        notes.append(f"killed rank pid {ranks[-1] if ranks else worker} of {len(ranks)}")
+    elif kind in ("kill-submit", "kill-resume"):
+        signal_pid(proc.pid if proc else row.get("pid"), signal.SIGKILL)
+    elif kind == "stop-rank":
+        ranks = ranks_of(worker) if worker else []
+        signal_pid(ranks[-1] if ranks else worker, signal.SIGSTOP)  # the watchdog ends the run as stalled
+    elif kind == "stop-run":
+        group = [proc.pid if proc else row["pid"], *children(proc.pid if proc else row["pid"])]
+        for pid in group:
+            signal_pid(pid, signal.SIGSTOP)
+        time.sleep(STALL_TIMEOUT + 5)
+        for pid in group:
+            signal_pid(pid, signal.SIGCONT)
+
+
+def tear_events_tail(run_dir: Path) -> None:
+    """A crash in the middle of a line: events.jsonl ends without its newline."""
+    with open(run_dir / "events.jsonl", "ab") as f:
+        f.write(b'{"event": "epoch", "epo')
+
+
+KINDS = ("kill-worker", "kill-rank", "kill-submit", "kill-twice", "kill-resume", "stop-rank", "stop-run",
+         "torn-events")
+NEEDS_RANKS = ("kill-rank", "stop-rank")
+
+
+def run_episode(work: Path, episode: Episode, rng: random.Random) -> Episode:
+    started = time.time()
+    since = time.time()
+    proc = start_cli("submit", "job.yaml", "--json", "--devices", episode.devices, work=work)
+    row = wait_point(work, since, episode.at_epoch, episode.delay_s, proc)
+    if row is None:
+        proc.wait(timeout=60)
+        episode.notes.append("the run did not start")
+        return episode
+    episode.run_id, episode.run_dir = row["id"], row["run_dir"]
+    alive = proc.poll() is None
+    if alive:
+        strike(episode.kind, row, proc, episode.notes)
+    finish(proc)
+    after = (row_of(work, episode.run_id) or {}).get("state")
+    episode.struck = alive and (episode.kind == "stop-run" or after != "finished")
+    if not episode.struck:
+        return episode
+    if episode.kind == "torn-events":
+        tear_events_tail(Path(episode.run_dir))
+    if episode.kind in ("kill-twice", "kill-resume"):  # the fault again, during the resume
+        again = completed_epochs(Path(episode.run_dir)) + rng.randint(0, 1)
+        resume = start_cli("resume", episode.run_id, "--json", work=work)
+        now = wait_point_of(work, episode.run_id, again, rng.uniform(0, 0.8), resume)
+        if resume.poll() is None and now is not None:
+            strike("kill-worker" if episode.kind == "kill-twice" else "kill-resume", now, resume, episode.notes)
+            episode.notes.append(f"struck again after epoch {again}")
+        else:
+            episode.notes.append("the resume ended before the second fault")
+        finish(resume)
+        episode.resumes += 1
+    resume_until_done(work, episode)
+    episode.wall_s = round(time.time() - started, 1)
+    return episode
+
+
+def wait_point_of(work: Path, run_id: str, at_epoch: int, delay: float, proc: subprocess.Popen) -> dict | None:
+    """As wait_point, for a resume of `run_id`: once its new worker runs and reached `at_epoch`."""
+    before = (row_of(work, run_id) or {}).get("worker_pid")
+
+    def reached() -> bool:
+        row = row_of(work, run_id)
+        if proc.poll() is not None:
+            return True
+        if row is None or row.get("worker_pid") in (None, before) or row["state"] != "running":
+            return False
+        done = epoch_events(Path(row["run_dir"]))
+        return (max(done) if done else 0) >= at_epoch
+
+    wait_for(reached, timeout=300)
+    time.sleep(delay)
+    return row_of(work, run_id)
+
+
+def finish(proc: subprocess.Popen, timeout: float = 300) -> None:
+    """Wait for a command to end as a user would wait for their terminal; a hung one is a finding."""
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def resume_until_done(work: Path, episode: Episode) -> None:
+    """What a user does after a fault: `yolo-orch resume RUN` while the run is not finished; a resume
+    that ends where it began is where a user gives up."""
+    wait_for(lambda: (row_of(work, episode.run_id) or {}).get("state") not in ("running", "queued"), timeout=60)
+    for _ in range(MAX_RESUMES):
+        row = row_of(work, episode.run_id) or {}
+        episode.state = row.get("state")
+        if episode.state == "finished":
+            return
+        r = cli("resume", episode.run_id, "--json", work=work)
+        episode.resumes += 1
+        if r.returncode != 0:
+            episode.notes.append(f"resume exit {r.returncode}: {(r.stderr.strip().splitlines() or [''])[-1][:300]}")
+    episode.state = (row_of(work, episode.run_id) or {}).get("state")
+
+
+# ---------------------------------------------------------------- invariants
+
+
+def check_invariants(work: Path, episodes: list[Episode]) -> list[dict]:
+    """Each invariant: {name, holds, detail}."""
+    runs = [e for e in episodes if e.run_dir]
+    out = []
+    unfinished = [f"{e.run_id} ({e.kind}: {e.state}; {'; '.join(e.notes)})" for e in runs if e.state != "finished"]
+    out.append(_inv("every run finished", not unfinished, unfinished))
+    stopped = [f"{e.run_id}: needed {e.resumes} resume(s)" for e in runs if e.kind == "stop-run" and e.resumes]
+    out.append(_inv("a run stopped and continued as a whole is not taken for a stall", not stopped, stopped))
+    wrong = []
+    for e in runs:
+        seen = epoch_events(Path(e.run_dir))
+        if e.state == "finished" and sorted(seen) != list(range(1, EPOCHS + 1)):
+            wrong.append(f"{e.run_id} ({e.kind}): epoch events {seen}")
+        wrong += [f"{e.run_id} ({e.kind}): a record glued to a torn line, lost: {line[:100]}"
+                  for line in glued_records(Path(e.run_dir))]
+    out.append(_inv("every epoch trained exactly once, no event lost", not wrong, wrong))
+    out.append(_inv("every checkpoint loads", *checkpoints_load(runs)))
+    out.append(_inv("the registry and the run directories agree", *registry_agrees(work, runs)))
+    out.append(_inv("no process of the campaign survives", *no_survivors(work)))
+    out.append(_inv("no secret in any file or output", *no_secret(work)))
+    return out
+
+
+def _inv(name: str, holds: bool, detail: list[str]) -> dict:
+    return {"name": name, "holds": bool(holds), "detail": detail[:20]}
+
+
+def checkpoints_load(runs: list[Episode]) -> tuple[bool, list[str]]:
+    import torch
+
+    bad = []
+    for e in runs:
+        for pt in sorted(Path(e.run_dir, "weights").glob("*.pt")):
+            try:
+                torch.load(pt, map_location="cpu", weights_only=False)
+            except Exception as exc:  # noqa: BLE001 - any failure to load is the finding
+                bad.append(f"{pt}: {type(exc).__name__}: {str(exc)[:120]}")
+    return not bad, bad
+
+
+def registry_agrees(work: Path, runs: list[Episode]) -> tuple[bool, list[str]]:
+    wrong = []
+    for e in runs:
+        row = row_of(work, e.run_id) or {}
+        summary = Path(e.run_dir, "summary.json")
+        if row.get("state") == "finished":
+            data = json.loads(summary.read_text()) if summary.is_file() else {}
+            if data.get("state") != "finished" or int(row.get("epochs_done") or 0) != EPOCHS:
+                wrong.append(f"{e.run_id}: registry finished ({row.get('epochs_done')} epochs), "
+                             f"summary {data.get('state')}")
+    return not wrong, wrong
+
+
+def no_survivors(work: Path) -> tuple[bool, list[str]]:
+    import psutil
+
+    alive, mine = [], {os.getpid(), *(p.pid for p in psutil.Process().parents())}
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if str(work) in " ".join(p.info["cmdline"] or []) and p.pid not in mine:
+                alive.append(f"pid {p.pid}: {' '.join(p.info['cmdline'])[:160]}")
+        except psutil.NoSuchProcess:
+            continue
+    return not alive, alive
+
+
+def no_secret(work: Path) -> tuple[bool, list[str]]:
+    found = []
+    for path in work.rglob("*"):
+        try:
+            if path.is_file() and not path.is_symlink() and SECRET.encode() in path.read_bytes():
+                found.append(str(path))
+        except OSError:
+            continue
+    return not found, found
+
+
+# ---------------------------------------------------------------- the campaign
+
+
+def draw_episodes(seed: int, kinds: tuple[str, ...]):
+    """Every kind in turn (so a short campaign covers them all), each at a moment drawn from the seed."""
+    rng = random.Random(seed)
+    order = list(kinds)
+    rng.shuffle(order)
+    number = 0
+    while True:
+        kind = order[number % len(order)]
+        number += 1
+        devices = "cpu:2" if kind in NEEDS_RANKS or rng.random() < 0.3 else "cpu"
+        last = EPOCHS - 3 if kind in ("kill-twice", "kill-resume") else EPOCHS - 2 if kind == "stop-run" else EPOCHS - 1
+        at = rng.randint(1, last)  # (room left for the second fault, or for the run to go on after a stop)
+        yield Episode(number, kind, devices, at, round(rng.uniform(0.0, 0.8), 2))
+
+
+def write_job(work: Path) -> None:
+    import yaml
+
+    job = {"name": "chaos", "model": "yolo11n.yaml",  # epochs of about a second on 2 cores: room to strike in
+           "data": {"synth": {"images": 32, "val_images": 8, "classes": 2, "imgsz": 64, "seed": 1}},
+           "epochs": EPOCHS, "imgsz": 64, "seed": 0,
+           "hyp": {"preset": "scratch-default", "optimizer": "AdamW", "lr0": 0.002},
+           "reference": {"devices": 1, "batch": 8}, "target": {"devices": "cpu"}, "wandb": {"mode": "disabled"},
+           "overrides": {"workers": 0, "plots": False}, "stall_timeout": STALL_TIMEOUT, "runs_dir": "runs"}
+    (work / "job.yaml").write_text(yaml.safe_dump(job, sort_keys=False))
+
+
+def campaign(n: int, seed: int, kinds: tuple[str, ...], work: Path, say=print) -> dict:
+    (work / "outputs").mkdir(parents=True, exist_ok=True)
+    write_job(work)
+    rng = random.Random(seed + 1)
+    started = time.time()
+    episodes, missed = [], 0
+    for episode in draw_episodes(seed, kinds):
+        if len(episodes) == n or missed > 2 * n:
+            break
+        run_episode(work, episode, rng)
+        if not episode.struck:  # the run ended before the fault: drawn again
+            missed += 1
+            say(f"(episode {episode.number}: the run ended before {episode.kind} struck; drawn again)")
+            continue
+        episodes.append(episode)
+        say(f"fault {len(episodes)}/{n} {episode.kind} on {episode.devices} after epoch {episode.at_epoch} "
+            f"+{episode.delay_s}s: {episode.state} after {episode.resumes} resume(s) ({episode.wall_s} s)"
+            + (f" [{'; '.join(episode.notes)}]" if episode.notes else ""))
+    invariants = check_invariants(work, episodes)
+    by_kind: dict[str, dict] = {}
+    for e in episodes:
+        k = by_kind.setdefault(e.kind, {"injected": 0, "survived": 0})
+        k["injected"] += 1
+        k["survived"] += int(e.survived)
+    lost_runs = sum(1 for e in episodes if not e.survived)
+    return {"seed": seed, "faults": len(episodes), "missed_redrawn": missed, "by_kind": by_kind,
+            "survived": sum(e.survived for e in episodes), "runs_lost": lost_runs, "invariants": invariants,
+            "lost": lost_runs + sum(1 for i in invariants if not i["holds"]), "wall_s": round(time.time() - started, 1),
+            "episodes": [e.__dict__ | {"survived": e.survived} for e in episodes]}
+
+
+def parse_kinds(text: str | None) -> tuple[str, ...]:
+    if not text:
+        return KINDS
+    kinds = tuple(k.strip() for k in text.split(",") if k.strip())
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown:
+        raise SystemExit2(f"--kinds: unknown fault kind {', '.join(unknown)}; expected some of {', '.join(KINDS)}")
+    return kinds
+
+
+class SystemExit2(Exception):
+    """Bad input: one line, exit 2."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--faults", type=int, default=len(KINDS), help="faults to inject (episodes)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", action="store_true", help="print the report as JSON (top-level `lost`)")
+    ap.add_argument("--kinds", default=None, help=f"comma-separated subset of: {', '.join(KINDS)}")
+    ap.add_argument("--work", type=Path, default=None, help="the campaign's folder (default: a new temporary one)")
+    args = ap.parse_args(argv)
+    try:
+        kinds = parse_kinds(args.kinds)
+        if args.faults < 1:
+            raise SystemExit2(f"--faults: {args.faults} must be at least 1")
+    except SystemExit2 as exc:
+        print(f"chaos: {exc}", file=sys.stderr)
+        return 2
+    work = (args.work or Path(tempfile.mkdtemp(prefix="yolo-orch-chaos-"))).resolve()
+    say = (lambda m: print(m, file=sys.stderr, flush=True)) if args.json else (lambda m: print(m, flush=True))
+    report = campaign(args.faults, args.seed, kinds, work, say)
+    report["work"] = str(work)
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+    else:
+        for inv in report["invariants"]:
+            print(f"{'ok  ' if inv['holds'] else 'FAIL'} {inv['name']}"
+                  + "".join(f"\n       {d}" for d in inv["detail"]))
+        print(f"{report['survived']}/{report['faults']} faults survived; lost {report['lost']}; {report['wall_s']} s")
+    return 0 if report["lost"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

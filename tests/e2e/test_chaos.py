@@ -1,0 +1,42 @@
+"""The chaos campaign (bench/chaos.py), short and seeded: one fault of every kind on real trainings,
+what a user would do after each, and every invariant of the report holding. The campaign of 100+
+faults is run by hand (docs/operations.md)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, cli_env
+
+CHAOS = REPO / "bench" / "chaos.py"
+
+
+@pytest.mark.slow
+def test_a_short_seeded_campaign_loses_nothing(tmp_path):
+    sys.path.insert(0, str(REPO / "bench"))
+    from chaos import KINDS
+
+    r = subprocess.run([sys.executable, str(CHAOS), "--faults", str(len(KINDS)), "--seed", "1", "--json",
+                        "--work", str(tmp_path / "campaign")], cwd=REPO, env=cli_env(), capture_output=True,
+                       text=True, timeout=900)
+    report = json.loads(r.stdout)
+    broken = [i for i in report["invariants"] if not i["holds"]]
+    assert r.returncode == 0 and report["lost"] == 0 and not broken, (broken, r.stderr[-3000:])
+    assert set(report["by_kind"]) == set(KINDS) and report["faults"] == len(KINDS)
+    assert all(k["survived"] == k["injected"] for k in report["by_kind"].values())
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--kinds", "kill-worker,unplug-the-moon"], "--kinds: unknown fault kind unplug-the-moon; expected some of"),
+    (["--faults", "0"], "--faults: 0 must be at least 1"),
+])
+def test_bad_input_to_the_campaign_is_one_line(tmp_path, args, message):
+    r = subprocess.run([sys.executable, str(CHAOS), *args, "--work", str(tmp_path / "c")], cwd=REPO, env=cli_env(),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and message in r.stderr, r.stderr
+    assert r.stderr.strip().count("\n") == 0 and "Traceback" not in r.stderr
+    assert not (tmp_path / "c").exists()  # nothing made
