@@ -32,6 +32,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import chaos_sweep  # noqa: E402
 
 EPOCHS = 5
 STALL_TIMEOUT = 20
@@ -68,10 +70,14 @@ def cli(*args: str, work: Path, timeout: float = 600) -> subprocess.CompletedPro
 
 
 def start_cli(*args: str, work: Path) -> subprocess.Popen:
-    """A command in its own session, as a user's terminal would hold it; output to a file of the work dir."""
-    log = open(work / "outputs" / f"{time.time_ns()}.log", "w")
-    return subprocess.Popen([sys.executable, "-m", "orchestrator", *args], cwd=work, env=env_for(work),
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    """A command in its own session, as a user's terminal would hold it; its output and errors go to
+    files of the work dir (`proc.out_path`, `proc.err_path`)."""
+    stem = work / "outputs" / str(time.time_ns())
+    with open(f"{stem}.out", "w") as out, open(f"{stem}.err", "w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "orchestrator", *args], cwd=work, env=env_for(work),
+                                stdout=out, stderr=err, start_new_session=True)
+    proc.out_path, proc.err_path = f"{stem}.out", f"{stem}.err"
+    return proc
 
 
 def env_for(work: Path) -> dict[str, str]:
@@ -217,8 +223,9 @@ def tear_events_tail(run_dir: Path) -> None:
         f.write(b'{"event": "epoch", "epo')
 
 
-KINDS = ("kill-worker", "kill-rank", "kill-submit", "kill-twice", "kill-resume", "stop-rank", "stop-run",
-         "torn-events")
+RUN_KINDS = ("kill-worker", "kill-rank", "kill-submit", "kill-twice", "kill-resume", "stop-rank", "stop-run",
+             "torn-events")
+KINDS = RUN_KINDS + chaos_sweep.KINDS
 NEEDS_RANKS = ("kill-rank", "stop-rank")
 
 
@@ -393,6 +400,9 @@ def draw_episodes(seed: int, kinds: tuple[str, ...]):
     while True:
         kind = order[number % len(order)]
         number += 1
+        if kind in chaos_sweep.KINDS:
+            yield chaos_sweep.SweepEpisode(number, kind, rng.randint(1, 5))
+            continue
         devices = "cpu:2" if kind in NEEDS_RANKS or rng.random() < 0.3 else "cpu"
         last = EPOCHS - 3 if kind in ("kill-twice", "kill-resume") else EPOCHS - 2 if kind == "stop-run" else EPOCHS - 1
         at = rng.randint(1, last)  # (room left for the second fault, or for the run to go on after a stop)
@@ -414,22 +424,29 @@ def write_job(work: Path) -> None:
 def campaign(n: int, seed: int, kinds: tuple[str, ...], work: Path, say=print) -> dict:
     (work / "outputs").mkdir(parents=True, exist_ok=True)
     write_job(work)
+    pg = chaos_sweep.Postgres() if set(kinds) & set(chaos_sweep.KINDS) else None
     rng = random.Random(seed + 1)
     started = time.time()
     episodes, missed = [], 0
-    for episode in draw_episodes(seed, kinds):
-        if len(episodes) == n or missed > 2 * n:
-            break
-        run_episode(work, episode, rng)
-        if not episode.struck:  # the run ended before the fault: drawn again
-            missed += 1
-            say(f"(episode {episode.number}: the run ended before {episode.kind} struck; drawn again)")
-            continue
-        episodes.append(episode)
-        say(f"fault {len(episodes)}/{n} {episode.kind} on {episode.devices} after epoch {episode.at_epoch} "
-            f"+{episode.delay_s}s: {episode.state} after {episode.resumes} resume(s) ({episode.wall_s} s)"
-            + (f" [{'; '.join(episode.notes)}]" if episode.notes else ""))
-    invariants = check_invariants(work, episodes)
+    try:
+        for episode in draw_episodes(seed, kinds):
+            if len(episodes) == n or missed > 2 * n:
+                break
+            if isinstance(episode, chaos_sweep.SweepEpisode):
+                chaos_sweep.run_sweep_episode(work, pg, episode, start_cli, finish, rng)
+            else:
+                run_episode(work, episode, rng)
+            if not episode.struck:  # the run ended before the fault: drawn again
+                missed += 1
+                say(f"(episode {episode.number}: it ended before {episode.kind} struck; drawn again)")
+                continue
+            episodes.append(episode)
+            say(f"fault {len(episodes)}/{n} {describe(episode)}")
+    finally:
+        if pg is not None:
+            pg.remove()
+    invariants = check_invariants(work, [e for e in episodes if isinstance(e, Episode)])
+    invariants.insert(2, studies_whole([e for e in episodes if isinstance(e, chaos_sweep.SweepEpisode)]))
     by_kind: dict[str, dict] = {}
     for e in episodes:
         k = by_kind.setdefault(e.kind, {"injected": 0, "survived": 0})
@@ -439,7 +456,28 @@ def campaign(n: int, seed: int, kinds: tuple[str, ...], work: Path, say=print) -
     return {"seed": seed, "faults": len(episodes), "missed_redrawn": missed, "by_kind": by_kind,
             "survived": sum(e.survived for e in episodes), "runs_lost": lost_runs, "invariants": invariants,
             "lost": lost_runs + sum(1 for i in invariants if not i["holds"]), "wall_s": round(time.time() - started, 1),
-            "episodes": [e.__dict__ | {"survived": e.survived} for e in episodes]}
+            "episodes": [{k: v for k, v in e.__dict__.items() if k != "summary"} | {"survived": e.survived}
+                         for e in episodes]}
+
+
+def describe(episode) -> str:
+    if isinstance(episode, chaos_sweep.SweepEpisode):
+        states = episode.summary.get("states")
+        return (f"{episode.kind} on study {episode.study} after {episode.at_epochs} epoch report(s): "
+                f"{'reached' if episode.summary.get('reached') else 'NOT reached'} {states} after "
+                f"{episode.runs} sweep command(s) ({episode.wall_s} s)"
+                + (f" [{'; '.join(episode.problems())}]" if episode.problems() else ""))
+    return (f"{episode.kind} on {episode.devices} after epoch {episode.at_epoch} +{episode.delay_s}s: "
+            f"{episode.state} after {episode.resumes} resume(s) ({episode.wall_s} s)"
+            + (f" [{'; '.join(episode.notes)}]" if episode.notes else ""))
+
+
+def studies_whole(sweeps: list) -> dict:
+    """Every study reached its trials, none lost or duplicated, FAIL only where a kill struck, and no
+    command of the sweep printed a traceback."""
+    wrong = [f"{e.study} ({e.kind}): " + ("; ".join(e.problems()) or "did not reach its trials")
+             for e in sweeps if not e.survived]
+    return _inv("every study reached its trials, none lost or duplicated", not wrong, wrong)
 
 
 def parse_kinds(text: str | None) -> tuple[str, ...]:
@@ -468,6 +506,10 @@ def main(argv: list[str] | None = None) -> int:
         kinds = parse_kinds(args.kinds)
         if args.faults < 1:
             raise SystemExit2(f"--faults: {args.faults} must be at least 1")
+        if set(kinds) & set(chaos_sweep.KINDS) and not chaos_sweep.postgres_binaries():
+            raise SystemExit2("--kinds: the sweep faults need a PostgreSQL server of the campaign's own, and there are "
+                              "no PostgreSQL server binaries under /usr/lib/postgresql (apt-get install postgresql, or "
+                              f"leave out {', '.join(chaos_sweep.KINDS)})")
     except SystemExit2 as exc:
         print(f"chaos: {exc}", file=sys.stderr)
         return 2
