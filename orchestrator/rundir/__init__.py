@@ -83,11 +83,24 @@ def cache_dir() -> Path:
 
 
 def completed_epochs(run_dir: Path) -> int:
-    """Epochs Ultralytics recorded (results.csv rows, one per finished epoch), without torch."""
-    csv = Path(run_dir) / RESULTS
-    if not csv.is_file():
+    """Epochs trained and checkpointed, without torch: the last epoch of results.csv (Ultralytics writes
+    an epoch's row just before that epoch's last.pt; a resume from an earlier checkpoint repeats rows),
+    not counting a last row newer than last.pt: that epoch's checkpoint never landed (a kill or a full
+    disk between the two), so a resume trains it again. No last.pt: nothing is checkpointed."""
+    run_dir = Path(run_dir)
+    csv, last = run_dir / RESULTS, run_dir / LAST
+    if not csv.is_file() or not last.is_file():
         return 0
-    return max(sum(1 for line in csv.read_text().splitlines() if line.strip()) - 1, 0)
+    rows = [line for line in csv.read_text(errors="replace").splitlines()[1:] if line.strip()]
+    if rows and last.stat().st_mtime_ns < csv.stat().st_mtime_ns:
+        rows = rows[:-1]
+    epochs = []
+    for row in rows:
+        try:
+            epochs.append(int(float(row.split(",", 1)[0])))
+        except ValueError:
+            continue  # a row cut short
+    return max(epochs, default=0)
 
 
 class EventWriter:

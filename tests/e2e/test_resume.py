@@ -279,6 +279,8 @@ def test_a_run_directory_written_before_layout_versions_still_resumes(tmp_path):
             text = text.replace(mark, path)
         (run_dir / name).write_text(text)
     assert "schema_version" not in (run_dir / "job.resolved.yaml").read_text()
+    row_written = (run_dir / "results.csv").stat().st_mtime_ns + 10**9  # (a checkout's order of files:) as the
+    os.utime(run_dir / "weights" / "last.pt", ns=(row_written, row_written))  # run wrote them, last.pt after its row
     with Registry.open(runs) as reg:
         reg.add_run(run_id, job="legacy", run_dir=run_dir, devices="cpu", epochs=2)
         reg.update(run_id, state="failed", epochs_done=1)

@@ -30,3 +30,26 @@ def test_the_epoch_a_kill_left_without_its_event_is_written_at_the_resume(tmp_pa
     assert reporter.seen == {2}
     reporter.on_train_start(SimpleNamespace(epochs=5, start_epoch=3, batch_size=2, accumulate=1, world_size=1))
     assert sum(1 for line in events.path.read_text().splitlines() if '"epoch": 3' in line) == 1  # once
+
+
+def test_completed_epochs_counts_only_checkpointed_epochs(tmp_path):
+    """results.csv gets an epoch's row just before that epoch's last.pt: a row newer than last.pt is an
+    epoch whose checkpoint never landed (a kill, a full disk), which a resume trains again; rows a resume
+    repeats count once; no last.pt, nothing checkpointed."""
+    import os
+
+    from orchestrator.rundir import completed_epochs
+
+    csv, last = tmp_path / "results.csv", tmp_path / "weights" / "last.pt"
+    csv.write_text("epoch,time\n1,0.1\n2,0.2\n3,0.3\n")
+    assert completed_epochs(tmp_path) == 0
+    last.parent.mkdir()
+    last.write_bytes(b"ckpt")
+    os.utime(csv, ns=(10**18, 10**18))
+    os.utime(last, ns=(10**18 + 1, 10**18 + 1))
+    assert completed_epochs(tmp_path) == 3
+    os.utime(csv, ns=(10**18 + 2, 10**18 + 2))  # epoch 3's row, and its checkpoint failed
+    assert completed_epochs(tmp_path) == 2
+    csv.write_text("epoch,time\n1,0.1\n2,0.2\n3,0.3\n3,0.31\n4,0.4\n")  # resumed: epoch 3 again
+    os.utime(csv, ns=(10**18, 10**18))
+    assert completed_epochs(tmp_path) == 4

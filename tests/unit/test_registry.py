@@ -83,8 +83,9 @@ def test_resolve_prefix(reg, tmp_path):
 
 
 def test_reconcile_vanished_process(reg, tmp_path):
-    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "weights").mkdir(parents=True)
     (tmp_path / "r" / "results.csv").write_text("epoch,x\n1,0\n2,0\n")
+    (tmp_path / "r" / "weights" / "last.pt").write_bytes(b"epoch 2's checkpoint, written after its row")
     reg.add_run("a", job="tiny", run_dir=tmp_path / "r", pid=_dead_pid())
     reg.update("a", state="running", pid=_dead_pid(), worker_pid=_dead_pid())
     row = reg.get("a")  # a read shows the outcome ...
