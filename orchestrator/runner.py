@@ -6,6 +6,7 @@ through here."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -203,12 +204,21 @@ def supervise(run_id: str, run_dir: Path, launcher: str, oom_retries: int = 0,
 def failure_note(run_id: str, run_dir: Path, code: int, epochs_done: int) -> str:
     """Why the worker failed, in one line, and how to continue when a checkpoint is there."""
     note = failure_cause(run_dir, code)
-    if any(marker in note for marker in DISK_FULL):
+    if any(marker in note for marker in DISK_FULL) or disk_full(run_dir):
         note = f"the disk is full ({note}); free space on it, then resume"
     epochs = load_resolved(run_dir).job.epochs
     if (run_dir / LAST).exists():
         note += f"; {epochs_done} of {epochs} epochs done; `yolo-orch resume {run_id}` continues it"
     return note
+
+
+def disk_full(run_dir: Path) -> bool:
+    """Less than 1 MiB free where the run writes: some writers (torch's checkpoint writer) fail on a full
+    disk with a message that does not say so."""
+    try:
+        return shutil.disk_usage(run_dir).free < 1 << 20
+    except OSError:
+        return False
 
 
 RUN_FILES = (LOG, EVENTS, SUMMARY, RESOLVED, RESULTS, ENV, DATA_YAML, DEADLINE_STOP, "args.yaml", "trial.json")

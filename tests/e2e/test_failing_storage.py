@@ -85,3 +85,29 @@ def test_full_disk_keeps_the_last_checkpoint_and_resume_finishes(tmp_path, small
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     done = json.loads(resumed.stdout)
     assert done["state"] == "finished" and done["resumed_from_epoch"] == 2
+
+
+def test_a_full_disk_is_named_whatever_the_writer_said(small_disk):
+    """torch's checkpoint writer fails on a full disk with `PytorchStreamWriter failed writing file ...:
+    file write failed` (no errno): the note still says the disk is full (bench/chaos.py's disk-full fault
+    found it), from the free space where the run writes."""
+    from orchestrator.rundir import ResolvedRun
+    from orchestrator.runner import failure_note
+
+    run_dir = small_disk.path / "run"
+    (run_dir / "weights").mkdir(parents=True)
+    ResolvedRun.from_dict({"run_id": "r1", "job": {"name": "j", "epochs": 5},
+                           "plan": {"devices": "cpu", "train_args": {"epochs": 5}}}).save(run_dir)
+    (run_dir / "weights" / "last.pt").write_bytes(b"x")
+    (run_dir / "train.log").write_text("RuntimeError: [enforce fail at inline_container.cc:858] . PytorchStreamWriter "
+                                       "failed writing file data.pkl: file write failed\n")
+    assert "the disk is full" not in failure_note("r1", run_dir, 1, 3)
+    with open(small_disk.path / "filler", "wb") as f:
+        try:
+            while f.write(b"\0" * (1 << 20)):
+                pass
+        except OSError:
+            pass  # full
+    note = failure_note("r1", run_dir, 1, 3)
+    assert note.startswith("the disk is full (RuntimeError:") and "free space on it, then resume" in note
+    assert "3 of 5 epochs done; `yolo-orch resume r1` continues it" in note
