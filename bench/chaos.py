@@ -208,6 +208,8 @@ def strike(kind: str, row: dict, proc: subprocess.Popen | None, notes: list[str]
     elif kind == "stop-rank":
         ranks = ranks_of(worker) if worker else []
         signal_pid(ranks[-1] if ranks else worker, signal.SIGSTOP)  # the watchdog ends the run as stalled
+    elif kind == "disk-full":
+        fill(Path(row["run_dir"]).parents[1], notes)
     elif kind == "stop-run":
         group = [proc.pid if proc else row["pid"], *children(proc.pid if proc else row["pid"])]
         for pid in group:
@@ -217,6 +219,34 @@ def strike(kind: str, row: dict, proc: subprocess.Popen | None, notes: list[str]
             signal_pid(pid, signal.SIGCONT)
 
 
+SMALL_DISK, FILLER = "small-disk", "filler.bin"  # a tmpfs the disk-full episodes run on
+
+
+def mount_small_disk(work: Path) -> Path:
+    """A real filesystem that fills up (root: it mounts a tmpfs)."""
+    disk = work / SMALL_DISK
+    disk.mkdir(exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=300m", "tmpfs", str(disk)], check=True, capture_output=True)
+    return disk
+
+
+def unmount_small_disk(work: Path) -> None:
+    subprocess.run(["umount", "-l", str(work / SMALL_DISK)], capture_output=True)
+
+
+def fill(disk: Path, notes: list[str]) -> None:
+    """The disk full but for 64 KiB, as another program filling it would leave it."""
+    st = os.statvfs(disk)
+    free = st.f_bavail * st.f_frsize - 64 * 1024
+    try:
+        with open(disk / FILLER, "wb") as f:
+            while free > 0:
+                free -= f.write(b"\0" * min(free, 1 << 20))
+    except OSError:  # the run took the rest meanwhile: full all the same
+        pass
+    notes.append(f"filled the disk to {os.statvfs(disk).f_bavail * st.f_frsize // 1024} KiB free")
+
+
 def tear_events_tail(run_dir: Path) -> None:
     """A crash in the middle of a line: events.jsonl ends without its newline."""
     with open(run_dir / "events.jsonl", "ab") as f:
@@ -224,7 +254,7 @@ def tear_events_tail(run_dir: Path) -> None:
 
 
 RUN_KINDS = ("kill-worker", "kill-rank", "kill-submit", "kill-twice", "kill-resume", "stop-rank", "stop-run",
-             "torn-events")
+             "torn-events", "disk-full")
 KINDS = RUN_KINDS + chaos_sweep.KINDS
 NEEDS_RANKS = ("kill-rank", "stop-rank")
 
@@ -232,7 +262,9 @@ NEEDS_RANKS = ("kill-rank", "stop-rank")
 def run_episode(work: Path, episode: Episode, rng: random.Random) -> Episode:
     started = time.time()
     since = time.time()
-    proc = start_cli("submit", "job.yaml", "--json", "--devices", episode.devices, work=work)
+    disk = work / SMALL_DISK
+    runs_dir = ["--set", f"runs_dir={disk}"] if episode.kind == "disk-full" else []
+    proc = start_cli("submit", "job.yaml", "--json", "--devices", episode.devices, *runs_dir, work=work)
     row = wait_point(work, since, episode.at_epoch, episode.delay_s, proc)
     if row is None:
         proc.wait(timeout=60)
@@ -249,6 +281,8 @@ def run_episode(work: Path, episode: Episode, rng: random.Random) -> Episode:
         return episode
     if episode.kind == "torn-events":
         tear_events_tail(Path(episode.run_dir))
+    if episode.kind == "disk-full":  # what a user does: free space, then resume
+        (disk / FILLER).unlink(missing_ok=True)
     if episode.kind in ("kill-twice", "kill-resume"):  # the fault again, during the resume
         again = completed_epochs(Path(episode.run_dir)) + rng.randint(0, 1)
         resume = start_cli("resume", episode.run_id, "--json", work=work)
@@ -424,6 +458,16 @@ def write_job(work: Path) -> None:
 def campaign(n: int, seed: int, kinds: tuple[str, ...], work: Path, say=print) -> dict:
     (work / "outputs").mkdir(parents=True, exist_ok=True)
     write_job(work)
+    if "disk-full" in kinds:
+        mount_small_disk(work)
+    try:
+        return run_campaign(n, seed, kinds, work, say)
+    finally:
+        if "disk-full" in kinds:
+            unmount_small_disk(work)
+
+
+def run_campaign(n: int, seed: int, kinds: tuple[str, ...], work: Path, say) -> dict:
     pg = chaos_sweep.Postgres() if set(kinds) & set(chaos_sweep.KINDS) else None
     rng = random.Random(seed + 1)
     started = time.time()
@@ -506,6 +550,8 @@ def main(argv: list[str] | None = None) -> int:
         kinds = parse_kinds(args.kinds)
         if args.faults < 1:
             raise SystemExit2(f"--faults: {args.faults} must be at least 1")
+        if "disk-full" in kinds and os.geteuid() != 0:
+            raise SystemExit2("--kinds: disk-full mounts a small tmpfs, which needs root (or leave out disk-full)")
         if set(kinds) & set(chaos_sweep.KINDS) and not chaos_sweep.postgres_binaries():
             raise SystemExit2("--kinds: the sweep faults need a PostgreSQL server of the campaign's own, and there are "
                               "no PostgreSQL server binaries under /usr/lib/postgresql (apt-get install postgresql, or "
