@@ -361,7 +361,7 @@ def check_invariants(work: Path, episodes: list[Episode]) -> list[dict]:
         wrong += [f"{e.run_id} ({e.kind}): a record glued to a torn line, lost: {line[:100]}"
                   for line in glued_records(Path(e.run_dir))]
     out.append(_inv("every epoch trained exactly once, no event lost", not wrong, wrong))
-    out.append(_inv("every checkpoint loads", *checkpoints_load(runs)))
+    out.append(_inv("every checkpoint loads", *checkpoints_load(work)))
     out.append(_inv("the registry and the run directories agree", *registry_agrees(work, runs)))
     out.append(_inv("no process of the campaign survives", *no_survivors(work)))
     out.append(_inv("no secret in any file or output", *no_secret(work)))
@@ -372,16 +372,16 @@ def _inv(name: str, holds: bool, detail: list[str]) -> dict:
     return {"name": name, "holds": bool(holds), "detail": detail[:20]}
 
 
-def checkpoints_load(runs: list[Episode]) -> tuple[bool, list[str]]:
+def checkpoints_load(work: Path) -> tuple[bool, list[str]]:
+    """Every checkpoint the campaign's runs and sweep trials left (weights/*.pt) loads."""
     import torch
 
     bad = []
-    for e in runs:
-        for pt in sorted(Path(e.run_dir, "weights").glob("*.pt")):
-            try:
-                torch.load(pt, map_location="cpu", weights_only=False)
-            except Exception as exc:  # noqa: BLE001 - any failure to load is the finding
-                bad.append(f"{pt}: {type(exc).__name__}: {str(exc)[:120]}")
+    for pt in sorted(work.rglob("weights/*.pt")):
+        try:
+            torch.load(pt, map_location="cpu", weights_only=False)
+        except Exception as exc:  # noqa: BLE001 - any failure to load is the finding
+            bad.append(f"{pt}: {type(exc).__name__}: {str(exc)[:120]}")
     return not bad, bad
 
 
