@@ -10,7 +10,6 @@ the fields the run side needs as properties. Keys this version does not know are
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -360,9 +359,6 @@ class ResolvedRun:
             out["oom"] = {"max_batch_per_device": self.oom_max_batch_per_device,
                           "history": [s.to_dict() for s in self.oom_history]}
         return {**out, **self.extra}
-
-    def copy(self) -> ResolvedRun:
-        return ResolvedRun.from_dict(copy.deepcopy(self.to_dict()))
 
     def yaml(self) -> str:
         return dump_yaml(self.to_dict())

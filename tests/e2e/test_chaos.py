@@ -5,6 +5,7 @@ faults is run by hand (docs/operations.md)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -15,18 +16,30 @@ from conftest import REPO, cli_env
 CHAOS = REPO / "bench" / "chaos.py"
 
 
-@pytest.mark.slow
-def test_a_short_seeded_campaign_loses_nothing(tmp_path):
+def kinds_here() -> list[str]:
+    """Every kind; in CI all of them must run (root and PostgreSQL are there), elsewhere the ones this
+    machine allows."""
     sys.path.insert(0, str(REPO / "bench"))
+    import chaos_sweep
     from chaos import KINDS
 
-    r = subprocess.run([sys.executable, str(CHAOS), "--faults", str(len(KINDS)), "--seed", "1", "--json",
-                        "--work", str(tmp_path / "campaign")], cwd=REPO, env=cli_env(), capture_output=True,
-                       text=True, timeout=900)
+    if os.environ.get("CI", "").lower() == "true":
+        return list(KINDS)
+    return [k for k in KINDS if (k != "disk-full" or os.geteuid() == 0)
+            and (k not in chaos_sweep.KINDS or chaos_sweep.postgres_binaries())]
+
+
+@pytest.mark.slow
+def test_a_short_seeded_campaign_loses_nothing(tmp_path):
+    kinds = kinds_here()
+    r = subprocess.run([sys.executable, str(CHAOS), "--faults", str(len(kinds)), "--seed", "1", "--json",
+                        "--kinds", ",".join(kinds), "--work", str(tmp_path / "campaign")], cwd=REPO, env=cli_env(),
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode in (0, 1), r.stderr[-3000:]
     report = json.loads(r.stdout)
     broken = [i for i in report["invariants"] if not i["holds"]]
     assert r.returncode == 0 and report["lost"] == 0 and not broken, (broken, r.stderr[-3000:])
-    assert set(report["by_kind"]) == set(KINDS) and report["faults"] == len(KINDS)
+    assert set(report["by_kind"]) == set(kinds) and report["faults"] == len(kinds)
     assert all(k["survived"] == k["injected"] for k in report["by_kind"].values())
 
 
