@@ -23,9 +23,9 @@ from orchestrator.devices import DeviceSpecError, parse_devices
 from orchestrator.jobspec.errors import SpecError
 from orchestrator.registry import RESUMABLE, Registry
 from orchestrator.replan import replan, save_resolved
-from orchestrator.rundir import (EVENTS, LAST, RESOLVED, SUMMARY, EventTail, NodeOptions, ResolvedRun,
+from orchestrator.rundir import (EVENTS, LAST, RESOLVED, SUMMARY, EventTail, EventWriter, NodeOptions, ResolvedRun,
                                  ResolvedRunError, ResumeOrder, ResumeRecord, RunPlan, completed_epochs,
-                                 load_own_yaml, load_resolved, run_summary, write_json_atomic)
+                                 load_own_yaml, load_resolved, missing_epochs, run_summary, write_json_atomic)
 from orchestrator.runner import RunOutcome, refuse_symlinks, supervise
 
 
@@ -55,6 +55,9 @@ def close_recorded_run(row: dict) -> RunOutcome | None:
     recorded = node0_run_dir(run_dir, resolved)  # node 0's, for another node of a multi-node run
     if completed_epochs(recorded) < epochs:
         return None
+    if recorded == run_dir:  # a kill between the last epoch's last.pt and its event: the event, from its row
+        for epoch, metrics in missing_epochs(run_dir / EVENTS, epochs):
+            EventWriter(run_dir / EVENTS).emit("epoch", epoch=epoch, epochs=epochs, metrics=metrics, recovered=True)
     last = [e for e in EventTail(recorded / EVENTS).read_new() if e.get("event") == "epoch"][-1:]
     metrics = {k: v for k, v in (last[0]["metrics"] if last else {}).items() if k.startswith("metrics/")}
     note = (f"all {epochs} epochs were recorded before it stopped (during the final validation of best.pt): "

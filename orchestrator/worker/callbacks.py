@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import csv
 import time
-from pathlib import Path
 from typing import Any, Callable
 
-from orchestrator.rundir import ENV_CALLBACKS, RESULTS, EventTail, EventWriter, ResolvedRun, float_or_none
+from orchestrator.rundir import ENV_CALLBACKS, EventWriter, ResolvedRun, float_or_none, missing_epochs
 
 PROGRESS_EVERY_S = 1.0
 
@@ -19,29 +17,6 @@ def epoch_metrics(trainer) -> dict[str, float]:
     metrics.update(trainer.metrics or {})
     metrics.update(getattr(trainer, "lr", {}) or {})
     return {k: round(float(v), 6) for k, v in metrics.items()}
-
-
-def missing_epochs(events_path: Path, upto: int) -> list[tuple[int, dict[str, float]]]:
-    """Epochs 1..upto (those a resume starts after) that results.csv recorded and events.jsonl does not,
-    with their metrics: a kill between Ultralytics' save of last.pt and its on_fit_epoch_end trains an
-    epoch whose event never came. Its results.csv row, written before last.pt, has its metrics."""
-    results = events_path.parent / RESULTS
-    if upto <= 0 or not results.is_file():
-        return []
-    seen = {e.get("epoch") for e in EventTail(events_path).read_new() if e.get("event") == "epoch"}
-    out = []
-    with results.open(newline="") as f:
-        for row in csv.DictReader(f):
-            row = {(k or "").strip(): (v or "").strip() for k, v in row.items()}
-            try:
-                epoch = int(float(row.get("epoch", "")))
-            except ValueError:
-                continue
-            if epoch <= upto and epoch not in seen:
-                seen.add(epoch)  # an epoch retrained by an earlier resume has two rows: one event
-                values = {k: float_or_none(v) for k, v in row.items() if k not in ("epoch", "time")}
-                out.append((epoch, {k: round(v, 6) for k, v in values.items() if v is not None}))
-    return out
 
 
 class EpochBoundary:

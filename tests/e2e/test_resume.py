@@ -222,6 +222,8 @@ def test_a_run_killed_after_its_last_epoch_is_closed_not_retrained(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     run_id, run_dir = json.loads(r.stdout)["run_id"], Path(json.loads(r.stdout)["run_dir"])
     (run_dir / "summary.json").unlink()
+    events = (run_dir / "events.jsonl").read_text().splitlines(keepends=True)  # killed before the epoch's event
+    (run_dir / "events.jsonl").write_text("".join(e for e in events if json.loads(e)["event"] == "train_start"))
     with Registry.open(tmp_path / "runs") as reg:
         reg.update(run_id, state="killed", exit_code=130)
     r = run_cli("resume", run_id, "--json", cwd=tmp_path, env=NO_ENV_REGISTRY)
@@ -230,6 +232,8 @@ def test_a_run_killed_after_its_last_epoch_is_closed_not_retrained(tmp_path):
     assert out["state"] == "finished" and "closed as finished" in out["note"]
     assert out["summary"]["epochs_completed"] == 1 and "metrics/mAP50-95(B)" in out["summary"]["metrics"]
     assert [e["event"] for e in read_events(run_dir)].count("train_start") == 1  # nothing trained again
+    [epoch] = [e for e in read_events(run_dir) if e["event"] == "epoch"]  # its event, from its results.csv row
+    assert epoch["epoch"] == 1 and epoch["recovered"] and "metrics/mAP50-95(B)" in epoch["metrics"]
     with Registry.open(tmp_path / "runs") as reg:
         assert reg.get(run_id)["state"] == "finished"
 

@@ -8,7 +8,8 @@ import json
 from types import SimpleNamespace
 
 from orchestrator.rundir import EventWriter
-from orchestrator.worker.callbacks import EpochReporter, missing_epochs
+from orchestrator.rundir import missing_epochs
+from orchestrator.worker.callbacks import EpochReporter
 
 
 def test_the_epoch_a_kill_left_without_its_event_is_written_at_the_resume(tmp_path):
