@@ -25,7 +25,8 @@ from orchestrator.registry import RESUMABLE, Registry
 from orchestrator.replan import replan, save_resolved
 from orchestrator.rundir import (EVENTS, LAST, RESOLVED, SUMMARY, EventTail, EventWriter, NodeOptions, ResolvedRun,
                                  ResolvedRunError, ResumeOrder, ResumeRecord, RunPlan, completed_epochs,
-                                 load_own_yaml, load_resolved, missing_epochs, run_summary, write_json_atomic)
+                                 end_torn_line, load_own_yaml, load_resolved, missing_epochs, run_summary,
+                                 write_json_atomic)
 from orchestrator.runner import RunOutcome, refuse_symlinks, supervise
 
 
@@ -56,6 +57,7 @@ def close_recorded_run(row: dict) -> RunOutcome | None:
     if completed_epochs(recorded) < epochs:
         return None
     if recorded == run_dir:  # a kill between the last epoch's last.pt and its event: the event, from its row
+        end_torn_line(run_dir / EVENTS)  # (the kill may have torn a line: the event must not be glued to it)
         for epoch, metrics in missing_epochs(run_dir / EVENTS, epochs):
             EventWriter(run_dir / EVENTS).emit("epoch", epoch=epoch, epochs=epochs, metrics=metrics, recovered=True)
     last = [e for e in EventTail(recorded / EVENTS).read_new() if e.get("event") == "epoch"][-1:]

@@ -93,7 +93,8 @@ def _fake_run(runs: Path, state: str, *, last: bool = True, pid: int | None = No
     run_id = f"20260101-00000{len(list(runs.glob('tiny/*')))}-abcd"
     d = runs / "tiny" / run_id
     (d / "weights").mkdir(parents=True)
-    (d / "job.resolved.yaml").write_text(yaml.safe_dump({"run_id": run_id, "plan": {"devices": "cpu", "train_args": {"epochs": 3}}}))
+    plan = {"devices": "cpu", "train_args": {"epochs": 3}}
+    (d / "job.resolved.yaml").write_text(yaml.safe_dump({"run_id": run_id, "plan": plan}))
     if last:
         (d / "weights" / "last.pt").write_bytes(b"x")
     with Registry.open(runs) as reg:
@@ -223,7 +224,8 @@ def test_a_run_killed_after_its_last_epoch_is_closed_not_retrained(tmp_path):
     run_id, run_dir = json.loads(r.stdout)["run_id"], Path(json.loads(r.stdout)["run_dir"])
     (run_dir / "summary.json").unlink()
     events = (run_dir / "events.jsonl").read_text().splitlines(keepends=True)  # killed before the epoch's event
-    (run_dir / "events.jsonl").write_text("".join(e for e in events if json.loads(e)["event"] == "train_start"))
+    (run_dir / "events.jsonl").write_text("".join(e for e in events if json.loads(e)["event"] == "train_start")
+                                          + '{"event": "epoch", "epo')  # and the kill tore a line
     with Registry.open(tmp_path / "runs") as reg:
         reg.update(run_id, state="killed", exit_code=130)
     r = run_cli("resume", run_id, "--json", cwd=tmp_path, env=NO_ENV_REGISTRY)
