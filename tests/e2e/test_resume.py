@@ -135,9 +135,9 @@ def test_resume_on_another_device_count_is_replanned(tmp_path, monkeypatch):
     job = write_job(tmp_path, TINY_JOB, epochs=3, reference={"devices": 1, "batch": 4, "nbs": 16})
     plan = make_plan(load_job(job))
     run_id, run_dir = runner.create_run(plan, runs_dir=tmp_path / "runs")
+    (run_dir / "results.csv").write_text("epoch,x\n1,0\n")  # epoch 1's row, then its checkpoint, as a run writes them
     (run_dir / "weights").mkdir()
     (run_dir / "weights" / "last.pt").write_bytes(b"x")
-    (run_dir / "results.csv").write_text("epoch,x\n1,0\n")
     with Registry.open(tmp_path / "runs") as reg:
         reg.update(run_id, state="killed")
         row = reg.get(run_id)
