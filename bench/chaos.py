@@ -34,6 +34,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import chaos_sweep  # noqa: E402
+from chaos_sweep import wait_for  # noqa: E402
+from orchestrator.rundir import EventTail, completed_epochs  # noqa: E402
 
 EPOCHS = 5
 STALL_TIMEOUT = 20
@@ -87,12 +89,6 @@ def env_for(work: Path) -> dict[str, str]:
     return env
 
 
-def completed_epochs(run_dir: Path) -> int:
-    from orchestrator.rundir import completed_epochs as recorded
-
-    return recorded(run_dir)
-
-
 def children(pid: int) -> list[int]:
     import psutil
 
@@ -140,16 +136,8 @@ def row_of(work: Path, run_id: str | None = None) -> dict | None:
 
 
 def epoch_events(run_dir: Path) -> list[int]:
-    out = []
-    path = run_dir / "events.jsonl"
-    for line in path.read_text(errors="replace").splitlines() if path.is_file() else []:
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if event.get("event") == "epoch":
-            out.append(int(event["epoch"]))
-    return out
+    """The epochs events.jsonl holds an `epoch` event for, in order (whole lines only)."""
+    return [int(e["epoch"]) for e in EventTail(run_dir / "events.jsonl").read_new() if e.get("event") == "epoch"]
 
 
 def glued_records(run_dir: Path) -> list[str]:
@@ -163,15 +151,6 @@ def glued_records(run_dir: Path) -> list[str]:
             if line.find('{"event"', 1) > 0:
                 out.append(line)
     return out
-
-
-def wait_for(predicate, timeout: float, poll: float = 0.2) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(poll)
-    return False
 
 
 def wait_point(work: Path, since: float, at_epoch: int, delay: float, proc: subprocess.Popen) -> dict | None:

@@ -160,7 +160,8 @@ def run_sweep_episode(work: Path, pg: Postgres, episode: SweepEpisode, start_cli
     sweep = write_sweep(work, episode.study)
     proc = start_sweep(work, sweep, pg, start_cli)
     episode.runs = 1
-    reached = _wait(lambda: epochs_reported(pg.url, episode.study) >= episode.at_epochs or proc.poll() is not None)
+    reached = wait_for(lambda: epochs_reported(pg.url, episode.study) >= episode.at_epochs or proc.poll() is not None,
+                       poll=0.3)
     if proc.poll() is None and reached:
         episode.struck = strike_sweep(episode, proc, pg)
     finish(proc, timeout=600)
@@ -207,14 +208,15 @@ def strike_sweep(episode: SweepEpisode, proc, pg: Postgres) -> bool:
         pg.start()
     elif episode.kind == "pg-restart-report":  # the moment a trial reports its next epoch
         before = epochs_reported(pg.url, episode.study)
-        _wait(lambda: epochs_reported(pg.url, episode.study) > before or proc.poll() is not None, poll=0.05)
+        wait_for(lambda: epochs_reported(pg.url, episode.study) > before or proc.poll() is not None, poll=0.05)
         pg.kill()
         time.sleep(OUTAGE_S)
         pg.start()
     return True
 
 
-def _wait(predicate, timeout: float = 300, poll: float = 0.3) -> bool:
+def wait_for(predicate, timeout: float = 300, poll: float = 0.2) -> bool:
+    """Poll `predicate` until it holds (True) or `timeout` seconds pass (False); the campaign's one wait."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if predicate():
