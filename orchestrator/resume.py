@@ -23,10 +23,12 @@ from orchestrator.devices import DeviceSpecError, parse_devices
 from orchestrator.jobspec.errors import SpecError
 from orchestrator.registry import RESUMABLE, Registry
 from orchestrator.replan import replan, save_resolved
-from orchestrator.rundir import (EVENTS, LAST, RESOLVED, SUMMARY, EventTail, EventWriter, NodeOptions, ResolvedRun,
-                                 ResolvedRunError, ResumeOrder, ResumeRecord, RunPlan, completed_epochs,
+from orchestrator.rundir import (EVENTS, LAST, RESOLVED, SUMMARY, WEIGHTS, EventTail, EventWriter, NodeOptions,
+                                 ResolvedRun, ResolvedRunError, ResumeOrder, ResumeRecord, RunPlan, completed_epochs,
                                  end_torn_line, load_own_yaml, load_resolved, missing_epochs, run_summary,
                                  write_json_atomic)
+from orchestrator.rundir.checkpoints import (REWOUND_RESULTS, fallback_checkpoint, inspect_checkpoint,
+                                             rewind_to, rewind_to_start)
 from orchestrator.runner import RunOutcome, refuse_symlinks, supervise
 
 
@@ -153,6 +155,7 @@ def write_resume(row: dict, devices: str | None = None, restart_ok: bool = False
                         "nothing to resume: submit the job again")
     old_devices = resolved.plan.devices
     replanned = move_to(resolved, devices)
+    rewound = rewind_damaged(run_id, run_dir, weights_dir, restart_ok)
     done, epochs = completed_epochs(weights_dir), resolved.plan.epochs
     if done >= epochs:
         raise SpecError(f"RUN: {run_id} already recorded {done}/{epochs} epochs; nothing to resume")
@@ -165,12 +168,40 @@ def write_resume(row: dict, devices: str | None = None, restart_ok: bool = False
     p = resolved.plan
     note = (f"resume from epoch {done + 1}/{epochs} on {p.devices}" if (weights_dir / LAST).is_file()
             else f"start again from epoch 1/{epochs} (it stopped before its first checkpoint)")
+    if rewound:
+        note += f"; {rewound}"
     if restored:
         note += f"; {restored}"
     if replanned:
         note += (f" (re-planned from {old_devices}: batch {p.batch}, nbs {p.nbs}, {p.images_per_step} images per "
                  "optimizer step)")
     return PreparedResume(resolved, done + 1, replanned, note)
+
+
+def rewind_damaged(run_id: str, run_dir: Path, weights_dir: Path, restart_ok: bool) -> str | None:
+    """A damaged weights/last.pt (cut short, corrupted): the run falls back to its newest whole,
+    resumable checkpoint and trains the epochs after it again (rundir/checkpoints.py). Returns the note
+    that says so; refuses (what to do) when no checkpoint of the run is whole, except for a requeued
+    Slurm job (`restart_ok`), which starts again from epoch 1."""
+    last = weights_dir / LAST
+    if not last.is_file():
+        return None
+    found = inspect_checkpoint(last)
+    if found.sound:
+        return None
+    fallback = fallback_checkpoint(weights_dir / WEIGHTS)
+    if fallback is None and not restart_ok:
+        raise SpecError(f"RUN: {run_id}: {last} is damaged ({found.damage}) and no other checkpoint of the run "
+                        "(best.pt, epoch<N>.pt) is whole and resumable; nothing to resume from: submit the job again")
+    if weights_dir != run_dir:  # another node of a multi-node run: node 0's resume rewinds its directory
+        return f"{last} is damaged ({found.damage}): node 0's resume falls back to an earlier checkpoint"
+    if fallback is None:
+        again = rewind_to_start(run_dir, found.damage)
+        return f"{LAST} is damaged ({found.damage}) and no other checkpoint is whole: epochs {again} train again"
+    again = rewind_to(run_dir, fallback, found.damage)
+    where = fallback.path.relative_to(run_dir)
+    return (f"{LAST} is damaged ({found.damage}): continued from {where} (epoch {fallback.epochs})"
+            + (f"; epoch(s) {', '.join(map(str, again))} train again (their rows: {REWOUND_RESULTS})" if again else ""))
 
 
 def move_to(resolved: ResolvedRun, devices: str | None) -> bool:

@@ -84,7 +84,7 @@ def render_resumed(resumed: Resumed, json_out: bool) -> None:
     plan = prepared.plan
     if json_out:
         print_json({"run_id": row["id"], "run_dir": row["run_dir"], "state": outcome.state,
-                    "exit_code": outcome.exit_code, "resumed_from_epoch": prepared.from_epoch,
+                    "exit_code": outcome.exit_code, "resumed_from_epoch": prepared.from_epoch, "resume_note": prepared.note,
                     "devices": plan.devices, "replanned": prepared.replanned, "summary": outcome.summary,
                     "oom_recoveries": [s.to_dict() for s in outcome.oom_recoveries], "note": outcome.note})
     else:

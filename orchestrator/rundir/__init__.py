@@ -162,9 +162,23 @@ class EventTail:
         self.offset += end
         for line in chunk[:end].splitlines():
             try:
-                yield json.loads(line)
-            except json.JSONDecodeError:
+                record = json.loads(line)
+            except ValueError:  # a torn or corrupted line (bytes that are no UTF-8 included)
                 continue
+            if isinstance(record, dict):
+                yield record
+
+
+def trained_epochs(events_path: Path) -> list[int]:
+    """The epochs events.jsonl records as trained, in order: an `epoch` event each, less those a later
+    `rewind` event (a resume from an earlier checkpoint, rundir/checkpoints.py) declared trained again."""
+    epochs: list[int] = []
+    for event in EventTail(Path(events_path)).read_new():
+        if event.get("event") == "epoch" and isinstance(event.get("epoch"), int):
+            epochs.append(event["epoch"])
+        elif event.get("event") == "rewind" and isinstance(event.get("to_epoch"), int):
+            epochs = [e for e in epochs if e < event["to_epoch"]]
+    return epochs
 
 
 def missing_epochs(events_path: Path, upto: int) -> list[tuple[int, dict[str, float]]]:
@@ -174,7 +188,7 @@ def missing_epochs(events_path: Path, upto: int) -> list[tuple[int, dict[str, fl
     results = Path(events_path).parent / RESULTS
     if upto <= 0 or not results.is_file():
         return []
-    seen = {e.get("epoch") for e in EventTail(events_path).read_new() if e.get("event") == "epoch"}
+    seen = set(trained_epochs(events_path))
     out = []
     with results.open(newline="") as f:
         for row in csv.DictReader(f):

@@ -20,13 +20,15 @@ def kinds_here() -> list[str]:
     """Every kind; in CI all of them must run (root and PostgreSQL are there), elsewhere the ones this
     machine allows."""
     sys.path.insert(0, str(REPO / "bench"))
+    import chaos_slurm
     import chaos_sweep
     from chaos import KINDS
 
     if os.environ.get("CI", "").lower() == "true":
         return list(KINDS)
     return [k for k in KINDS if (k != "disk-full" or os.geteuid() == 0)
-            and (k not in chaos_sweep.KINDS or chaos_sweep.postgres_binaries())]
+            and (k not in chaos_sweep.KINDS or chaos_sweep.postgres_binaries())
+            and (k not in chaos_slurm.KINDS or not chaos_slurm.usable())]
 
 
 @pytest.mark.slow

@@ -18,6 +18,8 @@ import yaml
 
 from conftest import TINY_JOB, cli_env, read_events, run_cli, wait_first_epoch, write_job
 from orchestrator.registry import Registry, process_alive
+from orchestrator.rundir import trained_epochs
+from tests.helpers.checkpoints import write_checkpoint
 
 NO_ENV_REGISTRY = {"YOLO_ORCH_REGISTRY": ""}
 
@@ -136,8 +138,7 @@ def test_resume_on_another_device_count_is_replanned(tmp_path, monkeypatch):
     plan = make_plan(load_job(job))
     run_id, run_dir = runner.create_run(plan, runs_dir=tmp_path / "runs")
     (run_dir / "results.csv").write_text("epoch,x\n1,0\n")  # epoch 1's row, then its checkpoint, as a run writes them
-    (run_dir / "weights").mkdir()
-    (run_dir / "weights" / "last.pt").write_bytes(b"x")
+    write_checkpoint(run_dir / "weights" / "last.pt", 1)
     with Registry.open(tmp_path / "runs") as reg:
         reg.update(run_id, state="killed")
         row = reg.get(run_id)
@@ -238,6 +239,56 @@ def test_a_run_killed_after_its_last_epoch_is_closed_not_retrained(tmp_path):
     assert epoch["epoch"] == 1 and epoch["recovered"] and "metrics/mAP50-95(B)" in epoch["metrics"]
     with Registry.open(tmp_path / "runs") as reg:
         assert reg.get(run_id)["state"] == "finished"
+
+
+@pytest.mark.slow
+def test_a_damaged_last_pt_resumes_from_the_newest_whole_checkpoint(tmp_path):
+    """weights/last.pt damaged before the resume (a copy cut short, a failing disk) and best.pt too: the
+    resume continues from the newest whole checkpoint (epoch<N>.pt of save_period), trains the epochs
+    after it again and says so: a `rewind` event, their results.csv rows moved aside, the damaged file
+    kept as last.pt.damaged. With no whole checkpoint, the refusal says what to do and changes nothing."""
+    job = write_job(tmp_path, epochs=4, overrides={"save_period": 1, "workers": 0, "plots": False})
+    runs = tmp_path / "runs"
+    env = cli_env({**NO_ENV_REGISTRY, "YOLO_ORCH_FAULT_SLEEP": "epoch=4,seconds=300"})
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "submit", str(job), "--json"], cwd=tmp_path,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    run_dir = wait_first_epoch(runs, proc)
+    deadline = time.time() + 300
+    while trained_epochs(run_dir / "events.jsonl") != [1, 2, 3]:
+        assert time.time() < deadline and proc.poll() is None, proc.stderr.read() if proc.poll() is not None else ""
+        time.sleep(0.2)
+    with Registry.open(runs) as reg:
+        os.kill(reg.get(run_dir.name)["worker_pid"], signal.SIGKILL)
+    proc.communicate(timeout=60)
+    weights = run_dir / "weights"
+    for name in ("last.pt", "best.pt", "epoch2.pt"):  # epoch<N>.pt: N counts from 0
+        data = (weights / name).read_bytes()
+        (weights / name).write_bytes(data[: len(data) // 2])
+    damaged = (weights / "last.pt").read_bytes()
+    for name in ("epoch0.pt", "epoch1.pt"):  # first nothing whole: refused, the row as it was
+        (weights / name).rename(weights / f"{name}.away")
+    r = run_cli("resume", run_dir.name, cwd=tmp_path, env=NO_ENV_REGISTRY)
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0, r.stderr
+    assert "is damaged" in r.stderr and "no other checkpoint of the run" in r.stderr and "submit the job again" in r.stderr
+    with Registry.open(runs) as reg:
+        assert reg.get(run_dir.name)["state"] == "failed"
+    for name in ("epoch0.pt", "epoch1.pt"):
+        (weights / f"{name}.away").rename(weights / name)
+
+    r = run_cli("resume", run_dir.name, "--json", cwd=tmp_path, env=NO_ENV_REGISTRY)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = json.loads(r.stdout)
+    assert out["state"] == "finished" and out["summary"]["epochs_completed"] == 4
+    assert out["resumed_from_epoch"] == 3 and "weights/last.pt is damaged" in out["resume_note"]
+    assert "continued from weights/epoch1.pt (epoch 2); epoch(s) 3 train again" in out["resume_note"]
+    [rewind] = [e for e in read_events(run_dir) if e["event"] == "rewind"]
+    assert rewind["to_epoch"] == 3 and rewind["epochs"] == [3] and rewind["checkpoint"] == "weights/epoch1.pt"
+    assert trained_epochs(run_dir / "events.jsonl") == [1, 2, 3, 4]
+    assert (weights / "last.pt.damaged").read_bytes() == damaged
+    assert (run_dir / "results.rewound.csv").read_text().splitlines()[1].split(",")[0].strip() == "3"
+    with Registry.open(runs) as reg:
+        assert reg.get(run_dir.name)["epochs_done"] == 4
+
 
 
 @pytest.mark.slow
