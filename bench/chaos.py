@@ -8,7 +8,10 @@ rank), the fault strikes at a moment drawn from the seed (after epoch e of E, pl
 campaign resumes the run until it finishes or a user would give up (a resume that changes nothing).
 Fault kinds (KINDS): SIGKILL of the training process, of one rank, of `submit`; the same kill twice in
 a row; a kill of the resume itself; SIGSTOP of one rank (the stall watchdog's case) and of the whole
-run for longer than its stall timeout; a torn events.jsonl tail before the resume.
+run for longer than its stall timeout; a torn or corrupted events.jsonl tail and a damaged last.pt
+before the resume; the disk full during a checkpoint write (a small tmpfs, root). The sweeps'
+faults are chaos_sweep.py's (a PostgreSQL server of the campaign's own), the Slurm ones
+chaos_slurm.py's (a one-node cluster of its own: `scontrol requeue`, a time limit).
 
 Invariants, each a line of the report: every run ends finished (resumes allowed); every epoch of every
 run trained exactly once (its events.jsonl); every checkpoint left on disk loads; the registry and the
@@ -27,147 +30,18 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import chaos_slurm  # noqa: E402
 import chaos_sweep  # noqa: E402
-from chaos_sweep import wait_for  # noqa: E402
-from orchestrator.rundir import EventTail, completed_epochs  # noqa: E402
+from chaos_common import (EPOCHS, SECRET, Episode, children, epoch_events, finish, glued_records,  # noqa: E402
+                          ranks_of, resume_until_done, row_of, signal_pid, start_cli, wait_point, wait_point_of)
+from orchestrator.rundir import EventTail, completed_epochs, trained_epochs  # noqa: E402
 
-EPOCHS = 5
 STALL_TIMEOUT = 20
-SECRET = "chaos-secret-3f9a1c"  # in every process's environment: it must appear in no file or output
-MAX_RESUMES = 3
-
-
-@dataclass
-class Episode:
-    number: int
-    kind: str
-    devices: str
-    at_epoch: int  # the fault strikes after this epoch's event (0: after train_start)
-    delay_s: float
-    run_id: str | None = None
-    run_dir: str | None = None
-    resumes: int = 0
-    state: str | None = None
-    notes: list[str] = field(default_factory=list)
-    wall_s: float = 0.0
-    struck: bool = False  # the fault landed on a running run (a run that ended first is drawn again)
-
-    @property
-    def survived(self) -> bool:
-        return self.state == "finished" and (self.kind != "stop-run" or self.resumes == 0)
-
-
-# ---------------------------------------------------------------- processes
-
-
-def cli(*args: str, work: Path, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "orchestrator", *args], cwd=work, env=env_for(work),
-                          capture_output=True, text=True, timeout=timeout)
-
-
-def start_cli(*args: str, work: Path) -> subprocess.Popen:
-    """A command in its own session, as a user's terminal would hold it; its output and errors go to
-    files of the work dir (`proc.out_path`, `proc.err_path`)."""
-    stem = work / "outputs" / str(time.time_ns())
-    with open(f"{stem}.out", "w") as out, open(f"{stem}.err", "w") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "orchestrator", *args], cwd=work, env=env_for(work),
-                                stdout=out, stderr=err, start_new_session=True)
-    proc.out_path, proc.err_path = f"{stem}.out", f"{stem}.err"
-    return proc
-
-
-def env_for(work: Path) -> dict[str, str]:
-    env = dict(os.environ, YOLO_OFFLINE="1", YOLO_ORCH_CACHE=str(work / "cache"), WANDB_API_KEY=SECRET,
-               YOLO_ORCH_REGISTRY=str(work / "runs" / "registry.db"))
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    return env
-
-
-def children(pid: int) -> list[int]:
-    import psutil
-
-    try:
-        return [p.pid for p in psutil.Process(pid).children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return []
-
-
-def ranks_of(worker_pid: int) -> list[int]:
-    """The torchrun ranks (processes running orchestrator.worker.ddp) under the launcher."""
-    import psutil
-
-    out = []
-    for pid in children(worker_pid):
-        try:
-            if "orchestrator.worker.ddp" in " ".join(psutil.Process(pid).cmdline()):
-                out.append(pid)
-        except psutil.NoSuchProcess:
-            continue
-    return out
-
-
-def signal_pid(pid: int | None, sig: int) -> None:
-    if pid:
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            pass
-
-
-# ---------------------------------------------------------------- the run's state
-
-
-def row_of(work: Path, run_id: str | None = None) -> dict | None:
-    from orchestrator.registry import Registry
-
-    path = work / "runs" / "registry.db"
-    if not path.is_file():
-        return None
-    with Registry.open(path) as reg:
-        rows = reg.list()
-    rows = [r for r in rows if run_id is None or r["id"] == run_id]
-    return max(rows, key=lambda r: r["created_at"]) if rows else None
-
-
-def epoch_events(run_dir: Path) -> list[int]:
-    """The epochs events.jsonl holds an `epoch` event for, in order (whole lines only)."""
-    return [int(e["epoch"]) for e in EventTail(run_dir / "events.jsonl").read_new() if e.get("event") == "epoch"]
-
-
-def glued_records(run_dir: Path) -> list[str]:
-    """Lines of events.jsonl that do not parse and hold a second record: one appended to a torn line."""
-    path = run_dir / "events.jsonl"
-    out = []
-    for line in path.read_text(errors="replace").splitlines() if path.is_file() else []:
-        try:
-            json.loads(line)
-        except ValueError:
-            if line.find('{"event"', 1) > 0:
-                out.append(line)
-    return out
-
-
-def wait_point(work: Path, since: float, at_epoch: int, delay: float, proc: subprocess.Popen) -> dict | None:
-    """The row of the run `proc` started, once it reached `at_epoch` (0: its worker started) plus `delay`."""
-    found: dict = {}
-
-    def reached() -> bool:
-        row = row_of(work)
-        if row is None or row["created_at"] < since or not row.get("worker_pid"):
-            return proc.poll() is not None
-        found.update(row)
-        done = epoch_events(Path(row["run_dir"]))
-        return (max(done) if done else 0) >= at_epoch or proc.poll() is not None
-
-    wait_for(reached, timeout=300)
-    time.sleep(delay)
-    return dict(found) if found else None
 
 
 # ---------------------------------------------------------------- faults
@@ -176,7 +50,7 @@ def wait_point(work: Path, since: float, at_epoch: int, delay: float, proc: subp
 def strike(kind: str, row: dict, proc: subprocess.Popen | None, notes: list[str]) -> None:
     """One fault on a running run (`proc`: the command that runs it)."""
     worker = row.get("worker_pid")
-    if kind in ("kill-worker", "kill-twice", "torn-events"):
+    if kind in ("kill-worker", "kill-twice", "torn-events", "corrupt-checkpoint"):
         signal_pid(worker, signal.SIGKILL)
     elif kind == "kill-rank":
         ranks = ranks_of(worker) if worker else []
@@ -226,15 +100,42 @@ def fill(disk: Path, notes: list[str]) -> None:
     notes.append(f"filled the disk to {os.statvfs(disk).f_bavail * st.f_frsize // 1024} KiB free")
 
 
-def tear_events_tail(run_dir: Path) -> None:
-    """A crash in the middle of a line: events.jsonl ends without its newline."""
+TORN_TAILS = (b'{"event": "epoch", "epo',  # a crash in the middle of a line: no newline
+              b'\xff\xfe\x00\xc3(\x9c garbage',  # bytes that are no UTF-8 (a disk error), no newline
+              b'{"event": "epoch", "epoch": \x00\x00\x00\n',  # a line of zeros (a crash before the data landed)
+              b'[1, 2, 3]\n')  # JSON that is not a record
+
+
+def tear_events_tail(run_dir: Path, rng: random.Random, notes: list[str]) -> None:
+    """A torn or corrupted events.jsonl tail, one of TORN_TAILS."""
+    tail = rng.choice(TORN_TAILS)
     with open(run_dir / "events.jsonl", "ab") as f:
-        f.write(b'{"event": "epoch", "epo')
+        f.write(tail)
+    notes.append(f"events.jsonl tail: {tail[:24]!r}")
+
+
+def damage_checkpoint(run_dir: Path, rng: random.Random, notes: list[str]) -> None:
+    """weights/last.pt cut short at a random length, or a few of its bytes flipped (a copy cut short, a
+    failing disk); the rest of the run directory as the kill left it."""
+    last = run_dir / "weights" / "last.pt"
+    if not last.is_file():
+        notes.append("no last.pt to damage")
+        return
+    data = bytearray(last.read_bytes())
+    if rng.random() < 0.5:
+        cut = rng.randint(0, len(data) - 1)
+        data = data[:cut]
+        notes.append(f"last.pt cut to {cut} of its bytes")
+    else:
+        for _ in range(rng.randint(1, 8)):
+            data[rng.randrange(len(data))] ^= rng.randint(1, 255)
+        notes.append("last.pt: bytes flipped")
+    last.write_bytes(bytes(data))
 
 
 RUN_KINDS = ("kill-worker", "kill-rank", "kill-submit", "kill-twice", "kill-resume", "stop-rank", "stop-run",
-             "torn-events", "disk-full")
-KINDS = RUN_KINDS + chaos_sweep.KINDS
+             "torn-events", "disk-full", "corrupt-checkpoint")
+KINDS = RUN_KINDS + chaos_sweep.KINDS + chaos_slurm.KINDS
 NEEDS_RANKS = ("kill-rank", "stop-rank")
 
 
@@ -259,7 +160,9 @@ def run_episode(work: Path, episode: Episode, rng: random.Random) -> Episode:
     if not episode.struck:
         return episode
     if episode.kind == "torn-events":
-        tear_events_tail(Path(episode.run_dir))
+        tear_events_tail(Path(episode.run_dir), rng, episode.notes)
+    if episode.kind == "corrupt-checkpoint":
+        damage_checkpoint(Path(episode.run_dir), rng, episode.notes)
     if episode.kind == "disk-full":  # what a user does: free space, then resume
         (disk / FILLER).unlink(missing_ok=True)
     if episode.kind in ("kill-twice", "kill-resume"):  # the fault again, during the resume
@@ -278,49 +181,6 @@ def run_episode(work: Path, episode: Episode, rng: random.Random) -> Episode:
     return episode
 
 
-def wait_point_of(work: Path, run_id: str, at_epoch: int, delay: float, proc: subprocess.Popen) -> dict | None:
-    """As wait_point, for a resume of `run_id`: once its new worker runs and reached `at_epoch`."""
-    before = (row_of(work, run_id) or {}).get("worker_pid")
-
-    def reached() -> bool:
-        row = row_of(work, run_id)
-        if proc.poll() is not None:
-            return True
-        if row is None or row.get("worker_pid") in (None, before) or row["state"] != "running":
-            return False
-        done = epoch_events(Path(row["run_dir"]))
-        return (max(done) if done else 0) >= at_epoch
-
-    wait_for(reached, timeout=300)
-    time.sleep(delay)
-    return row_of(work, run_id)
-
-
-def finish(proc: subprocess.Popen, timeout: float = 300) -> None:
-    """Wait for a command to end as a user would wait for their terminal; a hung one is a finding."""
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-
-
-def resume_until_done(work: Path, episode: Episode) -> None:
-    """What a user does after a fault: `yolo-orch resume RUN` while the run is not finished; a resume
-    that ends where it began is where a user gives up."""
-    wait_for(lambda: (row_of(work, episode.run_id) or {}).get("state") not in ("running", "queued"), timeout=60)
-    for _ in range(MAX_RESUMES):
-        row = row_of(work, episode.run_id) or {}
-        episode.state = row.get("state")
-        if episode.state == "finished":
-            return
-        r = cli("resume", episode.run_id, "--json", work=work)
-        episode.resumes += 1
-        if r.returncode != 0:
-            episode.notes.append(f"resume exit {r.returncode}: {(r.stderr.strip().splitlines() or [''])[-1][:300]}")
-    episode.state = (row_of(work, episode.run_id) or {}).get("state")
-
-
 # ---------------------------------------------------------------- invariants
 
 
@@ -334,9 +194,12 @@ def check_invariants(work: Path, episodes: list[Episode]) -> list[dict]:
     out.append(_inv("a run stopped and continued as a whole is not taken for a stall", not stopped, stopped))
     wrong = []
     for e in runs:
-        seen = epoch_events(Path(e.run_dir))
+        seen = trained_epochs(Path(e.run_dir) / "events.jsonl")  # less the epochs a rewind declared trained again
         if e.state == "finished" and sorted(seen) != list(range(1, EPOCHS + 1)):
-            wrong.append(f"{e.run_id} ({e.kind}): epoch events {seen}")
+            wrong.append(f"{e.run_id} ({e.kind}): epoch events {epoch_events(Path(e.run_dir))}")
+        rewinds = [r for r in EventTail(Path(e.run_dir) / "events.jsonl").read_new() if r.get("event") == "rewind"]
+        if rewinds and e.kind != "corrupt-checkpoint":
+            wrong.append(f"{e.run_id} ({e.kind}): epochs trained again with no damaged checkpoint: {rewinds}")
         wrong += [f"{e.run_id} ({e.kind}): a record glued to a torn line, lost: {line[:100]}"
                   for line in glued_records(Path(e.run_dir))]
     out.append(_inv("every epoch trained exactly once, no event lost", not wrong, wrong))
@@ -391,8 +254,14 @@ def no_survivors(work: Path) -> tuple[bool, list[str]]:
 
 
 def no_secret(work: Path) -> tuple[bool, list[str]]:
+    """No file the tool, its runs or its commands wrote holds the secret. Not searched: the Slurm
+    controller's own state (slurm/state: it keeps each job's submission environment, as every Slurm
+    cluster does in its root-only spool)."""
     found = []
+    cluster_state = work / "slurm" / "state"
     for path in work.rglob("*"):
+        if cluster_state in path.parents:
+            continue
         try:
             if path.is_file() and not path.is_symlink() and SECRET.encode() in path.read_bytes():
                 found.append(str(path))
@@ -447,9 +316,10 @@ def campaign(n: int, seed: int, kinds: tuple[str, ...], work: Path, say=print) -
 
 
 def run_campaign(n: int, seed: int, kinds: tuple[str, ...], work: Path, say) -> dict:
-    pg = chaos_sweep.Postgres() if set(kinds) & set(chaos_sweep.KINDS) else None
-    rng = random.Random(seed + 1)
     started = time.time()
+    pg = chaos_sweep.Postgres() if set(kinds) & set(chaos_sweep.KINDS) else None
+    cluster = chaos_slurm.Cluster(work / "slurm") if set(kinds) & set(chaos_slurm.KINDS) else None
+    rng = random.Random(seed + 1)
     episodes, missed = [], 0
     try:
         for episode in draw_episodes(seed, kinds):
@@ -457,6 +327,8 @@ def run_campaign(n: int, seed: int, kinds: tuple[str, ...], work: Path, say) -> 
                 break
             if isinstance(episode, chaos_sweep.SweepEpisode):
                 chaos_sweep.run_sweep_episode(work, pg, episode, start_cli, finish, rng)
+            elif episode.kind in chaos_slurm.KINDS:
+                chaos_slurm.run_slurm_episode(work, cluster, episode, rng)
             else:
                 run_episode(work, episode, rng)
             if not episode.struck:  # the run ended before the fault: drawn again
@@ -468,6 +340,8 @@ def run_campaign(n: int, seed: int, kinds: tuple[str, ...], work: Path, say) -> 
     finally:
         if pg is not None:
             pg.remove()
+        if cluster is not None:
+            cluster.stop()
     invariants = check_invariants(work, [e for e in episodes if isinstance(e, Episode)])
     invariants.insert(2, studies_whole([e for e in episodes if isinstance(e, chaos_sweep.SweepEpisode)]))
     by_kind: dict[str, dict] = {}
@@ -479,8 +353,8 @@ def run_campaign(n: int, seed: int, kinds: tuple[str, ...], work: Path, say) -> 
     return {"seed": seed, "faults": len(episodes), "missed_redrawn": missed, "by_kind": by_kind,
             "survived": sum(e.survived for e in episodes), "runs_lost": lost_runs, "invariants": invariants,
             "lost": lost_runs + sum(1 for i in invariants if not i["holds"]), "wall_s": round(time.time() - started, 1),
-            "episodes": [{k: v for k, v in e.__dict__.items() if k != "summary"} | {"survived": e.survived}
-                         for e in episodes]}
+            "episodes": [{k: v for k, v in e.__dict__.items() if k not in ("summary", "work")}
+                         | {"survived": e.survived} for e in episodes]}
 
 
 def describe(episode) -> str:
@@ -531,6 +405,9 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit2(f"--faults: {args.faults} must be at least 1")
         if "disk-full" in kinds and os.geteuid() != 0:
             raise SystemExit2("--kinds: disk-full mounts a small tmpfs, which needs root (or leave out disk-full)")
+        if set(kinds) & set(chaos_slurm.KINDS) and chaos_slurm.usable():
+            raise SystemExit2(f"--kinds: the Slurm faults need a Slurm cluster of the campaign's own: "
+                              f"{chaos_slurm.usable()} (or leave out {', '.join(chaos_slurm.KINDS)})")
         if set(kinds) & set(chaos_sweep.KINDS) and not chaos_sweep.postgres_binaries():
             raise SystemExit2("--kinds: the sweep faults need a PostgreSQL server of the campaign's own, and there are "
                               "no PostgreSQL server binaries under /usr/lib/postgresql (apt-get install postgresql, or "
@@ -540,7 +417,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     work = (args.work or Path(tempfile.mkdtemp(prefix="yolo-orch-chaos-"))).resolve()
     say = (lambda m: print(m, file=sys.stderr, flush=True)) if args.json else (lambda m: print(m, flush=True))
-    report = campaign(args.faults, args.seed, kinds, work, say)
+    try:
+        report = campaign(args.faults, args.seed, kinds, work, say)
+    except chaos_slurm.NoSlurm as exc:
+        print(f"chaos: --kinds: the campaign could not start its Slurm cluster: {exc} (or leave out "
+              f"{', '.join(chaos_slurm.KINDS)})", file=sys.stderr)
+        return 2
     report["work"] = str(work)
     if args.json:
         print(json.dumps(report, indent=2, default=str))

@@ -17,6 +17,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from chaos_common import row_of, wait_for
+from orchestrator.rundir import trained_epochs
+
 TRIALS = 3
 SWEEP_EPOCHS = 3
 KINDS = ("kill-sweep-parent", "kill-sweep-worker", "pg-restart-trial", "pg-restart-report")
@@ -90,6 +93,7 @@ class SweepEpisode:
     notes: list[str] = field(default_factory=list)
     wall_s: float = 0.0
     struck: bool = False
+    work: Path | None = None  # the campaign's folder (its registry)
 
     @property
     def survived(self) -> bool:
@@ -105,7 +109,24 @@ class SweepEpisode:
             out.append(f"{fails} FAIL trials (a {self.kind} may fail {allowed})")
         if "Traceback" in self.summary.get("_logs", ""):
             out.append("a traceback in the sweep's output")
-        return out
+        return out + trial_runs_whole(self.work, trials)
+
+
+def trial_runs_whole(work: Path | None, trials: list[dict]) -> list[str]:
+    """Each COMPLETE trial's run trained every epoch once (its events.jsonl) and its registry row says
+    finished with them all (the pruner is off: a complete trial trained all its epochs)."""
+    out = []
+    for t in trials:
+        if t.get("state") != "COMPLETE" or not t.get("run_dir"):
+            continue
+        seen = trained_epochs(Path(t["run_dir"]) / "events.jsonl")
+        if sorted(seen) != list(range(1, SWEEP_EPOCHS + 1)):
+            out.append(f"trial {t['number']}: epoch events {seen}")
+        row = row_of(work, t.get("run_id")) if work is not None else None
+        if row is None or row.get("state") != "finished" or row.get("epochs_done") != SWEEP_EPOCHS:
+            said = None if row is None else (row["state"], row["epochs_done"])
+            out.append(f"trial {t['number']}: registry row {said}")
+    return out
 
 
 def write_sweep(work: Path, study: str) -> Path:
@@ -156,7 +177,7 @@ def sweep_workers(pid: int) -> list[int]:
 
 def run_sweep_episode(work: Path, pg: Postgres, episode: SweepEpisode, start_cli, finish, rng) -> SweepEpisode:
     started = time.time()
-    episode.study = f"chaos-{episode.number}"
+    episode.study, episode.work = f"chaos-{episode.number}", work
     sweep = write_sweep(work, episode.study)
     proc = start_sweep(work, sweep, pg, start_cli)
     episode.runs = 1
@@ -213,14 +234,3 @@ def strike_sweep(episode: SweepEpisode, proc, pg: Postgres) -> bool:
         time.sleep(OUTAGE_S)
         pg.start()
     return True
-
-
-def wait_for(predicate, timeout: float = 300, poll: float = 0.2) -> bool:
-    """Poll `predicate` until it holds (True) or `timeout` seconds pass (False); the campaign's one wait."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(poll)
-    return False
-
