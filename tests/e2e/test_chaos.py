@@ -1,4 +1,5 @@
-"""The chaos campaign (bench/chaos.py), short and seeded: one fault of every kind on real trainings,
+"""The chaos campaign (bench/chaos.py), short and seeded: one fault of every kind (but the three
+COVERED_ELSEWHERE) on real trainings,
 what a user would do after each, and every invariant of the report holding. The campaign of 100+
 faults is run by hand (docs/operations.md)."""
 
