@@ -1,7 +1,6 @@
 """The chaos campaign (bench/chaos.py), short and seeded: one fault of every kind (but the three
-COVERED_ELSEWHERE) on real trainings,
-what a user would do after each, and every invariant of the report holding. The campaign of 100+
-faults is run by hand (docs/operations.md)."""
+COVERED_ELSEWHERE) on real trainings, what a user would do after each, and every invariant of the
+report holding. The campaign of 100+ faults is run by hand (docs/operations.md)."""
 
 from __future__ import annotations
 
