@@ -353,7 +353,7 @@ def run_campaign(n: int, seed: int, kinds: tuple[str, ...], work: Path, say) -> 
     return {"seed": seed, "faults": len(episodes), "missed_redrawn": missed, "by_kind": by_kind,
             "survived": sum(e.survived for e in episodes), "runs_lost": lost_runs, "invariants": invariants,
             "lost": lost_runs + sum(1 for i in invariants if not i["holds"]), "wall_s": round(time.time() - started, 1),
-            "episodes": [{k: v for k, v in e.__dict__.items() if k not in ("summary", "work")}
+            "episodes": [{k: v for k, v in e.__dict__.items() if k != "summary"}
                          | {"survived": e.survived} for e in episodes]}
 
 

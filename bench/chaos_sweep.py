@@ -93,7 +93,7 @@ class SweepEpisode:
     notes: list[str] = field(default_factory=list)
     wall_s: float = 0.0
     struck: bool = False
-    work: Path | None = None  # the campaign's folder (its registry)
+    trial_runs: list[str] = field(default_factory=list)  # what trial_runs_whole found, once the sweep ended
 
     @property
     def survived(self) -> bool:
@@ -109,10 +109,10 @@ class SweepEpisode:
             out.append(f"{fails} FAIL trials (a {self.kind} may fail {allowed})")
         if "Traceback" in self.summary.get("_logs", ""):
             out.append("a traceback in the sweep's output")
-        return out + trial_runs_whole(self.work, trials)
+        return out + self.trial_runs
 
 
-def trial_runs_whole(work: Path | None, trials: list[dict]) -> list[str]:
+def trial_runs_whole(work: Path, trials: list[dict]) -> list[str]:
     """Each COMPLETE trial's run trained every epoch once (its events.jsonl) and its registry row says
     finished with them all (the pruner is off: a complete trial trained all its epochs)."""
     out = []
@@ -122,7 +122,7 @@ def trial_runs_whole(work: Path | None, trials: list[dict]) -> list[str]:
         seen = trained_epochs(Path(t["run_dir"]) / "events.jsonl")
         if sorted(seen) != list(range(1, SWEEP_EPOCHS + 1)):
             out.append(f"trial {t['number']}: epoch events {seen}")
-        row = row_of(work, t.get("run_id")) if work is not None else None
+        row = row_of(work, t.get("run_id"))
         if row is None or row.get("state") != "finished" or row.get("epochs_done") != SWEEP_EPOCHS:
             said = None if row is None else (row["state"], row["epochs_done"])
             out.append(f"trial {t['number']}: registry row {said}")
@@ -177,7 +177,7 @@ def sweep_workers(pid: int) -> list[int]:
 
 def run_sweep_episode(work: Path, pg: Postgres, episode: SweepEpisode, start_cli, finish, rng) -> SweepEpisode:
     started = time.time()
-    episode.study, episode.work = f"chaos-{episode.number}", work
+    episode.study = f"chaos-{episode.number}"
     sweep = write_sweep(work, episode.study)
     proc = start_sweep(work, sweep, pg, start_cli)
     episode.runs = 1
@@ -196,6 +196,7 @@ def run_sweep_episode(work: Path, pg: Postgres, episode: SweepEpisode, start_cli
     worker_logs = "".join(p.read_text(errors="replace") for p in work.rglob("workers/*.log")
                           if episode.study in str(p))
     episode.summary = dict(out, _logs=logs + worker_logs)
+    episode.trial_runs = trial_runs_whole(work, out.get("trials") or [])
     episode.wall_s = round(time.time() - started, 1)
     return episode
 

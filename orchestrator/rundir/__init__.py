@@ -95,13 +95,15 @@ def completed_epochs(run_dir: Path) -> int:
     rows = [line for line in csv.read_text(errors="replace").splitlines()[1:] if line.strip()]
     if rows and last.stat().st_mtime_ns < csv.stat().st_mtime_ns:
         rows = rows[:-1]
-    epochs = []
-    for row in rows:
-        try:
-            epochs.append(int(float(row.split(",", 1)[0])))
-        except ValueError:
-            continue  # a row cut short
-    return max(epochs, default=0)
+    return max(filter(None, map(row_epoch, rows)), default=0)
+
+
+def row_epoch(row: str) -> int | None:
+    """The epoch of one results.csv row (its first field), None for a row cut short or a header."""
+    try:
+        return int(float(row.split(",", 1)[0]))
+    except ValueError:
+        return None
 
 
 class EventWriter:

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import os
 import pickle
-import re
 import shutil
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.rundir import EVENTS, LAST, RESULTS, EventWriter, end_torn_line
+from orchestrator.rundir import EVENTS, LAST, RESULTS, EventWriter, end_torn_line, row_epoch
 from orchestrator.rundir.files import replaced_atomically, write_text_atomic
 
 REWOUND_RESULTS = "results.rewound.csv"  # results.csv rows of epochs a rewind trains again
@@ -64,12 +63,13 @@ class _FieldsOnly(pickle.Unpickler):
         return None  # a tensor's storage: not read
 
 
-def inspect_checkpoint(path: Path) -> Checkpoint:
-    """Whether `path` is whole, and at which epoch; never raises for a damaged file."""
+def inspect_checkpoint(path: Path, verify: bool = True) -> Checkpoint:
+    """Whether `path` is whole (`verify`: every record's CRC, which reads the whole file; without it
+    only the fields are read) and at which epoch; never raises for a damaged file."""
     path = Path(path)
     try:
         with zipfile.ZipFile(path) as archive:
-            bad = archive.testzip()
+            bad = archive.testzip() if verify else None
             if bad is not None:
                 return Checkpoint(path, damage=f"record {bad} fails its CRC check")
             pickled = next((n for n in archive.namelist() if n.endswith("/data.pkl") or n == "data.pkl"), None)
@@ -90,10 +90,17 @@ def inspect_checkpoint(path: Path) -> Checkpoint:
 
 
 def fallback_checkpoint(weights_dir: Path) -> Checkpoint | None:
-    """The newest sound, resumable checkpoint besides last.pt: best.pt or an epoch<N>.pt."""
+    """The newest sound, resumable checkpoint besides last.pt: best.pt or an epoch<N>.pt. Their fields
+    first (small reads), then the CRCs newest first until one is whole: a run with many epoch<N>.pt is
+    not read in full."""
     candidates = [weights_dir / "best.pt", *sorted(weights_dir.glob("epoch*.pt"))]
-    found = [c for c in (inspect_checkpoint(p) for p in candidates if p.is_file()) if c.sound and c.resumable]
-    return max(found, key=lambda c: c.epochs, default=None)
+    fields = [c for c in (inspect_checkpoint(p, verify=False) for p in candidates if p.is_file())
+              if c.sound and c.resumable]
+    for newest in sorted(fields, key=lambda c: c.epochs, reverse=True):
+        checked = inspect_checkpoint(newest.path)
+        if checked.sound and checked.resumable:
+            return checked
+    return None
 
 
 def rewind_to(run_dir: Path, fallback: Checkpoint, damage: str) -> list[int]:
@@ -145,27 +152,19 @@ def keep_damaged(last: Path, kept: Path) -> None:
 def results_epochs(run_dir: Path) -> list[int]:
     path = Path(run_dir) / RESULTS
     lines = path.read_text(errors="replace").splitlines()[1:] if path.is_file() else []
-    return [int(m.group(1)) for m in (re.match(r"\s*(\d+)", line) for line in lines) if m]
+    return [e for e in map(row_epoch, lines) if e is not None]
 
 
-def rewind_results(run_dir: Path, epochs: int) -> list[int]:
+def rewind_results(run_dir: Path, epochs: int) -> None:
     """Keep results.csv's rows up to `epochs`; the later ones go to results.rewound.csv (appended, so
-    nothing a user had is gone). Returns the epochs moved."""
+    nothing a user had is gone)."""
     path = run_dir / RESULTS
     if not path.is_file():
-        return []
+        return
     header, *rows = path.read_text(errors="replace").splitlines(keepends=True)
-    keep, moved, epochs_moved = [header], [], []
-    for row in rows:
-        number = re.match(r"\s*(\d+)", row)
-        if number and int(number.group(1)) > epochs:
-            moved.append(row)
-            epochs_moved.append(int(number.group(1)))
-        else:
-            keep.append(row)
+    moved = [row for row in rows if (row_epoch(row) or 0) > epochs]
     if moved:
         rewound = run_dir / REWOUND_RESULTS
         old = rewound.read_text(errors="replace") if rewound.is_file() else header
         write_text_atomic(rewound, old + "".join(moved))
-        write_text_atomic(path, "".join(keep))
-    return epochs_moved
+        write_text_atomic(path, header + "".join(row for row in rows if (row_epoch(row) or 0) <= epochs))
