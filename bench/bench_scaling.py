@@ -173,6 +173,16 @@ def summarize(rows: list[dict]) -> dict:
     return out
 
 
+def merge(saved: list[dict]) -> dict:
+    """Several saved results as one: their runs together, the summary recomputed over all of them (each
+    optimizer's gaps against its own references), each file's command and wall time kept."""
+    if len(saved) == 1:
+        return saved[0]
+    runs = [r for s in saved for r in s["runs"]]
+    return {**saved[0], "command": None, "commands": [s.get("command") for s in saved],
+            "wall_s": [s.get("wall_s") for s in saved], "runs": runs, "summary": summarize(runs)}
+
+
 def print_table(summary: dict) -> None:
     for opt, block in summary.items():
         ref = block["reference"]
@@ -203,16 +213,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=2, help="Ultralytics loader workers per run (GPU runs)")
     ap.add_argument("--parallel", type=int, default=2, help="trainings at a time")
     ap.add_argument("--work", type=Path, default=REPO / "runs" / "bench_scaling")
-    ap.add_argument("--out", type=Path, default=REPO / "docs" / "img" / "bench_scaling.json")
+    ap.add_argument("--out", type=Path, help="the results JSON (default docs/img/bench_scaling.json); with "
+                                             "--report: write the merged results there")
     ap.add_argument("--skip-reference", action="store_true", help="no k = 1 runs (another invocation has them)")
-    ap.add_argument("--report", type=Path, help="only print the table of a saved results JSON")
+    ap.add_argument("--report", type=Path, nargs="+",
+                    help="only print the table of saved results JSONs (several: merged, e.g. one per optimizer)")
     ap.add_argument("--plot", type=Path, help="with --report: draw the per-epoch curves to this PNG")
     ap.add_argument("--plot-clipping", type=Path,
                     help="with --report: draw each run's gradient norm and clipped share per epoch to this PNG")
     args = ap.parse_args(argv)
     if args.report:
-        saved = json.loads(args.report.read_text())
+        saved = merge([json.loads(path.read_text()) for path in args.report])
         print_table(saved["summary"])
+        if args.out:
+            args.out.write_text(json.dumps(saved, indent=1) + "\n")
+            print(f"wrote {args.out}")
         if args.plot:
             plot_curves(saved, args.plot)
             print(f"wrote {args.plot}")
@@ -221,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"wrote {args.plot_clipping}")
         return 0
 
+    args.out = args.out or REPO / "docs" / "img" / "bench_scaling.json"
     args.work.mkdir(parents=True, exist_ok=True)
     for opt in args.optimizers:
         (args.work / f"{opt}.yaml").write_text(yaml.safe_dump(job_for(args, opt), sort_keys=False))

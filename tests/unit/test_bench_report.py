@@ -1,0 +1,43 @@
+"""bench/bench_scaling.py --report on the saved results the docs quote: several files merge into one
+table, each optimizer's gaps against its own references, and the merged file says which commands made it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SAVED = REPO / "docs" / "img"
+
+
+def _bench():
+    sys.path.insert(0, str(REPO / "bench"))
+    import bench_scaling
+
+    return bench_scaling
+
+
+def test_merging_two_saved_tables_keeps_each_optimizers_reference():
+    bench = _bench()
+    sgd = json.loads((SAVED / "bench_scaling_sgd_cpu.json").read_text())
+    adamw = json.loads((SAVED / "bench_scaling_adamw_cpu.json").read_text())
+    merged = bench.merge([sgd, adamw])
+    assert merged["summary"]["SGD"] == sgd["summary"]["SGD"]
+    assert merged["summary"]["AdamW"] == adamw["summary"]["AdamW"]
+    assert merged["commands"] == [sgd["command"], adamw["command"]]
+    assert len(merged["runs"]) == len(sgd["runs"]) + len(adamw["runs"])
+
+
+def test_report_prints_the_merged_table_and_writes_it_only_where_asked(tmp_path):
+    files = [str(SAVED / "bench_scaling_sgd_cpu.json"), str(SAVED / "bench_scaling_adamw_cpu.json")]
+    before = [Path(f).read_bytes() for f in files]
+    out = subprocess.run([sys.executable, "bench/bench_scaling.py", "--report", *files], cwd=REPO,
+                         capture_output=True, text=True, check=True)
+    assert "SGD: reference (k = 1)" in out.stdout and "AdamW: reference (k = 1)" in out.stdout
+    assert [Path(f).read_bytes() for f in files] == before
+    merged = tmp_path / "merged.json"
+    subprocess.run([sys.executable, "bench/bench_scaling.py", "--report", *files, "--out", str(merged)], cwd=REPO,
+                   capture_output=True, text=True, check=True)
+    assert set(json.loads(merged.read_text())["summary"]) == {"SGD", "AdamW"}
