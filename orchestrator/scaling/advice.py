@@ -89,12 +89,13 @@ def per_step_warnings(
             f"{images} images per optimizer step: large-batch rules held up to about {LINEAR_LIMIT_IMAGES} in "
             "Goyal et al.; beyond that expect a gap, or use a smaller batch"
         )
-    top, when = evidence.measured_max_k(start), "when fine-tuning" if start == "pretrained" else "from scratch"
+    top, measured = evidence.measured_max_k(rule.family, start, opt)
+    when = "when fine-tuning" if start == "pretrained" else "from scratch"
     if rule.name == "auto" and k > top:
         out.append(
-            f"k = {k:.4g} is beyond the measured k <= {top} {when} (docs/scaling.md section 7): auto extrapolates "
-            "its rule; compare a short run against the reference before a long one"
-            + (f" ({evidence.K8_SGD})" if k == 8 and opt in um.SGD_FAMILY and start == "scratch" else "")
+            f"k = {k:.4g} is beyond the measured k <= {top} {when} ({measured}; docs/scaling.md section 7): auto "
+            "extrapolates its rule; compare a short run against the reference before a long one"
+            + (f" ({evidence.K8_SGD})" if k == 8 and measured == "SGD" and start == "scratch" else "")
         )
     if start == "pretrained" and k > 1:
         out += finetune_warnings(rule, k, eff["epochs"])

@@ -11,6 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+MEASURED_FOR = {"SGD": "SGD", "Adam": "AdamW"}  # the optimizer a family's rows measured unless a row names another
+
+
 @dataclass(frozen=True)
 class Gap:
     family: str  # "SGD" (SGD-family) or "Adam" (Adam-family)
@@ -20,6 +23,11 @@ class Gap:
     where: str
     task: str = "detect"
     start: str = "scratch"  # "scratch" (from a model yaml) or "pretrained" (fine-tuning given weights)
+    optimizer: str = ""  # the optimizer measured, where it is not the family's MEASURED_FOR (MuSGD)
+
+    @property
+    def measured(self) -> str:
+        return self.optimizer or MEASURED_FOR[self.family]
 
     def text(self) -> str:
         metric = {"classify": "top-1", "segment": "mask mAP50-95"}.get(self.task, "mAP50-95")
@@ -29,6 +37,9 @@ class Gap:
 SGD_H100 = "SGD, detect: yolo11n from scratch, 2048 images at 64 px, 30 epochs, 2 seeds, H100"
 ADAMW_CPU = "AdamW, detect: yolo11n from scratch, 2048 images at 64 px, 30 epochs, 2 seeds, CPU"
 SGD_CPU = "SGD, detect, the same task, CPU"
+# k = 8 from scratch: the same task with reference batch 8 (nbs 8), so that k = 8 still makes 960 optimizer steps
+K8_TASK = "detect: yolo11n from scratch, 2048 images at 64 px, 30 epochs, reference batch 8, 2 seeds, CPU"
+ADAMW_K8_CPU = "AdamW, " + K8_TASK
 CLS_ADAMW_CPU = "AdamW, classify: yolo11n-cls from scratch, 2048 images at 64 px, 30 epochs, 2 seeds, CPU"
 SEG_CPU = "segment: yolo11n-seg from scratch, 2048 images at 64 px, 30 epochs, 2 seeds, CPU"
 # fine-tuning (bench/bench_finetune.py): yolo11n pretrained on one generated domain, fine-tuned on another
@@ -54,6 +65,9 @@ GAPS = (
     Gap("Adam", 4, "auto", +0.005, ADAMW_CPU),
     Gap("Adam", 4, "sqrt", -0.041, ADAMW_CPU),
     Gap("Adam", 4, "table", -0.078, ADAMW_CPU),
+    Gap("Adam", 8, "none", -0.087, ADAMW_K8_CPU),
+    Gap("Adam", 8, "auto", +0.001, ADAMW_K8_CPU),
+    Gap("Adam", 8, "sqrt", -0.032, ADAMW_K8_CPU),
     # classify (top-1; the reference 1.000 on both seeds). "auto" is the square-root rule there (below).
     Gap("Adam", 2, "none", -0.006, CLS_ADAMW_CPU, "classify"),
     Gap("Adam", 2, "auto", -0.006, CLS_ADAMW_CPU, "classify"),
@@ -91,7 +105,8 @@ GAPS = (
 #   -0.063 and -0.064 and the mean-gradient linear rule's -0.050; k = 8: K8_SGD).
 # Adam-family e = 1: the linear rule, which keeps the movement per epoch (the update ignores the
 #   gradient's scale, so the summed loss changes nothing). At k = 4 it kept AdamW's outcome (+0.005)
-#   where Malladi et al. 2022's square-root rule lost 0.041 and stock Ultralytics 0.074.
+#   where Malladi et al. 2022's square-root rule lost 0.041 and stock Ultralytics 0.074; at k = 8
+#   (reference batch 8) +0.001, where the square-root rule lost 0.032 and stock Ultralytics 0.087.
 # Fine-tuning (section 7H) needs no other rule: these were the best policies of its tables too (AdamW
 #   -0.005 and -0.016 at k = 4 and 8, against none's -0.064 and -0.127; SGD -0.036 and -0.046, against none's
 #   -0.040 and -0.072 and linear's -0.057 and -0.102), so auto tells the two starts apart only in what it quotes.
@@ -115,7 +130,6 @@ FEW_STEPS = Gap("Adam", 4, "auto", -0.200, "AdamW, 256 images at 64 px, 30 epoch
 KEPT_WITH_STEPS = 960
 # The offer, measured on that task: 120 epochs at k = 4 (the reference's 480 optimizer steps, 4x its images)
 FEW_STEPS_LONGER = "at 4x the epochs auto ended at 0.741 mAP50-95 against the reference's 0.347 (AdamW, 256 images)"
-MEASURED_MAX_K = {"scratch": 4, "pretrained": 8}  # beyond this auto extrapolates: the plan says so
 # Fine-tuning (section 7H): with SGD no policy kept the 10-epoch reference at k = 4 or 8 (auto, the best,
 # -0.036 and -0.046); twice the epochs did, at k = 8 for both optimizers. AdamW's fine-tunings at k >= 4
 # stayed near 0 mAP50-95 through warmup and caught up after; the reference did not dip (FINETUNE_DIP).
@@ -139,17 +153,30 @@ CLIP_BOUND = ("96-100 % of the steps measured at 8 to 64 images per step (SGD, d
               "docs/scaling.md 7G, 7H)")
 
 
-def gaps(family: str, k: float, rule: str, task: str = "detect", start: str = "scratch") -> list[Gap]:
+def _own(rows: list[Gap], family: str, optimizer: str) -> list[Gap]:
+    """The optimizer's own rows, else those of its family's MEASURED_FOR (whose `where` names it):
+    an SGD job does not quote MuSGD's rows, a NAdam job quotes AdamW's."""
+    return [row for row in rows if row.measured == optimizer] or \
+        [row for row in rows if row.measured == MEASURED_FOR[family]]
+
+
+def gaps(family: str, k: float, rule: str, task: str = "detect", start: str = "scratch",
+         optimizer: str = "") -> list[Gap]:
     """The measured rows for this family, rule and (integer) k: one per machine it was measured on;
-    the task's own rows, else detect's (whose `where` says detect); the start's own (from scratch or
-    fine-tuning), else the other's (whose `where` says which)."""
+    the task's own rows, else detect's (whose `where` says detect); the optimizer's own, else its
+    family's; the start's own (from scratch or fine-tuning), else the other's (whose `where` says which)."""
     rows = [row for row in GAPS if (row.family, row.rule) == (family, rule) and abs(row.k - k) < 1e-9]
     rows = [row for row in rows if row.task == task] or [row for row in rows if row.task == "detect"]
+    rows = _own(rows, family, optimizer)
     return [row for row in rows if row.start == start] or rows
 
 
-def measured_max_k(start: str = "scratch") -> int:
-    return MEASURED_MAX_K[start]
+def measured_max_k(family: str, start: str = "scratch", optimizer: str = "") -> tuple[int, str]:
+    """The largest k at which auto's gap to the reference was measured (detect) from this start, and for
+    which optimizer: this one where it has rows, else its family's MEASURED_FOR. Beyond it auto extrapolates."""
+    rows = [row for row in GAPS if (row.family, row.rule, row.task, row.start) == (family, "auto", "detect", start)]
+    top = max(_own(rows, family, optimizer), key=lambda row: row.k)
+    return top.k, top.measured
 
 
 def gaps_text(rows: list[Gap]) -> str:

@@ -129,18 +129,18 @@ def _auto_reason(opt: str, family: str, task: str, summed: str, k_text: str, k: 
         how += {0.5: ", the square-root rule for a normalised step", 1.0: ", the linear rule"}.get(e, "")
         step = f"the clipped step x {k ** e:.4g}, movement per epoch x {k ** (e - 1):.4g}"
     return f"auto ({family}-family {opt}): {how}: {step} ({k:.4g} x fewer optimizer steps); {k_text}; " + \
-        _measured_text(family, k, task, start)
+        _measured_text(opt, family, k, task, start)
 
 
-def _measured_text(family: str, k: float, task: str, start: str) -> str:
+def _measured_text(opt: str, family: str, k: float, task: str, start: str) -> str:
     """What was measured for auto at this k: this start's rows (from scratch, or fine-tuning), else
     what the other start measured, said as such after what this start's evidence covers."""
-    measured = evidence.gaps(family, k, "auto", task, start)
+    measured = evidence.gaps(family, k, "auto", task, start, opt)
     if measured and all(row.start == start for row in measured):
         return f"measured{' when fine-tuning' if start == 'pretrained' else ''}: {evidence.gaps_text(measured)}"
     other = "when fine-tuning" if start == "scratch" else "from scratch"
-    return auto_basis(k, family, task, start) + (f"; measured {other}: {evidence.gaps_text(measured)}"
-                                                 if measured else "")
+    return auto_basis(k, family, task, start, opt) + (f"; measured {other}: {evidence.gaps_text(measured)}"
+                                                      if measured else "")
 
 
 def _multipliers(k: Fraction, e: float, mean_exp: float, growth: Fraction | None):
@@ -166,11 +166,12 @@ def _step_text(opt: str, sgd: bool, mean_loss: bool, growth: float) -> str:
             f"{um.CLIP_MAX_NORM:g} long")
 
 
-def auto_basis(k: float, family: str = "SGD", task: str = "detect", start: str = "scratch") -> str:
+def auto_basis(k: float, family: str = "SGD", task: str = "detect", start: str = "scratch", opt: str = "") -> str:
     """Where auto stands at a k its start (from scratch, or fine-tuning) has no row for."""
-    top, when = evidence.measured_max_k(start), " when fine-tuning" if start == "pretrained" else " from scratch"
-    if start == "scratch" and family == "SGD" and task == "detect" and k == 8:
-        return f"the gap to the reference measured at k <= {top}{when}; {evidence.K8_SGD}"
+    top, measured = evidence.measured_max_k(family, start, opt)
+    when = " when fine-tuning" if start == "pretrained" else " from scratch"
+    if start == "scratch" and measured == "SGD" and task == "detect" and k == 8:
+        return f"the gap to the reference measured at k <= {top}{when} ({measured}); {evidence.K8_SGD}"
     if k > top:
-        return f"beyond the measured k <= {top}{when}, extrapolated (docs/scaling.md section 7)"
+        return f"beyond the measured k <= {top}{when} ({measured}), extrapolated (docs/scaling.md section 7)"
     return f"not measured at this k{when} (docs/scaling.md section 7)"

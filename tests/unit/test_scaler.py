@@ -581,12 +581,21 @@ def test_sgd_at_k8_quotes_what_was_measured_there_and_what_was_not():
     assert "the clipped step x 2.828, movement per epoch x 0.3536 (8 x fewer optimizer steps)" in lr_line
     assert ("at k = 8 auto ended at 0.878 mAP50-95 against stock Ultralytics' 0.687 (SGD, H200, 2 seeds; the "
             "reference unfinished); measured when fine-tuning: -0.046 mAP50-95 at k = 8 (SGD, fine-tuning") in lr_line
-    beyond = next(w for w in r.warnings if w.startswith("k = 8 is beyond the measured k <= 4 from scratch"))
+    beyond = next(w for w in r.warnings if w.startswith("k = 8 is beyond the measured k <= 4 from scratch (SGD;"))
     assert "0.878" in beyond
-    adam = scale(ReferenceHyp(optimizer="AdamW", lr0=0.001, batch=16, nbs=16), tgt("cpu", batch=128))
-    assert "beyond the measured k <= 4 from scratch, extrapolated" in reason(adam, "lr0")
-    assert "0.878" not in reason(adam, "lr0")
-    assert "; measured when fine-tuning: -0.016 mAP50-95 at k = 8 (AdamW" in reason(adam, "lr0")
+
+
+def test_adamw_at_k8_from_scratch_quotes_its_own_row_and_extrapolates_only_beyond_it():
+    adam = ReferenceHyp(optimizer="AdamW", lr0=0.001, batch=16, nbs=16)
+    r = scale(adam, tgt("cpu", batch=128))
+    assert r.passed["lr0"] == pytest.approx(0.008)
+    assert reason(r, "lr0").endswith("measured: +0.001 mAP50-95 at k = 8 (AdamW, detect: yolo11n from scratch, 2048 "
+                                     "images at 64 px, 30 epochs, reference batch 8, 2 seeds, CPU; docs/scaling.md "
+                                     "section 7)")
+    assert "0.878" not in reason(r, "lr0") and not any("beyond the measured" in w for w in r.warnings)
+    far = scale(adam, tgt("cpu", batch=256))
+    assert "beyond the measured k <= 8 from scratch (AdamW), extrapolated" in reason(far, "lr0")
+    assert any(w.startswith("k = 16 is beyond the measured k <= 8 from scratch (AdamW;") for w in far.warnings)
 
 
 FT_SGD = ReferenceHyp(optimizer="SGD", batch=8, nbs=8, epochs=10, pretrained=True)
@@ -615,8 +624,8 @@ def test_fine_tuning_with_adamw_kept_the_outcome_and_warns_of_the_early_dip():
     assert not any(w.startswith("fine-tuning at k") for w in r.warnings)  # -0.016: within 0.02
     assert any("do not judge this run by its first epochs" in w for w in r.warnings)
     far = scale(adam, tgt("cpu", batch=128))
-    assert "beyond the measured k <= 8 when fine-tuning, extrapolated" in reason(far, "lr0")
-    assert any(w.startswith("k = 16 is beyond the measured k <= 8 when fine-tuning") for w in far.warnings)
+    assert "beyond the measured k <= 8 when fine-tuning (AdamW), extrapolated" in reason(far, "lr0")
+    assert any(w.startswith("k = 16 is beyond the measured k <= 8 when fine-tuning (AdamW;") for w in far.warnings)
     near = scale(adam, tgt("cpu", batch=16))
     assert "not measured at this k when fine-tuning (docs/scaling.md section 7); measured from scratch: -0.002" \
         in reason(near, "lr0")
