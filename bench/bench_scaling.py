@@ -305,8 +305,8 @@ def plot_curves(saved: dict, path: Path) -> None:
         ax.set_title(f"{opt}, k = {k}")
         ax.set_xlabel("epoch")
         ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="lower right")  # per panel: optimizers may have run different policies
     axes[0][0].set_ylabel("val mAP50-95")
-    axes[0][-1].legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 

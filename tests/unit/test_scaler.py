@@ -629,3 +629,29 @@ def test_fine_tuning_with_adamw_kept_the_outcome_and_warns_of_the_early_dip():
     near = scale(adam, tgt("cpu", batch=16))
     assert "not measured at this k when fine-tuning (docs/scaling.md section 7); measured from scratch: -0.002" \
         in reason(near, "lr0")
+
+
+def test_musgd_at_k8_quotes_its_own_rows_and_says_no_policy_kept_the_reference():
+    """MuSGD's k = 8 rows are its own: an SGD job does not quote them, a MuSGD job does, and where no policy
+    kept the reference the plan gives the measured gap, the best policy's, and that the remedy is unmeasured."""
+    musgd = ReferenceHyp(optimizer="MuSGD", lr0=0.01, momentum=0.9, batch=8, nbs=8)
+    r = scale(musgd, tgt("cpu", batch=64))
+    assert reason(r, "lr0").endswith("measured: -0.032 mAP50-95 at k = 8 (MuSGD, detect: yolo11n from scratch, 2048 "
+                                     "images at 64 px, 30 epochs, reference batch 8, 2 seeds, CPU; docs/scaling.md "
+                                     "section 7)")
+    gap = next(w for w in r.warnings if w.startswith("from scratch at k = 8"))
+    assert "policy auto ended -0.032 mAP50-95 below the reference (MuSGD" in gap and "it was the best policy there" in gap
+    assert "what keeps the outcome was not measured for MuSGD from scratch" in gap
+    none = scale(musgd, tgt("cpu", batch=64), "none")
+    assert "the best policy there, auto, -0.032" in next(w for w in none.warnings if w.startswith("from scratch"))
+    assert "beyond the measured k <= 8 from scratch (MuSGD)" in reason(scale(musgd, tgt("cpu", batch=128)), "lr0")
+    sgd = scale(ReferenceHyp(optimizer="SGD", batch=8, nbs=8), tgt("cpu", batch=64))
+    assert "MuSGD" not in reason(sgd, "lr0") and not any("MuSGD, detect" in w for w in sgd.warnings)
+
+
+def test_a_policy_auto_beat_says_auto_kept_the_outcome():
+    r = scale(ReferenceHyp(optimizer="AdamW", lr0=0.001, batch=8, nbs=8), tgt("cpu", batch=64), "none")
+    gap = next(w for w in r.warnings if w.startswith("from scratch at k = 8"))
+    assert "policy none ended -0.087" in gap and gap.endswith("policy auto kept it there (+0.001)")
+    kept = scale(ReferenceHyp(optimizer="AdamW", lr0=0.001, batch=8, nbs=8), tgt("cpu", batch=64))
+    assert not any(w.startswith("from scratch at k") for w in kept.warnings)
