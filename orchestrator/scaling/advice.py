@@ -54,16 +54,27 @@ def few_steps_warning(eff: dict[str, Any], ref_eff: dict[str, Any], k: float) ->
     ]
 
 
-def finetune_warnings(rule: Rule, k: float, epochs: int) -> list[str]:
+def _measured_loss(opt: str, rule: Rule, k: float, start: str) -> tuple[list[evidence.Gap], evidence.Gap | None,
+                                                                         evidence.Gap | None]:
+    """The detect rows at k from this start (this optimizer's, else its family's); where the policy lost
+    more than KEPT_GAP to the reference on every machine measured, its row nearest the reference and
+    the best policy's row on that machine (else None, None)."""
+    rows = evidence.own_rows([row for row in evidence.GAPS if (row.start, row.task, row.family) ==
+                              (start, "detect", rule.family) and abs(row.k - k) < 1e-9], rule.family, opt)
+    mine = [row for row in rows if row.rule == rule.name]
+    if not mine or max(row.gap for row in mine) >= -evidence.KEPT_GAP:
+        return rows, None, None
+    row = max(mine, key=lambda r: r.gap)
+    return rows, row, max((r for r in rows if r.where == row.where), key=lambda r: r.gap)
+
+
+def finetune_warnings(opt: str, rule: Rule, k: float, epochs: int) -> list[str]:
     """Fine-tuning (the job starts from weights) at a measured k: where the policy lost more than
     KEPT_GAP to the reference, the gap, the best policy's and what kept it (more epochs) at what cost;
     with an Adam-family optimizer, the early dip that was measured there, so nobody stops a run for it."""
     out = []
-    rows = [row for row in evidence.GAPS if row.start == "pretrained" and row.family == rule.family
-            and abs(row.k - k) < 1e-9]
-    mine = next((row for row in rows if row.rule == rule.name), None)
-    if mine is not None and mine.gap < -evidence.KEPT_GAP:
-        best = max(rows, key=lambda row: row.gap)
+    rows, mine, best = _measured_loss(opt, rule, k, "pretrained")
+    if mine is not None:
         out.append(
             f"fine-tuning at k = {k:.4g}: policy {rule.name} ended {mine.gap:+.3f} mAP50-95 below the reference "
             f"({mine.where}); " + ("it was the best policy there" if best is mine else
@@ -78,15 +89,11 @@ def finetune_warnings(rule: Rule, k: float, epochs: int) -> list[str]:
 
 def scratch_gap_warning(opt: str, rule: Rule, k: float) -> list[str]:
     """From scratch at a measured k where the policy lost more than KEPT_GAP to the reference on every
-    machine measured (this optimizer's rows, else its family's): the gap and the best policy's. What
-    keeps the outcome there was not measured; fine-tuning's and few steps' remedy was more epochs."""
-    rows = evidence.own_rows([row for row in evidence.GAPS if (row.start, row.task, row.family) ==
-                              ("scratch", "detect", rule.family) and abs(row.k - k) < 1e-9], rule.family, opt)
-    mine = [row for row in rows if row.rule == rule.name]
-    if not mine or max(row.gap for row in mine) >= -evidence.KEPT_GAP:
+    machine measured: the gap and the best policy's. What keeps the outcome there was not measured;
+    fine-tuning's and few steps' remedy was more epochs."""
+    _, row, best = _measured_loss(opt, rule, k, "scratch")
+    if row is None:
         return []
-    row = max(mine, key=lambda r: r.gap)
-    best = max((r for r in rows if r.where == row.where), key=lambda r: r.gap)
     text = (f"from scratch at k = {k:.4g}: policy {rule.name} ended {row.gap:+.3f} mAP50-95 below the reference "
             f"({row.where}; docs/scaling.md section 7); ")
     if best.gap >= -evidence.KEPT_GAP:
@@ -119,7 +126,7 @@ def per_step_warnings(
             + (f" ({evidence.K8_SGD})" if k == 8 and measured == "SGD" and start == "scratch" else "")
         )
     if start == "pretrained" and k > 1:
-        out += finetune_warnings(rule, k, eff["epochs"])
+        out += finetune_warnings(opt, rule, k, eff["epochs"])
     if rule.wd_mult != 1 and opt in um.COUPLED_L2 and opt not in um.SGD_FAMILY:
         out.append(
             f"{opt} applies weight decay as coupled L2 (torch): the per-epoch rule for weight decay is exact for "
