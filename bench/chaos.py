@@ -274,21 +274,28 @@ def no_secret(work: Path) -> tuple[bool, list[str]]:
 
 
 def draw_episodes(seed: int, kinds: tuple[str, ...]):
-    """Every kind in turn (so a short campaign covers them all), each at a moment drawn from the seed."""
+    """Every kind in turn (so a short campaign covers them all), each at a moment drawn from the seed.
+    Send it the kind of an episode whose run ended before the fault struck: that kind is drawn again
+    next, at another moment (else a short campaign would miss it and count another kind twice)."""
     rng = random.Random(seed)
     order = list(kinds)
     rng.shuffle(order)
-    number = 0
+    number, turn = 0, 0
+    again = None
     while True:
-        kind = order[number % len(order)]
+        if again is None:
+            kind = order[turn % len(order)]
+            turn += 1
+        else:
+            kind = again
         number += 1
         if kind in chaos_sweep.KINDS:
-            yield chaos_sweep.SweepEpisode(number, kind, rng.randint(1, 5))
+            again = yield chaos_sweep.SweepEpisode(number, kind, rng.randint(1, 5))
             continue
         devices = "cpu:2" if kind in NEEDS_RANKS or rng.random() < 0.3 else "cpu"
         last = EPOCHS - 3 if kind in ("kill-twice", "kill-resume") else EPOCHS - 2 if kind == "stop-run" else EPOCHS - 1
         at = rng.randint(1, last)  # (room left for the second fault, or for the run to go on after a stop)
-        yield Episode(number, kind, devices, at, round(rng.uniform(0.0, 0.8), 2))
+        again = yield Episode(number, kind, devices, at, round(rng.uniform(0.0, 0.8), 2))
 
 
 def write_job(work: Path) -> None:
@@ -321,22 +328,24 @@ def run_campaign(n: int, seed: int, kinds: tuple[str, ...], work: Path, say) -> 
     cluster = chaos_slurm.Cluster(work / "slurm") if set(kinds) & set(chaos_slurm.KINDS) else None
     rng = random.Random(seed + 1)
     episodes, missed = [], 0
+    draws = draw_episodes(seed, kinds)
+    episode = next(draws)
     try:
-        for episode in draw_episodes(seed, kinds):
-            if len(episodes) == n or missed > 2 * n:
-                break
+        while len(episodes) < n and missed <= 2 * n:
             if isinstance(episode, chaos_sweep.SweepEpisode):
                 chaos_sweep.run_sweep_episode(work, pg, episode, start_cli, finish, rng)
             elif episode.kind in chaos_slurm.KINDS:
                 chaos_slurm.run_slurm_episode(work, cluster, episode, rng)
             else:
                 run_episode(work, episode, rng)
-            if not episode.struck:  # the run ended before the fault: drawn again
+            if not episode.struck:  # the run ended before the fault: the same kind is drawn again
                 missed += 1
                 say(f"(episode {episode.number}: it ended before {episode.kind} struck; drawn again)")
+                episode = draws.send(episode.kind)
                 continue
             episodes.append(episode)
             say(f"fault {len(episodes)}/{n} {describe(episode)}")
+            episode = draws.send(None)
     finally:
         if pg is not None:
             pg.remove()
