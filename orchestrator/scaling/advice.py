@@ -89,18 +89,25 @@ def finetune_warnings(opt: str, rule: Rule, k: float, epochs: int) -> list[str]:
 
 def scratch_gap_warning(opt: str, rule: Rule, k: float) -> list[str]:
     """From scratch at a measured k where the policy lost more than KEPT_GAP to the reference on every
-    machine measured: the gap and the best policy's. What keeps the outcome there was not measured;
-    fine-tuning's and few steps' remedy was more epochs."""
+    machine measured: the gap, the best policy's (to set, where it kept the outcome) and what was measured
+    there without a reference. Where no policy kept it, what would was not measured from scratch."""
     _, row, best = _measured_loss(opt, rule, k, "scratch")
     if row is None:
         return []
     text = (f"from scratch at k = {k:.4g}: policy {rule.name} ended {row.gap:+.3f} mAP50-95 below the reference "
             f"({row.where}; docs/scaling.md section 7); ")
-    if best.gap >= -evidence.KEPT_GAP:
-        return [text + f"policy {best.rule} kept it there ({best.gap:+.3f})"]
-    return [text + ("it was the best policy there" if best is row else
-                    f"the best policy there, {best.rule}, {best.gap:+.3f}")
-            + f"; what keeps the outcome was not measured for {row.measured} from scratch (more epochs did when "
+    kept = best.gap >= -evidence.KEPT_GAP
+    if kept:
+        text += f"policy {best.rule} kept it there ({best.gap:+.3f}: --set scaling.policy={best.rule})"
+    else:
+        text += "it was the best policy there" if best is row else \
+            f"the best policy there, {best.rule}, {best.gap:+.3f}"
+    unreferenced = evidence.WITHOUT_REFERENCE.get((row.measured, k, "scratch"))
+    if unreferenced:
+        text += f"; {unreferenced}"
+    if kept:
+        return [text]
+    return [text + f"; what keeps the outcome was not measured for {row.measured} from scratch (more epochs did when "
             "fine-tuning and with few optimizer steps): compare a run with more epochs against the reference"]
 
 
@@ -123,7 +130,6 @@ def per_step_warnings(
         out.append(
             f"k = {k:.4g} is beyond the measured k <= {top} {when} ({measured}; docs/scaling.md section 7): auto "
             "extrapolates its rule; compare a short run against the reference before a long one"
-            + (f" ({evidence.K8_SGD})" if k == 8 and measured == "SGD" and start == "scratch" else "")
         )
     if start == "pretrained" and k > 1:
         out += finetune_warnings(opt, rule, k, eff["epochs"])

@@ -170,8 +170,6 @@ def auto_basis(k: float, family: str = "SGD", task: str = "detect", start: str =
     """Where auto stands at a k its start (from scratch, or fine-tuning) has no row for."""
     top, measured = evidence.measured_max_k(family, start, opt)
     when = " when fine-tuning" if start == "pretrained" else " from scratch"
-    if start == "scratch" and measured == "SGD" and task == "detect" and k == 8:
-        return f"the gap to the reference measured at k <= {top}{when} ({measured}); {evidence.K8_SGD}"
     if k > top:
         return f"beyond the measured k <= {top}{when} ({measured}), extrapolated (docs/scaling.md section 7)"
     return f"not measured at this k{when} (docs/scaling.md section 7)"
