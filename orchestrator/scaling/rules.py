@@ -139,8 +139,8 @@ def _measured_text(opt: str, family: str, k: float, task: str, start: str) -> st
     if measured and all(row.start == start for row in measured):
         return f"measured{' when fine-tuning' if start == 'pretrained' else ''}: {evidence.gaps_text(measured)}"
     other = "when fine-tuning" if start == "scratch" else "from scratch"
-    return auto_basis(k, family, task, start, opt) + (f"; measured {other}: {evidence.gaps_text(measured)}"
-                                                      if measured else "")
+    return auto_basis(k, family, start, opt) + (f"; measured {other}: {evidence.gaps_text(measured)}"
+                                                if measured else "")
 
 
 def _multipliers(k: Fraction, e: float, mean_exp: float, growth: Fraction | None):
@@ -166,7 +166,7 @@ def _step_text(opt: str, sgd: bool, mean_loss: bool, growth: float) -> str:
             f"{um.CLIP_MAX_NORM:g} long")
 
 
-def auto_basis(k: float, family: str = "SGD", task: str = "detect", start: str = "scratch", opt: str = "") -> str:
+def auto_basis(k: float, family: str = "SGD", start: str = "scratch", opt: str = "") -> str:
     """Where auto stands at a k its start (from scratch, or fine-tuning) has no row for."""
     top, measured = evidence.measured_max_k(family, start, opt)
     when = " when fine-tuning" if start == "pretrained" else " from scratch"
