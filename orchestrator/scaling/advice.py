@@ -59,13 +59,16 @@ def _measured_loss(opt: str, rule: Rule, k: float, start: str) -> tuple[list[evi
     """The detect rows at k from this start (this optimizer's, else its family's); where the policy lost
     more than KEPT_GAP to the reference on every machine measured, its row nearest the reference and
     the best policy's row on that machine (else None, None)."""
-    rows = evidence.own_rows([row for row in evidence.GAPS if (row.start, row.task, row.family) ==
-                              (start, "detect", rule.family) and abs(row.k - k) < 1e-9], rule.family, opt)
+    rows = evidence.rows_at(rule.family, k, start, opt)
     mine = [row for row in rows if row.rule == rule.name]
     if not mine or max(row.gap for row in mine) >= -evidence.KEPT_GAP:
         return rows, None, None
     row = max(mine, key=lambda r: r.gap)
     return rows, row, max((r for r in rows if r.where == row.where), key=lambda r: r.gap)
+
+
+def _best_policy_text(mine: evidence.Gap, best: evidence.Gap) -> str:
+    return "it was the best policy there" if best is mine else f"the best policy there, {best.rule}, {best.gap:+.3f}"
 
 
 def finetune_warnings(opt: str, rule: Rule, k: float, epochs: int) -> list[str]:
@@ -77,8 +80,7 @@ def finetune_warnings(opt: str, rule: Rule, k: float, epochs: int) -> list[str]:
     if mine is not None:
         out.append(
             f"fine-tuning at k = {k:.4g}: policy {rule.name} ended {mine.gap:+.3f} mAP50-95 below the reference "
-            f"({mine.where}); " + ("it was the best policy there" if best is mine else
-                                   f"the best policy there, {best.rule}, {best.gap:+.3f}")
+            f"({mine.where}); " + _best_policy_text(mine, best)
             + f"; more epochs kept the outcome ({evidence.FINETUNE_LONGER}): --set epochs={2 * epochs}, at 2x "
             "this run's cost"
         )
@@ -97,18 +99,15 @@ def scratch_gap_warning(opt: str, rule: Rule, k: float) -> list[str]:
     text = (f"from scratch at k = {k:.4g}: policy {rule.name} ended {row.gap:+.3f} mAP50-95 below the reference "
             f"({row.where}; docs/scaling.md section 7); ")
     kept = best.gap >= -evidence.KEPT_GAP
-    if kept:
-        text += f"policy {best.rule} kept it there ({best.gap:+.3f}: --set scaling.policy={best.rule})"
-    else:
-        text += "it was the best policy there" if best is row else \
-            f"the best policy there, {best.rule}, {best.gap:+.3f}"
-    unreferenced = evidence.WITHOUT_REFERENCE.get((row.measured, k, "scratch"))
+    text += (f"policy {best.rule} kept it there ({best.gap:+.3f}: --set scaling.policy={best.rule})" if kept
+             else _best_policy_text(row, best))
+    unreferenced = evidence.WITHOUT_REFERENCE.get((row.measured, row.k, "scratch"))
     if unreferenced:
         text += f"; {unreferenced}"
-    if kept:
-        return [text]
-    return [text + f"; what keeps the outcome was not measured for {row.measured} from scratch (more epochs did when "
-            "fine-tuning and with few optimizer steps): compare a run with more epochs against the reference"]
+    if not kept:
+        text += (f"; what keeps the outcome was not measured for {row.measured} from scratch (more epochs did when "
+                 "fine-tuning and with few optimizer steps): compare a run with more epochs against the reference")
+    return [text]
 
 
 def per_step_warnings(

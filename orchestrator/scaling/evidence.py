@@ -172,11 +172,21 @@ CLIP_BOUND = ("96-100 % of the steps measured at 8 to 64 images per step (SGD, d
               "docs/scaling.md 7G, 7H)")
 
 
-def own_rows(rows: list[Gap], family: str, optimizer: str) -> list[Gap]:
+def _own(rows: list[Gap], family: str, optimizer: str) -> list[Gap]:
     """The optimizer's own rows, else those of its family's MEASURED_FOR (whose `where` names it):
     an SGD job does not quote MuSGD's rows, a NAdam job quotes AdamW's."""
     return [row for row in rows if row.measured == optimizer] or \
         [row for row in rows if row.measured == MEASURED_FOR[family]]
+
+
+def _at_k(row: Gap, k: float) -> bool:
+    return abs(row.k - k) < 1e-9
+
+
+def rows_at(family: str, k: float, start: str, optimizer: str = "") -> list[Gap]:
+    """Every rule's detect rows at this (integer) k from this start: the optimizer's own, else its family's."""
+    return _own([row for row in GAPS if (row.family, row.task, row.start) == (family, "detect", start)
+                 and _at_k(row, k)], family, optimizer)
 
 
 def gaps(family: str, k: float, rule: str, task: str = "detect", start: str = "scratch",
@@ -184,9 +194,9 @@ def gaps(family: str, k: float, rule: str, task: str = "detect", start: str = "s
     """The measured rows for this family, rule and (integer) k: one per machine it was measured on;
     the task's own rows, else detect's (whose `where` says detect); the optimizer's own, else its
     family's; the start's own (from scratch or fine-tuning), else the other's (whose `where` says which)."""
-    rows = [row for row in GAPS if (row.family, row.rule) == (family, rule) and abs(row.k - k) < 1e-9]
+    rows = [row for row in GAPS if (row.family, row.rule) == (family, rule) and _at_k(row, k)]
     rows = [row for row in rows if row.task == task] or [row for row in rows if row.task == "detect"]
-    rows = own_rows(rows, family, optimizer)
+    rows = _own(rows, family, optimizer)
     return [row for row in rows if row.start == start] or rows
 
 
@@ -194,7 +204,7 @@ def measured_max_k(family: str, start: str = "scratch", optimizer: str = "") -> 
     """The largest k at which auto's gap to the reference was measured (detect) from this start, and for
     which optimizer: this one where it has rows, else its family's MEASURED_FOR. Beyond it auto extrapolates."""
     rows = [row for row in GAPS if (row.family, row.rule, row.task, row.start) == (family, "auto", "detect", start)]
-    top = max(own_rows(rows, family, optimizer), key=lambda row: row.k)
+    top = max(_own(rows, family, optimizer), key=lambda row: row.k)
     return top.k, top.measured
 
 
