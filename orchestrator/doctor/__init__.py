@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from orchestrator.doctor.checks import FAIL, Check
+from orchestrator.doctor.cpu import check_cpu_bf16
 from orchestrator.doctor.gpu_processes import check_gpu_processes
 from orchestrator.doctor.runtime import check_cuda, check_torch, check_xla, probe_torch
 from orchestrator.doctor.services import (check_disk, check_registry, check_storage, check_ultralytics_offline,
@@ -25,6 +26,7 @@ def run_checks(runs_dir: Path, storage: str | None = None, nvidia_smi: str | Non
         lambda: check_cuda(info),
         lambda: check_gpu_processes(runs_dir, nvidia_smi),
         check_xla,
+        check_cpu_bf16,
         check_wandb,
         lambda: check_disk(runs_dir),
         check_ultralytics_offline,

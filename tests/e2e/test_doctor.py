@@ -28,7 +28,7 @@ def test_doctor_passes_here_and_never_prints_the_key(tmp_path):
     report = json.loads(r.stdout)
     checks = {c["name"]: c for c in report["checks"]}
     assert report["ok"] is True
-    assert set(checks) >= {"torch+torchvision", "cuda", "gpu-processes", "xla/tpu", "wandb", "disk",
+    assert set(checks) >= {"torch+torchvision", "cuda", "gpu-processes", "xla/tpu", "cpu-bf16", "wandb", "disk",
                            "ultralytics-offline", "optuna-storage", "registry"}
     assert all(c["status"] in ("pass", "warn", "fail") for c in checks.values())
     assert checks["torch+torchvision"]["status"] == "pass"
