@@ -26,9 +26,13 @@ count) changes nothing on one process: it is run anyway, as the policy a user wo
 from __future__ import annotations
 
 import argparse
+import collections
 import csv
+import functools
 import itertools
 import json
+import os
+import platform
 import statistics
 import subprocess
 import sys
@@ -106,12 +110,35 @@ def train(args, work: Path, optimizer: str, k: int, policy: str, seed: int) -> d
         return {"optimizer": optimizer, "k": k, "policy": policy, "seed": seed, "failed": "\n".join(tail)}
     run_dir = Path(json.loads(out.stdout)["run_dir"])
     row = read_run(run_dir, args.task)
-    row.update(optimizer=optimizer, k=k, policy=policy, seed=seed, wall_s=round(wall, 1))
+    row.update(optimizer=optimizer, k=k, policy=policy, seed=seed, wall_s=round(wall, 1), machine=machine(args.device))
     print(f"  {optimizer:5} k={k} {policy:6} seed {seed}: {metric_key(args.task)} {row['final']:.4f}  "
           f"(lr0 {row['passed']['lr0']:.4g}, X {row['effective']['images_per_step']}, "
           f"{row['effective']['optimizer_steps_per_epoch']} steps/epoch, clipped {row['clipping']['fraction']}, "
           f"{wall:.0f} s)", flush=True)
     return row
+
+
+@functools.cache
+def machine(device: str) -> str:
+    """Which machine trained a row (a CPU of another make gives other metrics): the CPU's model name, family
+    and model from /proc/cpuinfo (KVM often names only the make), its cores and, on a GPU, the GPU's name."""
+    fields: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                fields.setdefault(key.strip(), value.strip())
+    except OSError:
+        pass
+    cpu = fields.get("model name", platform.processor() or "unknown CPU")
+    if "cpu family" in fields:
+        cpu += f" (family {fields['cpu family']}, model {fields.get('model', '?')})"
+    cpu += f", {os.cpu_count()} cores"
+    if device == "cpu":
+        return cpu
+    import torch
+
+    return f"{torch.cuda.get_device_name(int(device.split(',')[0]))}; {cpu}"
 
 
 def read_run(run_dir: Path, task: str = "detect") -> dict:
@@ -175,10 +202,13 @@ def summarize(rows: list[dict]) -> dict:
 
 def merge(saved: list[dict]) -> dict:
     """Several saved results as one: their runs together, the summary recomputed over all of them (each
-    optimizer's gaps against its own references), each file's command and wall time kept."""
+    optimizer's gaps against its own references), each file's command and wall time kept. Runs of a file
+    trained for other epochs than the first file's are their own cells ("auto, 60 epochs")."""
     if len(saved) == 1:
         return saved[0]
-    runs = [r for s in saved for r in s["runs"]]
+    epochs = saved[0]["task"]["epochs"]
+    runs = [r if s["task"]["epochs"] == epochs or "epochs" in r["policy"]
+            else {**r, "policy": f"{r['policy']}, {s['task']['epochs']} epochs"} for s in saved for r in s["runs"]]
     return {**saved[0], "command": None, "commands": [s.get("command") for s in saved],
             "wall_s": [s.get("wall_s") for s in saved], "runs": runs, "summary": summarize(runs)}
 
@@ -225,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.report:
         saved = merge([json.loads(path.read_text()) for path in args.report])
         print_table(saved["summary"])
+        machines = collections.Counter(r.get("machine", "not recorded") for r in saved["runs"])
+        print("\nmachines: " + "; ".join(f"{name}: {n} runs" for name, n in machines.items()))
         if args.out:
             args.out.write_text(json.dumps(saved, indent=1) + "\n")
             print(f"wrote {args.out}")

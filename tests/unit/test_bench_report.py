@@ -41,3 +41,22 @@ def test_report_prints_the_merged_table_and_writes_it_only_where_asked(tmp_path)
     subprocess.run([sys.executable, "bench/bench_scaling.py", "--report", *files, "--out", str(merged)], cwd=REPO,
                    capture_output=True, text=True, check=True)
     assert set(json.loads(merged.read_text())["summary"]) == {"SGD", "AdamW"}
+
+
+def test_runs_of_other_epochs_are_their_own_cells_when_merged():
+    """A file trained for more epochs (what keeps the outcome) merges as its own rows, not into the cell
+    of the same policy at the first file's epochs."""
+    bench = _bench()
+    saved = json.loads((SAVED / "bench_scaling_k8_adamw_cpu.json").read_text())
+    longer = {**saved, "task": {**saved["task"], "epochs": 60},
+              "runs": [r for r in saved["runs"] if (r["k"], r["policy"]) == (8, "auto")]}
+    merged = bench.merge([saved, longer])
+    cells = merged["summary"]["AdamW"]["cells"]
+    assert cells["k8-auto"] == saved["summary"]["AdamW"]["cells"]["k8-auto"]
+    assert cells["k8-auto, 60 epochs"]["n"] == len(longer["runs"])
+    assert bench.merge([merged, longer])["summary"]["AdamW"]["cells"]["k8-auto, 60 epochs"]["n"] == 2 * len(longer["runs"])
+
+
+def test_each_row_names_the_machine_that_trained_it():
+    machine = _bench().machine("cpu")
+    assert machine.endswith(" cores") and "unknown" not in machine
