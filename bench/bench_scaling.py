@@ -218,10 +218,11 @@ def print_table(summary: dict) -> None:
         ref = block["reference"]
         ref_text = "-" if ref["mean"] is None else f"{ref['mean']:.4f} ({ref['min']:.4f}..{ref['max']:.4f})"
         print(f"\n{opt}: reference (k = 1) {ref_text}")
-        print(f"  {'k':>2} {'policy':7} {'mean':>7} {'seeds min..max':>16} {'gap':>8}")
+        width = max([7, *(len(cell["policy"]) for cell in block["cells"].values())])
+        print(f"  {'k':>2} {'policy':{width}} {'mean':>7} {'seeds min..max':>16} {'gap':>8}")
         for cell in block["cells"].values():
             gap = "-" if cell["gap_to_reference"] is None else f"{cell['gap_to_reference']:+.4f}"
-            print(f"  {cell['k']:>2} {cell['policy']:7} {cell['mean']:>7.4f} "
+            print(f"  {cell['k']:>2} {cell['policy']:{width}} {cell['mean']:>7.4f} "
                   f"{cell['min']:>7.4f}..{cell['max']:<7.4f} {gap:>8}")
 
 

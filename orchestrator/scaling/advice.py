@@ -89,10 +89,11 @@ def finetune_warnings(opt: str, rule: Rule, k: float, epochs: int) -> list[str]:
     return out
 
 
-def scratch_gap_warning(opt: str, rule: Rule, k: float) -> list[str]:
+def scratch_gap_warning(opt: str, rule: Rule, k: float, epochs: int) -> list[str]:
     """From scratch at a measured k where the policy lost more than KEPT_GAP to the reference on every
     machine measured: the gap, the best policy's (to set, where it kept the outcome) and what was measured
-    there without a reference. Where no policy kept it, what would was not measured from scratch."""
+    there without a reference. Where no policy kept it, what kept it at what cost (more epochs), where
+    that was measured (evidence.SCRATCH_LONGER)."""
     _, row, best = _measured_loss(opt, rule, k, "scratch")
     if row is None:
         return []
@@ -104,7 +105,10 @@ def scratch_gap_warning(opt: str, rule: Rule, k: float) -> list[str]:
     unreferenced = evidence.WITHOUT_REFERENCE.get((row.measured, row.k, "scratch"))
     if unreferenced:
         text += f"; {unreferenced}"
-    if not kept:
+    longer = evidence.SCRATCH_LONGER.get((row.measured, row.k))
+    if not kept and longer:
+        text += f"; more epochs kept the outcome ({longer}): --set epochs={2 * epochs}, at 2x this run's cost"
+    elif not kept:
         text += (f"; what keeps the outcome was not measured for {row.measured} from scratch (more epochs did when "
                  "fine-tuning and with few optimizer steps): compare a run with more epochs against the reference")
     return [text]
@@ -159,7 +163,7 @@ def per_step_warnings(
                else f": the {opt} update ignores that scale")
         )
     if start == "scratch":  # fine-tuning kept its outcome with fewer steps (section 7H): its own warnings above
-        out += scratch_gap_warning(opt, rule, k) + few_steps_warning(eff, ref_eff, k)
+        out += scratch_gap_warning(opt, rule, k, eff["epochs"]) + few_steps_warning(eff, ref_eff, k)
     wbl = passed["warmup_bias_lr"]
     if eff["warmup_epochs"] > 0 and passed["lr0"] > wbl > 0 and ref_eff["lr0"] <= wbl:
         out.append(
