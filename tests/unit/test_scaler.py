@@ -643,7 +643,7 @@ def test_musgd_at_k8_quotes_its_own_rows_and_says_no_policy_kept_the_reference()
     """MuSGD's k = 8 rows are its own: an SGD job does not quote them, a MuSGD job does, and where no policy
     kept the reference the plan gives the measured gap, the best policy's, and what kept it at what cost."""
     musgd = ReferenceHyp(optimizer="MuSGD", lr0=0.01, momentum=0.9, batch=8, nbs=8)
-    r = scale(musgd, tgt("cpu", batch=64))
+    r = scale(musgd, tgt("cpu", batch=64))  # the job's 100 epochs: the remedy offers 200
     assert reason(r, "lr0").endswith("measured: -0.029 mAP50-95 at k = 8 (MuSGD, detect: yolo11n from scratch, 2048 "
                                      "images at 64 px, 30 epochs, reference batch 8, 3 seeds, Intel Xeon and AMD "
                                      "EPYC CPUs; docs/scaling.md section 7)")
@@ -652,7 +652,7 @@ def test_musgd_at_k8_quotes_its_own_rows_and_says_no_policy_kept_the_reference()
     assert "it was the best policy there" in gap
     assert gap.endswith("; more epochs kept the outcome (at 2x the epochs (60) auto at k = 8 ended at 0.953 mAP50-95 "
                         "against the 30-epoch reference's 0.947 (+0.006; MuSGD, 2 seeds, AMD EPYC CPU: 1,170 s a "
-                        "training against the reference's 1,980 s)): --set epochs=200, at 2x this run's cost")  # 100 epochs
+                        "training against the reference's 1,980 s)): --set epochs=200, at 2x this run's cost")
     assert "H200" not in gap  # SGD's run without a reference is not MuSGD's
     none = scale(musgd, tgt("cpu", batch=64), "none")
     assert "the best policy there, auto, -0.029" in next(w for w in none.warnings if w.startswith("from scratch"))
@@ -668,7 +668,8 @@ def test_where_nothing_kept_the_reference_and_no_remedy_was_measured_the_plan_sa
     r = scale(ReferenceHyp(optimizer="MuSGD", lr0=0.01, momentum=0.9, batch=8, nbs=8), tgt("cpu", batch=64))
     gap = next(w for w in r.warnings if w.startswith("from scratch at k = 8"))
     assert gap.endswith("what keeps the outcome was not measured for MuSGD from scratch (more epochs did when "
-                        "fine-tuning and with few optimizer steps): compare a run with more epochs against the reference")
+                        "fine-tuning and with few optimizer steps): compare a run with more epochs against the "
+                        "reference")
 
 
 def test_a_policy_auto_beat_says_auto_kept_the_outcome():
