@@ -44,6 +44,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from orchestrator.doctor.cpu import cpuinfo_fields  # noqa: E402
 from orchestrator.rundir import load_resolved  # noqa: E402
 from orchestrator.tasks import EXAMPLE_MODELS, HEADLINE, TASKS  # noqa: E402
 POLICIES = ("none", "auto", "linear", "sqrt", "table")
@@ -122,14 +123,7 @@ def train(args, work: Path, optimizer: str, k: int, policy: str, seed: int) -> d
 def machine(device: str) -> str:
     """Which machine trained a row (a CPU of another make gives other metrics): the CPU's model name, family
     and model from /proc/cpuinfo (KVM often names only the make), its cores and, on a GPU, the GPU's name."""
-    fields: dict[str, str] = {}
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                fields.setdefault(key.strip(), value.strip())
-    except OSError:
-        pass
+    fields = cpuinfo_fields()
     cpu = fields.get("model name", platform.processor() or "unknown CPU")
     if "cpu family" in fields:
         cpu += f" (family {fields['cpu family']}, model {fields.get('model', '?')})"

@@ -12,14 +12,24 @@ MUSGD_SLOWDOWN = ("a MuSGD epoch took 212 s on an AMD EPYC without them against 
                   "them (bfloat16 matmul 17x slower than float32 there; docs/scaling.md 7G3)")
 
 
-def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> tuple[str, set[str]] | None:
-    """The CPU's model name and x86 flags, or None where /proc/cpuinfo has no x86 flags line."""
+def cpuinfo_fields(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, str]:
+    """The first processor's fields of /proc/cpuinfo ("model name", "cpu family", "flags", ...); empty where
+    it cannot be read. Also what bench/bench_scaling.py names a row's machine by."""
+    fields: dict[str, str] = {}
     try:
         text = cpuinfo.read_text(errors="replace")
     except OSError:
-        return None
-    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
-    fields = {k.strip(): v.strip() for k, v in fields.items()}
+        return fields
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
+def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> tuple[str, set[str]] | None:
+    """The CPU's model name and x86 flags, or None where /proc/cpuinfo has no x86 flags line."""
+    fields = cpuinfo_fields(cpuinfo)
     if "flags" not in fields:
         return None
     return fields.get("model name", "this CPU"), set(fields["flags"].split())
