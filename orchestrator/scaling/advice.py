@@ -71,6 +71,11 @@ def _best_policy_text(mine: evidence.Gap, best: evidence.Gap) -> str:
     return "it was the best policy there" if best is mine else f"the best policy there, {best.rule}, {best.gap:+.3f}"
 
 
+def _longer_text(measured: str, epochs: int) -> str:
+    """What more epochs did where they were measured, and the setting that doubles this job's."""
+    return f"more epochs kept the outcome ({measured}): --set epochs={2 * epochs}, at 2x this run's cost"
+
+
 def finetune_warnings(opt: str, rule: Rule, k: float, epochs: int) -> list[str]:
     """Fine-tuning (the job starts from weights) at a measured k: where the policy lost more than
     KEPT_GAP to the reference, the gap, the best policy's and what kept it (more epochs) at what cost;
@@ -80,9 +85,7 @@ def finetune_warnings(opt: str, rule: Rule, k: float, epochs: int) -> list[str]:
     if mine is not None:
         out.append(
             f"fine-tuning at k = {k:.4g}: policy {rule.name} ended {mine.gap:+.3f} mAP50-95 below the reference "
-            f"({mine.where}); " + _best_policy_text(mine, best)
-            + f"; more epochs kept the outcome ({evidence.FINETUNE_LONGER}): --set epochs={2 * epochs}, at 2x "
-            "this run's cost"
+            f"({mine.where}); " + _best_policy_text(mine, best) + "; " + _longer_text(evidence.FINETUNE_LONGER, epochs)
         )
     if rule.family == "Adam" and rows and k >= 4:
         out.append(f"measured: {evidence.FINETUNE_DIP}: do not judge this run by its first epochs")
@@ -105,12 +108,12 @@ def scratch_gap_warning(opt: str, rule: Rule, k: float, epochs: int) -> list[str
     unreferenced = evidence.WITHOUT_REFERENCE.get((row.measured, row.k, "scratch"))
     if unreferenced:
         text += f"; {unreferenced}"
-    longer = evidence.SCRATCH_LONGER.get((row.measured, row.k))
-    if not kept and longer:
-        text += f"; more epochs kept the outcome ({longer}): --set epochs={2 * epochs}, at 2x this run's cost"
-    elif not kept:
-        text += (f"; what keeps the outcome was not measured for {row.measured} from scratch (more epochs did when "
-                 "fine-tuning and with few optimizer steps): compare a run with more epochs against the reference")
+    if not kept:
+        longer = evidence.SCRATCH_LONGER.get((row.measured, row.k))
+        text += "; " + (_longer_text(longer, epochs) if longer else
+                        f"what keeps the outcome was not measured for {row.measured} from scratch (more epochs did "
+                        "when fine-tuning and with few optimizer steps): compare a run with more epochs against the "
+                        "reference")
     return [text]
 
 
