@@ -10,7 +10,7 @@ from typing import Any
 from orchestrator.scaling import evidence
 from orchestrator.scaling import ultralytics_math as um
 from orchestrator.scaling.effective import fmt
-from orchestrator.scaling.rules import Rule
+from orchestrator.scaling.rules import DEVICE_NAMES, Rule
 
 LINEAR_LIMIT_IMAGES = 8192  # linear scaling held up to ~8k images per step on ImageNet (Goyal et al.)
 
@@ -60,7 +60,7 @@ def _measured_loss(opt: str, rule: Rule, k: float, start: str) -> tuple[list[evi
     more than KEPT_GAP to the reference on every machine measured, its row nearest the reference and
     the best policy's row on that machine (else None, None)."""
     rows = evidence.rows_at(rule.family, k, start, opt)
-    mine = [row for row in rows if row.rule == rule.name]
+    mine = [row for row in rows if row.rule == rule.rows_rule]
     if not mine or max(row.gap for row in mine) >= -evidence.KEPT_GAP:
         return rows, None, None
     row = max(mine, key=lambda r: r.gap)
@@ -108,6 +108,9 @@ def scratch_gap_warning(opt: str, rule: Rule, k: float, epochs: int) -> list[str
     unreferenced = evidence.WITHOUT_REFERENCE.get((row.measured, row.k, "scratch"))
     if unreferenced:
         text += f"; {unreferenced}"
+    if rule.name == "auto":  # this device kept the family's rule; say where another was chosen, and why not here
+        text += "".join(f"; auto takes {c.rule}'s rule on a {DEVICE_NAMES[c.device]} only: {c.elsewhere}"
+                        for c in evidence.choices_at(opt, "scratch", k))
     if not kept:
         longer = evidence.SCRATCH_LONGER.get((row.measured, row.k))
         text += "; " + (_longer_text(longer, epochs) if longer else

@@ -118,15 +118,18 @@ GAPS = (
 #   the best policy, against linear's -0.050 and stock Ultralytics' -0.084; none kept it). SGD at k = 8 did not
 #   agree: on an AMD EPYC CPU it lost 0.091 (3 seeds) where linear kept the reference (-0.011) and stock
 #   Ultralytics lost 0.067, while on an H200 it ended 0.19 above stock Ultralytics (WITHOUT_REFERENCE;
-#   linear not run there). One table against three is not enough to change the rule: the plan names the
-#   policy that kept the outcome where auto lost (advice.scratch_gap_warning).
+#   linear, which shares stock Ultralytics' clipped step, not run there; no seeds overlapping). The machines
+#   disagree, so auto follows each where it was measured: on a CPU, SGD from scratch takes linear's rule
+#   from k = 8 (every linear seed above every other seed there: AUTO_BY_DEVICE); on other devices it keeps
+#   the square-root rule and the plan names linear.
 # Adam-family e = 1: the linear rule, which keeps the movement per epoch (the update ignores the
 #   gradient's scale, so the summed loss changes nothing). At k = 4 it kept AdamW's outcome (+0.005)
 #   where Malladi et al. 2022's square-root rule lost 0.041 and stock Ultralytics 0.074; at k = 8
 #   (reference batch 8) +0.001, where the square-root rule lost 0.032 and stock Ultralytics 0.087.
 # Fine-tuning (section 7H) needs no other rule: these were the best policies of its tables too (AdamW
 #   -0.005 and -0.016 at k = 4 and 8, against none's -0.064 and -0.127; SGD -0.036 and -0.046, against none's
-#   -0.040 and -0.072 and linear's -0.057 and -0.102), so auto tells the two starts apart only in what it quotes.
+#   -0.040 and -0.072 and linear's -0.057 and -0.102): auto tells the two starts apart in what it quotes, and
+#   on a CPU for SGD from k = 8, where from scratch takes linear's rule (AUTO_BY_DEVICE) and fine-tuning not.
 AUTO_LR0_EXPONENT = {"SGD": 0.5, "Adam": 1.0}
 # Per task, where its own rows chose otherwise. classify, Adam-family e = 1/2 (the square-root rule):
 #   the linear rule lost 0.258 top-1 at k = 4 (one seed of two fell to 0.52), the square-root rule kept
@@ -134,6 +137,46 @@ AUTO_LR0_EXPONENT = {"SGD": 0.5, "Adam": 1.0}
 #   reference itself did not learn reliably (0.70 and 0.38 top-1, chance 0.33) and no policy ended above
 #   0.48, so its rows rank nothing; it keeps detect's rule in mean-gradient terms (docs/scaling.md 7E).
 AUTO_LR0_EXPONENT_BY_TASK = {"classify": {"Adam": 0.5}}
+
+
+
+
+@dataclass(frozen=True)
+class DeviceChoice:
+    """Where one optimizer's rows on one kind of device chose another rule for auto than its family's:
+    auto takes `rule` there from k = `k_from` up (beyond it extrapolated, as every rule is)."""
+    optimizer: str
+    start: str  # "scratch" or "pretrained"
+    device: str  # the target's kind (orchestrator.devices.KINDS)
+    k_from: int
+    rule: str  # the policy whose rule auto takes: "linear" or "sqrt"
+    where: str  # the rows that chose it
+    elsewhere: str  # why the other devices keep the family's rule (beside WITHOUT_REFERENCE's rows)
+
+
+AUTO_BY_DEVICE = (
+    DeviceChoice("SGD", "scratch", "cpu", 8, "linear", SGD_K8_CPU,
+                 "linear shares stock Ultralytics' clipped step and was not run on a GPU"),
+)
+ROW_NAMES = {"auto": "the square-root rule (auto on other devices)", "none": "stock Ultralytics"}
+
+
+def device_choice(optimizer: str, start: str, device: str, k: float) -> DeviceChoice | None:
+    """The rule auto takes for this optimizer and start on this kind of device at k, where its rows chose one."""
+    return next((c for c in choices_at(optimizer, start, k) if c.device == device), None)
+
+
+def choices_at(optimizer: str, start: str, k: float) -> list[DeviceChoice]:
+    """The devices whose rows chose another rule for auto at k, for this optimizer and start."""
+    return [c for c in AUTO_BY_DEVICE if (c.optimizer, c.start) == (optimizer, start) and k >= c.k_from]
+
+
+def choice_text(choice: DeviceChoice) -> str:
+    """The rows that chose the device's rule, best first."""
+    rows = sorted((row for row in GAPS if row.where == choice.where and row.k == choice.k_from),
+                  key=lambda row: -row.gap)
+    return (", ".join(f"{ROW_NAMES.get(row.rule, row.rule)} {row.gap:+.3f}" for row in rows)
+            + f" mAP50-95 at k = {choice.k_from} ({choice.where}; docs/scaling.md section 7)")
 
 
 def auto_exponent(family: str, task: str = "detect") -> float:
@@ -163,8 +206,8 @@ FINETUNE_DIP = ("fine-tuning with AdamW at k = 4 and 8, every policy's validatio
 # Measured where no reference finished, so no gap: quoted beside the rows of the same optimizer, k and start.
 # SGD at k = 8 on one H200 (docs/scaling.md 7G): the references were stopped by the call's limit at epoch 25 of 30.
 WITHOUT_REFERENCE = {
-    ("SGD", 8, "scratch"): "on an H200 auto ended 0.878 mAP50-95 against stock Ultralytics' 0.687 (SGD, 2 seeds; "
-                           "the reference unfinished)",
+    ("SGD", 8, "scratch"): "on an H200 the square-root rule (auto on a GPU) ended 0.878 mAP50-95 against stock "
+                           "Ultralytics' 0.687 (SGD, 2 seeds; the reference unfinished)",
 }
 
 # Ultralytics clips the gradient norm at um.CLIP_MAX_NORM before every step. Measured per epoch over the

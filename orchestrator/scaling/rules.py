@@ -12,6 +12,7 @@ from orchestrator.tasks import MEAN_LOSS_TASKS
 
 WARMUP_MIN_EPOCHS = 5.0  # Goyal et al. 2017: gradual warmup over 5 epochs for large minibatches
 WARMUP_K_THRESHOLD = 4.0  # lengthen warmup when images per step grow at least this much
+DEVICE_NAMES = {"cpu": "CPU", "cuda": "GPU", "tpu": "TPU", "xla_cpu": "CPU under XLA"}
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,11 @@ class Rule:
     lengthen_warmup: bool
     lr_reason: str
     wd_reason: str
+    measured_as: str = ""  # the rule name of its rows in evidence.GAPS, where not `name` (auto on a device's choice)
+
+    @property
+    def rows_rule(self) -> str:
+        return self.measured_as or self.name
 
 
 def power(k: Fraction, e: float) -> Fraction | float:
@@ -36,7 +42,7 @@ def power(k: Fraction, e: float) -> Fraction | float:
 
 
 def rule_for(policy: str, opt: str, images: int, images_ref: int, world: int, world_ref: int,
-             growth: Fraction | None = None, task: str = "detect", start: str = "scratch") -> Rule:
+             growth: Fraction | None = None, task: str = "detect", start: str = "scratch", device: str = "") -> Rule:
     """The policy's rule for optimizer ``opt`` when images per optimizer step go images_ref -> images.
 
     Every k-rule (auto, linear, sqrt) passes lr0 x k**e and gives the optimizer a weight decay x k**(1-e),
@@ -52,6 +58,8 @@ def rule_for(policy: str, opt: str, images: int, images_ref: int, world: int, wo
     for a summed loss; for classify's mean loss (tasks.MEAN_LOSS_TASKS) the micro-batches per step, so there lr0
     is divided by `growth` on top of the rule, which keeps the same mean-gradient step as for detect.
     `start` ("scratch" or "pretrained"): which measurements auto's reason quotes (evidence.gaps).
+    `device`: the target's kind; where its rows chose another rule for this optimizer and start
+    (evidence.AUTO_BY_DEVICE), auto takes that rule there.
     """
     k_images = Fraction(images, images_ref)
     growth = k_images if growth is None else growth
@@ -85,10 +93,8 @@ def rule_for(policy: str, opt: str, images: int, images_ref: int, world: int, wo
             "table", family, float(d), f"k = {world}/{world_ref} = {float(d):.2f} devices", d, d, d > 1, lr_text,
             f"table rule effective weight decay x {float(d):.4g} (k = {world}/{world_ref} devices)",
         )
-    if policy == "auto":
-        e = evidence.auto_exponent(family, task)
-    else:  # the literature's rule in mean-gradient terms: linear x k, sqrt x sqrt(k)
-        e = (1.0 if policy == "linear" else 0.5) - (1.0 if sgd else 0.0)
+    choice = evidence.device_choice(opt, start, device, float(k_images)) if policy == "auto" else None
+    e = _lr0_exponent(policy, family, task, choice)
     mean_exp = e + 1 if sgd else e  # the mean-gradient learning rate grows x k**mean_exp
     lr_mult, wd_mult = _multipliers(k_images, e, mean_exp, growth if sgd and mean_loss else None)
     k = float(k_images)
@@ -99,7 +105,7 @@ def rule_for(policy: str, opt: str, images: int, images_ref: int, world: int, wo
                      f"1/{float(growth):.4g} (and the weight decay x {float(growth):.4g}: the same decay per step)")
     elif policy == "auto":
         lr_reason = _auto_reason(opt, family, task, summed, k_text, k, e, mean_exp, growth if mean_loss else None,
-                                 start)
+                                 start, choice)
     else:
         lr_reason = (
             f"{policy} rule (forced by policy): step x {k ** mean_exp:.4g} = "
@@ -112,11 +118,22 @@ def rule_for(policy: str, opt: str, images: int, images_ref: int, world: int, wo
         f"{policy} rule keeps the weight decay per epoch (optimizer steps x lr0 x weight decay: "
         f"steps x 1/{k:.4g}, lr0 x {float(lr_mult):.4g}, weight decay x {float(wd_mult):.4g})"
     )
-    return Rule(policy, family, k, k_text, lr_mult, wd_mult, k >= WARMUP_K_THRESHOLD, lr_reason, wd_reason)
+    return Rule(policy, family, k, k_text, lr_mult, wd_mult, k >= WARMUP_K_THRESHOLD, lr_reason, wd_reason,
+                choice.rule if choice else "")
+
+
+def _lr0_exponent(policy: str, family: str, task: str, choice: evidence.DeviceChoice | None) -> float:
+    """The passed lr0's exponent of k: auto's measured one, else (a device's choice for auto, or the
+    policy) the literature's rule in mean-gradient terms, linear x k or sqrt x sqrt(k), less the summed
+    loss's x k for the SGD family."""
+    if policy == "auto" and choice is None:
+        return evidence.auto_exponent(family, task)
+    return (1.0 if (choice.rule if choice else policy) == "linear" else 0.5) - (1.0 if family == "SGD" else 0.0)
 
 
 def _auto_reason(opt: str, family: str, task: str, summed: str, k_text: str, k: float, e: float, mean_exp: float,
-                 mean_loss_growth: Fraction | None, start: str = "scratch") -> str:
+                 mean_loss_growth: Fraction | None, start: str = "scratch",
+                 choice: evidence.DeviceChoice | None = None) -> str:
     """auto's lr0 reason: what its exponent does to the step and the movement per epoch, and the rows
     that chose it. An SGD step under a summed loss is clipped (evidence.CLIP_BOUND): its length follows lr0."""
     how = f"{summed}; lr0 x k^{e:g}"
@@ -128,8 +145,14 @@ def _auto_reason(opt: str, family: str, task: str, summed: str, k_text: str, k: 
     else:
         how += {0.5: ", the square-root rule for a normalised step", 1.0: ", the linear rule"}.get(e, "")
         step = f"the clipped step x {k ** e:.4g}, movement per epoch x {k ** (e - 1):.4g}"
-    return f"auto ({family}-family {opt}): {how}: {step} ({k:.4g} x fewer optimizer steps); {k_text}; " + \
-        _measured_text(opt, family, k, task, start)
+    if choice is not None:
+        how = f"{summed}; lr0 x k^{e:g}, the {choice.rule} rule in mean-gradient terms"
+    head = f"auto ({family}-family {opt}): {how}: {step} ({k:.4g} x fewer optimizer steps); {k_text}; "
+    if choice is None:
+        return head + _measured_text(opt, family, k, task, start)
+    return head + (f"on a {DEVICE_NAMES[choice.device]} from k = {choice.k_from} auto takes {choice.rule}'s rule, "
+                   f"the best of the rows measured there: {evidence.choice_text(choice)}"
+                   + (f"; {auto_basis(k, family, start, opt)}" if k > choice.k_from else ""))
 
 
 def _measured_text(opt: str, family: str, k: float, task: str, start: str) -> str:

@@ -18,7 +18,8 @@ auto    keep the reference's images per step when the target's total batch divid
         split between batch and accumulation changes); otherwise the rule the scaling-fidelity
         benchmark measured closest to the reference (evidence.py): SGD-family lr0 x sqrt(k) (on top
         of the summed loss's x k: sqrt(k) more movement per epoch), Adam-family lr0 x k (linear:
-        the movement per epoch kept).
+        the movement per epoch kept). Where one device's rows chose another rule for an optimizer
+        (evidence.AUTO_BY_DEVICE: SGD from scratch on a CPU from k = 8, linear), that rule there.
 linear  the mean-gradient step x k (Goyal et al.): lr0 kept for SGD-family, lr0 x k for Adam-family.
 sqrt    the mean-gradient step x sqrt(k): lr0 / sqrt(k) for SGD-family, lr0 x sqrt(k) for Adam-family.
         For every k-rule the effective (optimizer) weight decay keeps the weight decay per epoch
@@ -79,7 +80,7 @@ def scale(reference: ReferenceHyp, target: TargetHardware, policy: str = "auto")
 
     # 3. the policy's rule: lr0, the weight decay, the warmup
     rule = rule_for(policy, base["optimizer"], images, images_ref, world, ref.world_size,
-                    _step_growth(ref, images, images_ref, total, nbs, world), ref.task, ref.start)
+                    _step_growth(ref, images, images_ref, total, nbs, world), ref.task, ref.start, target.devices.kind)
     passed = dict(ref_passed, batch=total, nbs=nbs)
     passed["lr0"] = base["lr0"] if rule.lr_mult == 1 else clean(base["lr0"] * float(rule.lr_mult))
     if rule.lr_reason:  # printed as "lr0 a -> b: ..." or "lr0 a kept: ..."

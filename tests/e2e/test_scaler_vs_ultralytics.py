@@ -142,6 +142,8 @@ CASES = [
     ),
     ("adamw-b128-sqrt", ReferenceHyp(optimizer="AdamW", lr0=0.001, weight_decay=0.05, dataset_size=N_IMAGES, nc=NC), _cpu(batch=128), "auto"),
     ("adamw-table", ReferenceHyp(optimizer="AdamW", lr0=0.001, dataset_size=N_IMAGES, nc=NC), _cpu(batch=32), "table"),
+    # k = 8 from scratch on a CPU: auto passes linear's values there (evidence.AUTO_BY_DEVICE)
+    ("sgd-k8-cpu", ReferenceHyp(optimizer="SGD", batch=8, nbs=8, dataset_size=N_IMAGES, nc=NC), _cpu(batch=64), "auto"),
     # odd total: round(64/48) = 1 -> 48 images per step, k = 0.75
     ("sgd-b48", ReferenceHyp(optimizer="SGD", dataset_size=N_IMAGES, nc=NC), _cpu(batch=48), "auto"),
     # a dataset larger than the batch: batches of 4 (the cases above are capped at the 8 images)
