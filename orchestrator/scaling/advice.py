@@ -108,7 +108,7 @@ def scratch_gap_warning(opt: str, rule: Rule, k: float, epochs: int) -> list[str
     unreferenced = evidence.WITHOUT_REFERENCE.get((row.measured, row.k, "scratch"))
     if unreferenced:
         text += f"; {unreferenced}"
-    if rule.name == "auto":  # this device kept the family's rule; say where another was chosen, and why not here
+    if rule.name == "auto" and not rule.measured_as:  # the family's rule here: where another was chosen, why not here
         text += "".join(f"; auto takes {c.rule}'s rule on a {DEVICE_NAMES[c.device]} only: {c.elsewhere}"
                         for c in evidence.choices_at(opt, "scratch", k))
     if not kept:

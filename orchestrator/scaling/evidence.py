@@ -139,8 +139,6 @@ AUTO_LR0_EXPONENT = {"SGD": 0.5, "Adam": 1.0}
 AUTO_LR0_EXPONENT_BY_TASK = {"classify": {"Adam": 0.5}}
 
 
-
-
 @dataclass(frozen=True)
 class DeviceChoice:
     """Where one optimizer's rows on one kind of device chose another rule for auto than its family's:
@@ -156,7 +154,7 @@ class DeviceChoice:
 
 AUTO_BY_DEVICE = (
     DeviceChoice("SGD", "scratch", "cpu", 8, "linear", SGD_K8_CPU,
-                 "linear shares stock Ultralytics' clipped step and was not run on a GPU"),
+                 "linear shares stock Ultralytics' clipped step and was not run on a GPU or TPU"),
 )
 ROW_NAMES = {"auto": "the square-root rule (auto on other devices)", "none": "stock Ultralytics"}
 

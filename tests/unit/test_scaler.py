@@ -621,7 +621,7 @@ def test_sgd_at_k8_from_scratch_on_a_gpu_keeps_the_square_root_rule_and_names_li
     assert "on an H200 the square-root rule (auto on a GPU) ended 0.878 mAP50-95 against stock Ultralytics' 0.687" \
         in gap
     assert gap.endswith("auto takes linear's rule on a CPU only: linear shares stock Ultralytics' clipped step and "
-                        "was not run on a GPU")
+                        "was not run on a GPU or TPU")
     none = scale(SGD_K8_REF, tgt("0", batch=64), "none")
     assert "auto takes" not in next(w for w in none.warnings if w.startswith("from scratch at k = 8"))
     linear = scale(SGD_K8_REF, tgt("0", batch=64), "linear")
