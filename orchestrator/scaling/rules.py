@@ -145,8 +145,8 @@ def _auto_reason(opt: str, family: str, task: str, summed: str, k_text: str, k: 
     else:
         how += {0.5: ", the square-root rule for a normalised step", 1.0: ", the linear rule"}.get(e, "")
         step = f"the clipped step x {k ** e:.4g}, movement per epoch x {k ** (e - 1):.4g}"
-    if choice is not None:
-        how = f"{summed}; lr0 x k^{e:g}, the {choice.rule} rule in mean-gradient terms"
+    if choice is not None:  # named after the branch's own lr0 text (classify's divides by the micro-batches)
+        how += f", the {choice.rule} rule in mean-gradient terms"
     head = f"auto ({family}-family {opt}): {how}: {step} ({k:.4g} x fewer optimizer steps); {k_text}; "
     if choice is None:
         return head + _measured_text(opt, family, k, task, start)

@@ -599,6 +599,8 @@ def test_sgd_at_k8_from_scratch_on_a_cpu_takes_the_rule_its_rows_chose():
     assert far.passed == scale(SGD_K8_REF, tgt("cpu", batch=128), "linear").passed
     assert reason(far, "lr0").endswith("beyond the measured k <= 8 from scratch (SGD), extrapolated "
                                        "(docs/scaling.md section 7)")
+    cls = scale(dataclasses.replace(SGD_K8_REF, task="classify"), tgt("cpu", batch=64))  # detect's rule, mean loss
+    assert cls.passed["lr0"] == 0.08 and "lr0 x k^1 / 1, the linear rule in mean-gradient terms" in reason(cls, "lr0")
     assert scale(SGD_K8_REF, tgt("cpu", batch=32)).passed["lr0"] == 0.01 * 4 ** 0.5  # k = 4
     for other in (dataclasses.replace(SGD_K8_REF, pretrained=True), dataclasses.replace(SGD_K8_REF, optimizer="MuSGD")):
         assert scale(other, tgt("cpu", batch=64)).passed["lr0"] == pytest.approx(0.01 * 8 ** 0.5)
