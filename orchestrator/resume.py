@@ -28,7 +28,8 @@ from orchestrator.rundir import (EVENTS, LAST, RESOLVED, SUMMARY, WEIGHTS, Event
                                  end_torn_line, load_own_yaml, load_resolved, missing_epochs, run_summary,
                                  write_json_atomic)
 from orchestrator.rundir.checkpoints import (REWOUND_RESULTS, fallback_checkpoint, inspect_checkpoint,
-                                             rewind_to, rewind_to_start)
+                                             results_epochs, rewind_results, rewind_to, rewind_to_start,
+                                             set_aside_damaged_weights)
 from orchestrator.runner import RunOutcome, refuse_symlinks, supervise
 
 
@@ -66,6 +67,9 @@ def close_recorded_run(row: dict) -> RunOutcome | None:
     metrics = {k: v for k, v in (last[0]["metrics"] if last else {}).items() if k.startswith("metrics/")}
     note = (f"all {epochs} epochs were recorded before it stopped (during the final validation of best.pt): "
             "closed as finished; its metrics are the last epoch's validation")
+    damaged = set_aside_damaged_weights(recorded) if recorded == run_dir else None
+    if damaged:
+        note += f"; {damaged}"
     summary = run_summary(run_dir, state="finished", epochs=epochs, epochs_completed=epochs, metrics=metrics,
                           started=row.get("started_at") or time.time(), note=note)
     write_json_atomic(run_dir / SUMMARY, summary)
@@ -160,6 +164,7 @@ def write_resume(row: dict, devices: str | None = None, restart_ok: bool = False
     if done >= epochs:
         raise SpecError(f"RUN: {run_id} already recorded {done}/{epochs} epochs; nothing to resume")
     restored = restore_data(resolved, run_id)
+    unsaved = set_aside_unsaved_rows(run_dir, done) if weights_dir == run_dir else []
     checkpoint = LAST if weights_dir == run_dir else weights_dir / LAST  # (absolute: node 0's)
     resolved.resume = ResumeOrder(str(checkpoint), if_missing="scratch" if restart_ok else "fail", reason="resume")
     resolved.resumes.append(ResumeRecord(time=time.time(), from_epoch=done + 1, devices=resolved.plan.devices,
@@ -170,12 +175,25 @@ def write_resume(row: dict, devices: str | None = None, restart_ok: bool = False
             else f"start again from epoch 1/{epochs} (it stopped before its first checkpoint)")
     if rewound:
         note += f"; {rewound}"
+    if unsaved:
+        note += (f"; epoch(s) {', '.join(map(str, unsaved))} ended without a checkpoint and train again (their "
+                 f"results.csv rows: {REWOUND_RESULTS})")
     if restored:
         note += f"; {restored}"
     if replanned:
         note += (f" (re-planned from {old_devices}: batch {p.batch}, nbs {p.nbs}, {p.images_per_step} images per "
                  "optimizer step)")
     return PreparedResume(resolved, done + 1, replanned, note)
+
+
+def set_aside_unsaved_rows(run_dir: Path, done: int) -> list[int]:
+    """results.csv holds each epoch once: the row of an epoch whose checkpoint never landed (a kill
+    between Ultralytics' row and its last.pt) moves to results.rewound.csv, since the resume trains that
+    epoch again and appends its row. Returns those epochs."""
+    unsaved = sorted({e for e in results_epochs(run_dir) if e > done})
+    if unsaved:
+        rewind_results(run_dir, done)
+    return unsaved
 
 
 def rewind_damaged(run_id: str, run_dir: Path, weights_dir: Path, restart_ok: bool) -> str | None:

@@ -15,7 +15,7 @@ from typing import Callable
 
 from orchestrator import launch, replan
 from orchestrator.launch import process
-from orchestrator.rundir import (DEADLINE_STOP, ENV, ENV_SUPERVISOR_PID, ENV_SUPERVISOR_START, EVENTS,
+from orchestrator.rundir import (BEST, DEADLINE_STOP, ENV, ENV_SUPERVISOR_PID, ENV_SUPERVISOR_START, EVENTS,
                                  EXIT_NOT_RESUMABLE, EXIT_OOM, HEARTBEATS, LAST, LOG, RESOLVED, RESULTS, STACKS, SUMMARY,
                                  EventTail, EventWriter, OomStep, TrialLink, completed_epochs, dump_yaml, end_torn_line,
                                  failure_cause,
@@ -40,11 +40,18 @@ class RunOutcome:
     events: list[dict] = field(default_factory=list)
     oom_recoveries: list[OomStep] = field(default_factory=list)  # one record per OOM restart (replan.py)
     note: str | None = None  # why it failed, and how to continue (also the registry row's note)
+    epochs: int | None = None  # the plan's epochs, and how many were checkpointed (a killed run has no
+    epochs_done: int | None = None  # summary.json, yet its epochs and best.pt are there)
 
     @property
     def last_checkpoint(self) -> Path | None:
         last = self.run_dir / LAST
         return last if last.exists() else None
+
+    @property
+    def best_weights(self) -> Path | None:
+        best = self.run_dir / BEST
+        return best if best.exists() else None
 
 
 def check_launchable(plan: Plan) -> None:
@@ -198,7 +205,8 @@ def supervise(run_id: str, run_dir: Path, launcher: str, oom_retries: int = 0,
     with registry:
         registry.update(run_id, state=state, ended_at=time.time(), exit_code=exit_code, epochs_done=epochs_done,
                         metrics=(summary or {}).get("metrics"), note="; ".join(notes) or None)
-    return RunOutcome(run_id, run_dir, state, exit_code, summary, events, recoveries, "; ".join(notes) or None)
+    return RunOutcome(run_id, run_dir, state, exit_code, summary, events, recoveries, "; ".join(notes) or None,
+                      epochs=load_resolved(run_dir).plan.epochs, epochs_done=epochs_done)
 
 
 def failure_note(run_id: str, run_dir: Path, code: int, epochs_done: int) -> str:
@@ -225,18 +233,33 @@ RUN_FILES = (LOG, EVENTS, SUMMARY, RESOLVED, RESULTS, ENV, DATA_YAML, DEADLINE_S
 RUN_FOLDERS = ("weights", HEARTBEATS, STACKS, "wandb")
 
 
+# W&B's own links in wandb/ (made by wandb.init before the logger switched them off: worker/wandb_logger.py)
+WANDB_LINKS = ("latest-run", "debug.log", "debug-internal.log")
+
+
 def refuse_symlinks(run_dir: Path) -> None:
     """The files a run writes or appends to must be its own: a train.log, a stacks/ folder or a
     results.csv replaced by a symbolic link would make a resume write wherever it points (a shell
-    profile, another run). Checked: the run's files and folders, and what lies in those folders."""
+    profile, another run). Checked: the run's files and folders, and what lies in those folders.
+    Not refused: W&B's own three links in wandb/ of a run logged by an earlier version, which point
+    into wandb/ itself and which nothing writes through any more."""
     paths = [run_dir / name for name in RUN_FILES + RUN_FOLDERS]
     for folder in RUN_FOLDERS:
         if (run_dir / folder).is_dir() and not (run_dir / folder).is_symlink():
             paths += sorted((run_dir / folder).iterdir())[:1000]
-    links = [p for p in paths if p.is_symlink()]
+    links = [p for p in paths if p.is_symlink() and not _wandb_own_link(run_dir, p)]
     if links:
         raise SpecError([f"{p}: a symbolic link in the run directory; refusing to write through it (replace it "
                          "with a regular file or folder)" for p in links])
+
+
+def _wandb_own_link(run_dir: Path, path: Path) -> bool:
+    """One of W&B's links: its name, in wandb/, relative and without `..` (so inside wandb/, whose
+    entries are themselves checked for links)."""
+    if path.parent != run_dir / "wandb" or path.name not in WANDB_LINKS:
+        return False
+    target = Path(os.readlink(path))
+    return not target.is_absolute() and ".." not in target.parts
 
 
 def _attempt(cmd: list[str], run_id: str, run_dir: Path, registry: Registry, tail: EventTail,

@@ -72,6 +72,28 @@ TINY_JOB = {
 }
 
 
+# What users run: the quickstart's `wandb:` section (offline with no API key configured). The tests of
+# resume, requeue and the chaos campaign run with it; TINY_JOB disables W&B for tests about other things.
+DEFAULT_WANDB = {"project": "yolo-orch-tests"}
+
+
+def wandb_epochs(run_dir: Path) -> list[int]:
+    """The epochs the run's W&B run holds, in the order its attempts wrote them (every offline attempt
+    folder of the run's id, oldest first): each epoch once when a resumed run continued its W&B run."""
+    from orchestrator.worker.wandb_history import attempt_files, history_rows
+
+    files = attempt_files(run_dir / "wandb", run_dir.name.replace(".", "-"))
+    return [row["epoch"] for path in files for row in history_rows(path) if "epoch" in row]
+
+
+def no_links(run_dir: Path) -> list[Path]:
+    """Symbolic links anywhere in the run directory, less the one wandb-core makes inside each attempt's
+    own folder (logs/debug-core.log, to its log under ~/.cache/wandb: nothing writes through it, and no
+    later attempt writes in that folder); W&B's links in wandb/ itself are switched off."""
+    return [p for p in run_dir.rglob("*") if p.is_symlink()
+            and not (p.name == "debug-core.log" and p.parent.name == "logs" and "-run-" in p.parent.parent.name)]
+
+
 def write_job(folder: Path, job: dict | None = None, filename: str = "job.yaml", **changes) -> Path:
     data = json.loads(json.dumps(job or TINY_JOB))
     data.update(changes)

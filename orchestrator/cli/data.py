@@ -34,6 +34,8 @@ def synth_cmd(
         raise SpecError([f"--{line.replace('_', '-')}" for line in str(exc).splitlines()]) from None
     except FileExistsError as exc:
         raise SpecError(f"--out: {exc}") from None
+    except OSError as exc:  # /proc/x, a read-only or full file system: nothing is left half-written there
+        raise SpecError(f"--out: cannot write a dataset at {out_dir}: {exc.strerror or exc}") from None
     if json_out:
         print_json({"data": str(data_yaml), "task": task, "images": images, "val_images": val_images,
                     "classes": classes})

@@ -54,18 +54,23 @@ def train_args_table(plan: Plan) -> Table:
     return table
 
 
-def summary_table(job: str, run_id: str, run_dir, devices: str, summary: dict | None, state: str) -> Table:
-    table = Table(title=f"Run {job}/{run_id}: {state}", show_header=False)
+def summary_table(job: str, outcome, devices: str) -> Table:
+    """The run's outcome; a killed or stalled run has no summary.json, so its epochs and weights are
+    read from the run directory (2 of 6 epochs done and a best.pt are worth saying)."""
+    summary = outcome.summary or {}
+    table = Table(title=f"Run {job}/{outcome.run_id}: {outcome.state}", show_header=False)
     table.add_column(style="bold cyan")
     table.add_column()
-    metrics = (summary or {}).get("metrics", {})
+    metrics = summary.get("metrics", {})
+    done = summary.get("epochs_completed", outcome.epochs_done)
+    epochs = summary.get("epochs", outcome.epochs)
     rows = [
         ("devices", devices),
-        ("epochs", f"{(summary or {}).get('epochs_completed', '-')}/{(summary or {}).get('epochs', '-')}"),
+        ("epochs", f"{_fmt(done)}/{_fmt(epochs)}"),
         *((label, _fmt(value)) for label, value in headline(metrics)),
-        ("wall time", f"{(summary or {}).get('wall_time_s', 0):.1f} s" if summary else "-"),
-        ("best weights", _fmt((summary or {}).get("best"))),
-        ("run dir", str(run_dir)),
+        ("wall time", f"{summary.get('wall_time_s', 0):.1f} s" if summary else "-"),
+        ("best weights", _fmt(summary.get("best") or outcome.best_weights)),
+        ("run dir", str(outcome.run_dir)),
     ]
     for step in (summary or {}).get("oom_recoveries") or []:
         from orchestrator.replan import describe_oom_step

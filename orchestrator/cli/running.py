@@ -60,8 +60,7 @@ def render_run(done: Submitted, job, json_out: bool) -> None:
         print_json({"run_id": outcome.run_id, "run_dir": str(outcome.run_dir), "state": outcome.state,
                     "exit_code": outcome.exit_code, "note": outcome.note, "summary": outcome.summary})
     else:
-        console.print(summary_table(job.spec.name, outcome.run_id, outcome.run_dir, done.plan.devices.text,
-                                    outcome.summary, outcome.state))
+        console.print(summary_table(job.spec.name, outcome, done.plan.devices.text))
     if outcome.state == "killed":
         last = outcome.last_checkpoint
         console.print(f"stopped. last checkpoint: {last}" if last else "stopped before the first checkpoint.")
@@ -88,8 +87,7 @@ def render_resumed(resumed: Resumed, json_out: bool) -> None:
                     "devices": plan.devices, "replanned": prepared.replanned, "summary": outcome.summary,
                     "oom_recoveries": [s.to_dict() for s in outcome.oom_recoveries], "note": outcome.note})
     else:
-        console.print(summary_table(row["job"], row["id"], row["run_dir"], plan.devices, outcome.summary,
-                                    outcome.state))
+        console.print(summary_table(row["job"], outcome, plan.devices))
     if outcome.state in ("failed", "stalled"):
         show_failure(console, outcome)
     raise typer.Exit(run_exit_code(outcome.state))

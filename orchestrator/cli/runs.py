@@ -20,7 +20,8 @@ from rich.table import Table
 from orchestrator.cli.common import existing_registry, find_run, out, print_json
 from orchestrator.cli.options import REGISTRY, RUNS_DIR
 from orchestrator.registry import ACTIVE, DB_NAME, STATES, registry_path
-from orchestrator.rundir import BEST, EVENTS, LAST, LOG, RESULTS, SUMMARY, OomStep, resolved_or_none
+from orchestrator.rundir import (BEST, EVENTS, LAST, LOG, RESULTS, SUMMARY, OomStep, parse_event,
+                                 resolved_or_none)
 from orchestrator.jobspec.errors import SpecError
 from orchestrator.tasks import headline
 
@@ -138,8 +139,9 @@ def show_info(row: dict) -> dict:
     summary = run_dir / SUMMARY
     if summary.is_file():
         try:
-            info["summary"] = json.loads(summary.read_text())
-        except ValueError:
+            loaded = json.loads(summary.read_text(errors="replace"))
+            info["summary"] = loaded if isinstance(loaded, dict) else None
+        except (ValueError, RecursionError):  # a damaged summary: the registry row still says it all
             pass
     resolved = resolved_or_none(run_dir)
     if resolved is not None:
@@ -155,12 +157,9 @@ def show_info(row: dict) -> dict:
                               "resumes": [r.to_dict() for r in resolved.resumes]}
     events = run_dir / EVENTS
     if events.is_file():
-        for line in reversed(events.read_text(errors="replace").splitlines()):
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if event.get("event") == "epoch":
+        for line in reversed(events.read_bytes().splitlines()):
+            event = parse_event(line)
+            if event is not None and event.get("event") == "epoch":
                 info["last_epoch"] = event
                 break
     for name in (LOG, EVENTS, str(LAST), str(BEST), RESULTS):
@@ -211,7 +210,8 @@ def show_cmd(
     elif info["last_epoch"]:
         m = info["last_epoch"].get("metrics") or {}
         label, value = headline(m)[-1]
-        rows.append((f"epoch {info['last_epoch'].get('epoch')}", f"{label} {value or 0:.4f}"))
+        shown = f"{value:.4f}" if isinstance(value, (int, float)) else "-"
+        rows.append((f"epoch {info['last_epoch'].get('epoch')}", f"{label} {shown}"))
     for step in (info["recoveries"] or {}).get("oom", []):
         from orchestrator.replan import describe_oom_step
 

@@ -163,12 +163,22 @@ class EventTail:
         end = chunk.rfind(b"\n") + 1
         self.offset += end
         for line in chunk[:end].splitlines():
-            try:
-                record = json.loads(line)
-            except ValueError:  # a torn or corrupted line (bytes that are no UTF-8 included)
-                continue
-            if isinstance(record, dict):
+            record = parse_event(line)
+            if record is not None:
                 yield record
+
+
+def parse_event(line: bytes | str) -> dict | None:
+    """One events.jsonl line as an event, or None when it is none: torn or corrupted bytes, JSON that is
+    not an object (`[1, 2]`), nesting too deep to parse, or a `metrics` that is not a mapping. Every
+    reader of events (the runner, resume, `show`, the dashboard) reads lines through this one."""
+    try:
+        record = json.loads(line)
+    except (ValueError, RecursionError):  # (bytes that are no UTF-8 are a ValueError too)
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("metrics", {}), dict):
+        return None
+    return record
 
 
 def trained_epochs(events_path: Path) -> list[int]:

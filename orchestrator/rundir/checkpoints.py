@@ -20,7 +20,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.rundir import EVENTS, LAST, RESULTS, EventWriter, end_torn_line, row_epoch
+from orchestrator.rundir import BEST, EVENTS, LAST, RESULTS, EventWriter, end_torn_line, row_epoch
 from orchestrator.rundir.files import replaced_atomically, write_text_atomic
 
 REWOUND_RESULTS = "results.rewound.csv"  # results.csv rows of epochs a rewind trains again
@@ -147,6 +147,28 @@ def keep_damaged(last: Path, kept: Path) -> None:
             os.link(last, tmp)
         except OSError:  # a filesystem without hard links
             shutil.copyfile(last, tmp)
+
+
+def set_aside_damaged_weights(run_dir: Path) -> str | None:
+    """A run closed as finished keeps only whole weights: a damaged last.pt or best.pt moves to
+    <name>.damaged (kept as it was, no longer a *.pt anyone loads). Returns the note that says which
+    moved and which checkpoint is whole; None when both are whole (or absent)."""
+    run_dir = Path(run_dir)
+    said, whole = [], []
+    for name in (LAST, BEST):
+        path = run_dir / name
+        if not path.is_file():
+            continue
+        found = inspect_checkpoint(path)
+        if found.sound:
+            whole.append(str(name))
+            continue
+        keep_damaged(path, path.with_name(path.name + ".damaged"))
+        path.unlink()
+        said.append(f"{name} is damaged ({found.damage}): kept as {name}.damaged")
+    if not said:
+        return None
+    return "; ".join(said) + (f"; whole: {', '.join(whole)}" if whole else "; no whole checkpoint is left")
 
 
 def results_epochs(run_dir: Path) -> list[int]:

@@ -16,14 +16,11 @@ from typing import Any
 
 import yaml
 
+from orchestrator.rundir.contract import SCHEMA_VERSION, contract_problems, is_int
 from orchestrator.rundir.files import dump_yaml, load_own_yaml, write_text_atomic
 
 RESOLVED = "job.resolved.yaml"
 
-# `schema_version`: bumped when the layout of job.resolved.yaml changes, so that a run directory made by
-# one version and resumed by another (a Kaggle session days later, a Slurm job requeued after an upgrade)
-# is read knowingly. A file without it was written before versions were kept, in version 1's layout.
-SCHEMA_VERSION = 1
 
 
 class ResolvedRunError(ValueError):
@@ -369,19 +366,16 @@ class ResolvedRun:
 
 
 def parse_resolved(doc: Any, where: str = RESOLVED) -> ResolvedRun:
-    """A job.resolved.yaml's content (a Kaggle bundle embeds one) as the typed run; a newer layout than
-    SCHEMA_VERSION raises RunDirVersionError (one line) instead of being misread."""
+    """A job.resolved.yaml's content (a Kaggle bundle embeds one) as the typed run, checked whole
+    (contract_problems): a newer layout than SCHEMA_VERSION raises RunDirVersionError, anything else it
+    cannot run ResolvedRunError, each one line."""
     version = doc.get("schema_version", 1) if isinstance(doc, dict) else 1
-    if not isinstance(version, int) or isinstance(version, bool) or version > SCHEMA_VERSION:
+    if is_int(version) and version > SCHEMA_VERSION:
         raise RunDirVersionError(f"{where}: schema_version {version!r} is not one this yolo-orch reads (1 to "
                                  f"{SCHEMA_VERSION}): it was written by a newer version; continue it with that one")
-    if not isinstance(doc, dict) or not isinstance(doc.get("plan"), dict):
-        raise ResolvedRunError(f"{where}: not a run's resolved job (no `plan` section)")
-    missing = [name for name, value in (("plan.devices", doc["plan"].get("devices")),
-                                        ("plan.train_args.epochs", (doc["plan"].get("train_args") or {}).get("epochs")))
-               if value is None]
-    if missing:
-        raise ResolvedRunError(f"{where}: damaged: {', '.join(missing)} missing")
+    problems = contract_problems(doc)
+    if problems:
+        raise ResolvedRunError(f"{where}: damaged or edited: {'; '.join(problems)}")
     try:
         return ResolvedRun.from_dict(doc)
     except (KeyError, TypeError, ValueError) as exc:

@@ -76,6 +76,8 @@ class EpochReporter(EpochBoundary):
             for epoch, metrics in missing_epochs(self.events.path, int(trainer.start_epoch or 0)):
                 self.seen.add(epoch - 1)
                 self.events.emit("epoch", epoch=epoch, epochs=trainer.epochs, metrics=metrics, recovered=True)
+                for sink in self.sinks:  # (W&B never saw it: the kill came before its event)
+                    sink(epoch, metrics)
 
     def on_fit_epoch_end(self, trainer) -> None:
         if not self.fit_ends_epoch():

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from orchestrator.rundir import ResolvedRun
+from orchestrator.rundir import EVENTS, EventTail, ResolvedRun
 
 # wandb's own default is 90 s, spent before the first epoch on a node whose W&B server is slow
 # or half-reachable; past this the run logs offline instead.
@@ -21,6 +21,11 @@ class WandbLogger:
         self.mode = mode
         self.group = group
         self.run = None
+        # A resumed run continues its W&B run (the same id: one run; `wandb sync` uploads each attempt's
+        # folder in order). Its steps (epochs) only go forward: what earlier attempts durably wrote is
+        # not logged again (an epoch trained again after a rewind keeps its first values there), and
+        # what they trained but lost in W&B's buffer when killed is logged from events.jsonl (catch_up).
+        self.logged_through = 0
 
     def start(self) -> str | None:
         """Start the W&B run. Online W&B never costs a run: when the server cannot be reached or
@@ -28,6 +33,9 @@ class WandbLogger:
         warning that says so and how to upload later; None when nothing went wrong."""
         if self.mode == "disabled":
             return None
+        from orchestrator.worker.wandb_history import last_logged_step
+
+        self.logged_through = last_logged_step(self.run_dir / "wandb", self.wandb_id)
         os.environ["WANDB_DIR"] = str(self.run_dir)
         os.environ.setdefault("WANDB_SILENT", "true")
         warning = None
@@ -65,13 +73,25 @@ class WandbLogger:
             group=self.group or cfg.get("group"),
             tags=cfg.get("tags") or None,
             name=self.resolved.run_id,
-            id=self.resolved.run_id.replace(".", "-"),
+            id=self.wandb_id,
             dir=str(self.run_dir),
             mode=mode,
             config=self.config(),
             resume="allow",
-            settings=wandb.Settings(init_timeout=INIT_TIMEOUT_S),
+            # no debug.log / debug-internal.log / latest-run links in the run directory: the run folder
+            # holds no symbolic links, so a resume can refuse every link it finds (runner.refuse_symlinks)
+            settings=wandb.Settings(init_timeout=INIT_TIMEOUT_S, symlink=False),
         )
+
+    @property
+    def wandb_id(self) -> str:
+        return self.resolved.run_id.replace(".", "-")
+
+    def catch_up(self) -> None:
+        """Log the epochs earlier attempts trained (events.jsonl, the last record of each) that W&B
+        does not hold yet, in order, before this attempt trains on."""
+        for epoch, metrics in trained_epoch_metrics(self.run_dir):
+            self.log_epoch(epoch, metrics)
 
     def config(self) -> dict[str, Any]:
         plan, job = self.resolved.plan, self.resolved.job
@@ -88,8 +108,9 @@ class WandbLogger:
         }
 
     def log_epoch(self, epoch: int, metrics: dict[str, Any]) -> None:
-        if self.run is not None:
+        if self.run is not None and epoch > self.logged_through:
             self.run.log({"epoch": epoch, **metrics}, step=epoch)
+            self.logged_through = epoch
 
     def finish(self, final: dict[str, Any], exit_code: int = 0) -> None:
         if self.run is None:
@@ -98,6 +119,18 @@ class WandbLogger:
             self.run.summary[f"final/{key}"] = value
         self.run.finish(exit_code=exit_code)
         self.run = None
+
+
+def trained_epoch_metrics(run_dir: Path) -> list[tuple[int, dict]]:
+    """(epoch, metrics) of each epoch events.jsonl records as trained, in order, less those a `rewind`
+    declared trained again (rundir.trained_epochs' rule): they are logged when trained."""
+    last: dict[int, dict] = {}
+    for event in EventTail(Path(run_dir) / EVENTS).read_new():
+        if event.get("event") == "epoch" and isinstance(event.get("epoch"), int):
+            last[event["epoch"]] = event.get("metrics") or {}
+        elif event.get("event") == "rewind" and isinstance(event.get("to_epoch"), int):
+            last = {epoch: m for epoch, m in last.items() if epoch < event["to_epoch"]}
+    return sorted(last.items())
 
 
 def _first_line(exc: BaseException) -> str:
@@ -121,6 +154,8 @@ def start_for_run(run_dir: Path, resolved: ResolvedRun, warn=None) -> WandbLogge
         return None
     logger = WandbLogger(run_dir, resolved, mode)
     warning = logger.start()
+    if logger.run is not None:
+        logger.catch_up()
     if warning:
         print(f"yolo-orch: warning: {warning}", file=sys.stderr, flush=True)
         if warn is not None:

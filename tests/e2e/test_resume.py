@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import TINY_JOB, cli_env, read_events, run_cli, wait_first_epoch, write_job
+from conftest import (DEFAULT_WANDB, TINY_JOB, cli_env, no_links, read_events, run_cli, wait_first_epoch, wandb_epochs,
+                      write_job)
 from orchestrator.registry import Registry, process_alive
 from orchestrator.rundir import trained_epochs
 from tests.helpers.checkpoints import write_checkpoint
@@ -26,7 +27,8 @@ NO_ENV_REGISTRY = {"YOLO_ORCH_REGISTRY": ""}
 
 @pytest.mark.slow
 def test_kill9_process_group_then_resume(tmp_path, record_property):
-    job = write_job(tmp_path, epochs=3)
+    """With the W&B default (offline): the resumed run continues its W&B run, each epoch once."""
+    job = write_job(tmp_path, epochs=3, wandb=DEFAULT_WANDB)
     runs = tmp_path / "runs"
     # hold epoch 2 so the kill lands mid-training at a known point (test-only fault hook)
     env = cli_env({**NO_ENV_REGISTRY, "YOLO_ORCH_FAULT_SLEEP": "epoch=2,seconds=300"})
@@ -78,6 +80,8 @@ def test_kill9_process_group_then_resume(tmp_path, record_property):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["epochs_completed"] == 3
     assert not (run_dir / "weights" / "resume.pt").exists()
+    assert len(list(run_dir.glob("wandb/offline-run-*"))) == 2  # one W&B run id, a folder per attempt
+    assert wandb_epochs(run_dir) == [1, 2, 3] and not no_links(run_dir)
 
     with Registry.open(runs) as reg:
         final = reg.get(run_dir.name)
@@ -96,7 +100,8 @@ def _fake_run(runs: Path, state: str, *, last: bool = True, pid: int | None = No
     d = runs / "tiny" / run_id
     (d / "weights").mkdir(parents=True)
     plan = {"devices": "cpu", "train_args": {"epochs": 3}}
-    (d / "job.resolved.yaml").write_text(yaml.safe_dump({"run_id": run_id, "plan": plan}))
+    (d / "job.resolved.yaml").write_text(yaml.safe_dump({"run_id": run_id, "job": {"name": "tiny", "epochs": 3},
+                                                          "plan": plan}))
     if last:
         (d / "weights" / "last.pt").write_bytes(b"x")
     with Registry.open(runs) as reg:
@@ -161,8 +166,9 @@ def test_resume_on_another_device_count_is_replanned(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_resume_on_two_cpu_processes(tmp_path):
     """Killed on `cpu`, resumed on `cpu:2` (torchrun, gloo): re-planned batch 8 = 4 per rank,
-    accumulate 2, the same 16 images per optimizer step; epochs 2 and 3 only."""
-    job = write_job(tmp_path, TINY_JOB, epochs=3, reference={"devices": 1, "batch": 4, "nbs": 16})
+    accumulate 2, the same 16 images per optimizer step; epochs 2 and 3 only; W&B's default on."""
+    job = write_job(tmp_path, TINY_JOB, epochs=3, reference={"devices": 1, "batch": 4, "nbs": 16},
+                    wandb=DEFAULT_WANDB)
     env = cli_env({**NO_ENV_REGISTRY, "YOLO_ORCH_FAULT_SLEEP": "epoch=2,seconds=300"})
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "submit", str(job)], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
@@ -178,6 +184,7 @@ def test_resume_on_two_cpu_processes(tmp_path):
         [(4, 4, 0, 0), (8, 2, 2, 1)]
     assert starts[0]["batch"] * starts[0]["accumulate"] == starts[1]["batch"] * starts[1]["accumulate"] == 16
     assert [e["epoch"] for e in read_events(run_dir) if e["event"] == "epoch"] == [1, 2, 3]
+    assert wandb_epochs(run_dir) == [1, 2, 3] and not no_links(run_dir)
     with Registry.open(tmp_path / "runs") as reg:
         row = reg.get(run_dir.name)
     assert row["state"] == "finished" and row["devices"] == "cpu:2"

@@ -107,8 +107,9 @@ def test_an_sbatch_script_trains_on_two_processes_to_the_end(slurm, tmp_path):
 
 def test_a_requeued_job_resumes_its_run(slurm, tmp_path):
     """`scontrol requeue` while epoch 2 trains: Slurm stops the step (SIGTERM), the orchestrator
-    marks the run killed; the requeued job resumes the same run from its last checkpoint."""
-    script = _script(tmp_path, slurm, 6)
+    marks the run killed; the requeued job resumes the same run from its last checkpoint and continues
+    its W&B run (the default: offline), each epoch once."""
+    script = _script(tmp_path, slurm, 6, wandb=DEFAULT_WANDB)
     job_id = _slurm(slurm, "sbatch", "--parsable", str(script))
     deadline = time.time() + 300
     while not list((tmp_path / "runs").glob("tiny/*/events.jsonl")) or \
@@ -124,6 +125,7 @@ def test_a_requeued_job_resumes_its_run(slurm, tmp_path):
     assert row["state"] == "finished" and row["epochs_done"] == 6
     events = read_events(run_dir)
     assert [e["epoch"] for e in events if e["event"] == "epoch"] == [1, 2, 3, 4, 5, 6]  # none twice
+    assert wandb_epochs(run_dir) == [1, 2, 3, 4, 5, 6] and not no_links(run_dir)
     starts = [e["start_epoch"] for e in events if e["event"] == "train_start"]
     assert len(starts) == 2 and starts[0] == 0 and starts[1] >= 1
 

@@ -35,7 +35,8 @@ def run_tarball(run_id: str, epochs_done: int, epochs: int, finished: bool) -> b
         "summary.json": json.dumps({"state": "finished" if finished else "paused", "epochs_completed": epochs_done,
                                     "best": f"/tmp/kaggle/runs/tiny/{run_id}/weights/best.pt",
                                     "last": f"/tmp/kaggle/runs/tiny/{run_id}/weights/last.pt"}),
-        "job.resolved.yaml": f"run_id: {run_id}\nrun_dir: /tmp/kaggle/runs/tiny/{run_id}\njob: {{name: tiny}}\n"
+        "job.resolved.yaml": f"run_id: {run_id}\nrun_dir: /tmp/kaggle/runs/tiny/{run_id}\n"
+                             "job: {name: tiny, epochs: 2}\n"
                              "plan: {devices: 'tpu:8', launcher: xla, train_args: {epochs: 2}}\n",
         "events.jsonl": "".join(json.dumps({"event": "epoch", "epoch": e + 1}) + "\n" for e in range(epochs_done)),
     }

@@ -81,7 +81,8 @@ def test_resume_refuses_a_run_directory_from_a_newer_layout_in_one_line(tmp_path
     assert f"schema_version {SCHEMA_VERSION + 1} is not one this yolo-orch reads" in r.stderr
     listed = json.loads(run_cli("runs", "--runs-dir", runs, "--json", cwd=tmp_path, env=NO_ENV_REGISTRY).stdout)
     assert listed[0]["state"] == "killed"
-    (run_dir / "job.resolved.yaml").write_text("run_id: x\njob: {}\nplan: {devices: cpu, train_args: {epochs: 1}}\n")
+    (run_dir / "job.resolved.yaml").write_text("run_id: x\njob: {name: t, epochs: 1}\n"
+                                               "plan: {devices: cpu, train_args: {epochs: 1}}\n")
     assert load_resolved(run_dir).run_id == "x"
 
 

@@ -42,7 +42,7 @@ def test_multi_node_c10d_rendezvous(tmp_path):
 
 def test_command_is_rebuilt_from_the_resolved_job(tmp_path):
     launch = {"node_rank": 1, "rdzv_endpoint": "h:1234", "rdzv_backend": "static"}
-    doc = {"job": {"name": "j"}, "plan": {"devices": "2x4", "train_args": {"epochs": 1}, "launch": launch}}
+    doc = {"job": {"name": "j", "epochs": 1}, "plan": {"devices": "2x4", "train_args": {"epochs": 1}, "launch": launch}}
     (tmp_path / "job.resolved.yaml").write_text(yaml.safe_dump(doc))
     cmd = torchrun.command(tmp_path)
     assert "--nproc-per-node=4" in cmd and "--nnodes=2" in cmd and "--node-rank=1" in cmd and "--master-addr=h" in cmd

@@ -1,0 +1,127 @@
+"""job.resolved.yaml checked whole when a run is continued (rundir/contract.py), and the run
+folder's readers that must never fail: a hand-edited contract is refused in one line, exit 2, the
+file and the registry row as they were; `show` reads any events.jsonl; W&B's own links in wandb/ do
+not block a resume while a link planted anywhere else still does. No training: plans made in-process."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO, run_cli
+from orchestrator.registry import Registry
+from orchestrator.rundir.contract import LAUNCHERS, contract_problems
+
+NO_ENV_REGISTRY = {"YOLO_ORCH_REGISTRY": ""}
+
+
+def planned_run(runs: Path, run_id: str = "20261127-090000-c0de", state: str = "killed") -> Path:
+    """A run directory as `submit` writes it (the quickstart's real plan), killed after epoch 1."""
+    from orchestrator.jobspec.loader import load_job
+    from orchestrator.plan import make_plan
+
+    run_dir = runs / "quickstart" / run_id
+    (run_dir / "weights").mkdir(parents=True)
+    make_plan(load_job(REPO / "examples" / "quickstart.yaml")).resolved_document(run_id, run_dir, "offline") \
+        .save(run_dir)
+    (run_dir / "weights" / "last.pt").write_bytes(b"x")
+    with Registry.open(runs) as reg:
+        reg.add_run(run_id, job="quickstart", run_dir=run_dir, devices="cpu", epochs=35, pid=0)
+        reg.update(run_id, state=state, epochs_done=1)
+    return run_dir
+
+
+def test_the_launchers_the_contract_accepts_are_the_launch_registry():
+    from orchestrator.launch import COMMANDS
+
+    assert set(LAUNCHERS) == set(COMMANDS)
+
+
+EDITS = [  # (where, value, what the one line says)
+    (("plan", "train_args", "epochs"), "x", "plan.train_args.epochs: 'x' is not an integer"),
+    (("plan", "launcher"), "rm -rf /", "plan.launcher: 'rm -rf /' is not a launcher"),
+    (("schema_version",), 0, "schema_version: 0 is outside 1 to 1"),
+    (("schema_version",), "one", "schema_version: 'one' is not a layout version"),
+    (("job",), None, "job: missing or not a mapping"),
+    (("job", "epochs"), "six", "job.epochs: 'six' is not an integer"),
+    (("job", "epochs"), 1, "job.epochs: 1 disagrees with plan.train_args.epochs 35"),
+    (("plan", "train_args", "project"), "/tmp/elsewhere", "plan.train_args.project: set by the training process"),
+    (("plan", "train_args", "lr0"), -1, "plan.train_args.lr0: -1 is below 0"),
+    (("wandb_mode",), "loud", "wandb_mode: 'loud' is not one of"),
+]
+
+
+@pytest.mark.parametrize("where,value,message", EDITS, ids=[".".join(map(str, e[0])) + "=" + str(e[1]) for e in EDITS])
+def test_resume_refuses_a_hand_edited_contract_in_one_line_and_changes_nothing(tmp_path, where, value, message):
+    runs = tmp_path / "runs"
+    run_dir = planned_run(runs)
+    doc = yaml.safe_load((run_dir / "job.resolved.yaml").read_text())
+    node = doc
+    for key in where[:-1]:
+        node = node[key]
+    if value is None:
+        del node[where[-1]]
+    else:
+        node[where[-1]] = value
+    (run_dir / "job.resolved.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    before = (run_dir / "job.resolved.yaml").read_bytes()
+    r = run_cli("resume", run_dir.name, "--runs-dir", runs, cwd=tmp_path, env=NO_ENV_REGISTRY)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr and r.stderr.strip().count("\n") == 0, r.stderr
+    assert message in r.stderr, r.stderr
+    if where == ("schema_version",):
+        assert "newer version" not in r.stderr
+    assert (run_dir / "job.resolved.yaml").read_bytes() == before
+    with Registry.open(runs) as reg:
+        assert reg.get(run_dir.name)["state"] == "killed"
+
+
+def test_the_contract_as_written_passes():
+    from orchestrator.jobspec.loader import load_job
+    from orchestrator.plan import make_plan
+
+    for example in sorted((REPO / "examples").glob("quickstart*.yaml")):
+        doc = make_plan(load_job(example)).resolved_document("r", Path("/tmp/r"), "offline").to_dict()
+        assert contract_problems(json.loads(json.dumps(doc))) == [], example.name
+
+
+@pytest.mark.parametrize("line", [b"[1, 2]", b"[" * 100_000 + b"]" * 100_000, b'{"event": "epoch", "metrics": [1]}',
+                                  b'{"event": "epoch", "epoch": 2, "metrics": {"metrics/mAP50-95(B)": "x"}}'])
+def test_show_reads_any_events_file(tmp_path, line):
+    runs = tmp_path / "runs"
+    run_dir = planned_run(runs)
+    (run_dir / "events.jsonl").write_bytes(b'{"event": "epoch", "epoch": 1, "metrics": {}}\n' + line + b"\n")
+    for args in (("show", run_dir.name), ("show", run_dir.name, "--json")):
+        r = run_cli(*args, "--runs-dir", runs, cwd=tmp_path, env=NO_ENV_REGISTRY)
+        assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+
+
+def _wandb_links(run_dir: Path) -> None:
+    """The three links wandb.init made in wandb/ (before the logger turned them off), as W&B makes them."""
+    inner = run_dir / "wandb" / "offline-run-20261127_090000-c0de"
+    (inner / "logs").mkdir(parents=True)
+    for name in ("debug.log", "debug-internal.log"):
+        (inner / "logs" / name).write_text("w&b\n")
+        os.symlink(f"offline-run-20261127_090000-c0de/logs/{name}", run_dir / "wandb" / name)
+    os.symlink("offline-run-20261127_090000-c0de", run_dir / "wandb" / "latest-run")
+
+
+def test_w_and_b_own_links_do_not_block_a_resume_but_a_planted_one_does(tmp_path):
+    from orchestrator.jobspec.errors import SpecError
+    from orchestrator.runner import refuse_symlinks
+
+    run_dir = planned_run(tmp_path / "runs")
+    _wandb_links(run_dir)
+    refuse_symlinks(run_dir)  # W&B's own: accepted
+    outside = tmp_path / "profile"
+    outside.write_text("keep me\n")
+    (run_dir / "wandb" / "debug.log").unlink()
+    os.symlink(outside, run_dir / "wandb" / "debug.log")  # W&B's name, pointing out of the run
+    os.symlink("../../../../profile", run_dir / "wandb" / "offline-run-x")
+    with pytest.raises(SpecError) as refused:
+        refuse_symlinks(run_dir)
+    assert [p.split(":")[0].rsplit("/", 1)[-1] for p in refused.value.problems] == ["debug.log", "offline-run-x"]
