@@ -163,6 +163,28 @@ def test_resume_on_another_device_count_is_replanned(tmp_path, monkeypatch):
     assert row["state"] == "queued" and row["devices"] == "cpu:2"
 
 
+def test_an_epoch_without_its_checkpoint_keeps_one_results_row(tmp_path, monkeypatch):
+    """Killed between Ultralytics' results.csv row of epoch 2 and its last.pt: the resume trains epoch 2
+    again, so its first row moves to results.rewound.csv (users plot results.csv: each epoch once)."""
+    monkeypatch.setenv("YOLO_ORCH_REGISTRY", "")
+    from orchestrator import resume, runner
+    from orchestrator.jobspec.loader import load_job
+    from orchestrator.plan import make_plan
+
+    plan = make_plan(load_job(write_job(tmp_path, TINY_JOB, epochs=3)))
+    run_id, run_dir = runner.create_run(plan, runs_dir=tmp_path / "runs")
+    write_checkpoint(run_dir / "weights" / "last.pt", 1)
+    os.utime(run_dir / "weights" / "last.pt", (1, 1))  # older than the row of epoch 2
+    (run_dir / "results.csv").write_text("epoch,x\n1,0.1\n2,0.2\n")
+    with Registry.open(tmp_path / "runs") as reg:
+        reg.update(run_id, state="killed")
+        row = reg.get(run_id)
+    info = resume.prepare(row)
+    assert info.from_epoch == 2 and "epoch(s) 2 ended without a checkpoint and train again" in info.note
+    assert (run_dir / "results.csv").read_text() == "epoch,x\n1,0.1\n"
+    assert (run_dir / "results.rewound.csv").read_text() == "epoch,x\n2,0.2\n"
+
+
 @pytest.mark.slow
 def test_resume_on_two_cpu_processes(tmp_path):
     """Killed on `cpu`, resumed on `cpu:2` (torchrun, gloo): re-planned batch 8 = 4 per rank,
@@ -236,10 +258,16 @@ def test_a_run_killed_after_its_last_epoch_is_closed_not_retrained(tmp_path):
                                           + '{"event": "epoch", "epo')  # and the kill tore a line
     with Registry.open(tmp_path / "runs") as reg:
         reg.update(run_id, state="killed", exit_code=130)
+    last = run_dir / "weights" / "last.pt"
+    last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])  # and the kill cut last.pt
     r = run_cli("resume", run_id, "--json", cwd=tmp_path, env=NO_ENV_REGISTRY)
     assert r.returncode == 0, r.stderr[-2000:]
     out = json.loads(r.stdout)
     assert out["state"] == "finished" and "closed as finished" in out["note"]
+    # what a closed run keeps is whole: the cut last.pt is set aside, by name, and best.pt said whole
+    assert "weights/last.pt is damaged" in out["note"] and "whole: weights/best.pt" in out["note"], out["note"]
+    assert not last.exists() and (run_dir / "weights" / "last.pt.damaged").is_file()
+    assert out["summary"]["last"] is None and out["summary"]["best"]
     assert out["summary"]["epochs_completed"] == 1 and "metrics/mAP50-95(B)" in out["summary"]["metrics"]
     assert [e["event"] for e in read_events(run_dir)].count("train_start") == 1  # nothing trained again
     [epoch] = [e for e in read_events(run_dir) if e["event"] == "epoch"]  # its event, from its results.csv row
