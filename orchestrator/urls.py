@@ -14,9 +14,14 @@ MASK = "***"
 # query keys whose values are secrets (case-insensitive substrings)
 _SECRET_KEY = re.compile(r"pass|pwd|secret|token|key|credential|auth", re.IGNORECASE)
 _QUERY_PAIR = re.compile(r"([?&;])([^=&;#]+)=([^&;#]*)")
-# `password=...` / `password: ...` inside a driver's error text (libpq echoes connection options)
-_INLINE_SECRET = re.compile(r"\b(\w*(?:password|passwd|pwd|secret|token)\w*)(\s*[=:]\s*)('[^']*'|\"[^\"]*\"|\S+)",
-                            re.IGNORECASE)
+# `password=...` / `password: ...` inside a driver's error text (libpq echoes connection options), an
+# environment dump's `WANDB_API_KEY=...`, a config's `api_key: sk-...`
+_INLINE_SECRET = re.compile(r"\b(\w*(?:password|passwd|pwd|secret|token|api_?key|credential)\w*)(\s*[=:]\s*)"
+                            r"('[^']*'|\"[^\"]*\"|\S+)", re.IGNORECASE)
+# an HTTP credential however it is labelled: `Authorization: Bearer ...`, `Basic ...`: a token-like value (a
+# digit, an `=`, or mixed case), so that plain words ("basic augmentation") stay
+_AUTH_SCHEME = re.compile(r"\b([Bb]earer|[Bb]asic|BEARER|BASIC)(\s+)(?=\S*(?:\d|=|[a-z]\S*[A-Z]|[A-Z]\S*[a-z]))"
+                          r"([A-Za-z0-9._~+/=-]{8,})")
 
 
 def _credentials(url: str) -> tuple[str, str | None, str, str | None]:
@@ -74,4 +79,5 @@ def redact_text(text: str, *urls: str) -> str:
             text = text.replace(url, redact_url(url))
             for fragment in secrets_in(url):
                 text = text.replace(fragment, MASK)
+    text = _AUTH_SCHEME.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
     return _INLINE_SECRET.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)

@@ -26,9 +26,12 @@ def ui_cmd(
 
     if not 0 <= port <= 65535:
         raise SpecError(f"--port: {port} is not a TCP port (0-65535)")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host  # [::1], as in a URL
     path = registry_path(registry if registry is not None else runs_dir)
     if not path.is_file():
         raise SpecError(f"--runs-dir/--registry: no registry at {path}: no runs there yet")
+    _check_registry(path)
+    _check_port(host, port)
     if not _loopback(host):
         err.print(f"warning: listening on {host}: anyone who can reach this machine sees every run, its logs and "
                   "files (the dashboard has no login); on a cluster prefer an SSH tunnel to 127.0.0.1",
@@ -49,7 +52,9 @@ def serve(registry: Path, runs_root: Path, host: str, port: int) -> None:
     from orchestrator.ui.server import create_app
     from orchestrator.ui.store import Store
 
-    app = create_app(Store(registry), Path(runs_root).resolve())
+    from orchestrator.ui.server import LOOPBACK_NAMES
+
+    app = create_app(Store(registry), Path(runs_root).resolve(), LOOPBACK_NAMES if _loopback(host) else None)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
     server = uvicorn.Server(config)
     original = server.startup
@@ -59,11 +64,35 @@ def serve(registry: Path, runs_root: Path, host: str, port: int) -> None:
         for s in server.servers:
             for sock in s.sockets:
                 address, bound = sock.getsockname()[:2]
+                address = f"[{address}]" if ":" in address else address  # an IPv6 address, as a URL has it
                 err.print(f"yolo-orch ui: http://{address}:{bound}/  (registry {registry}; Ctrl-C stops it)",
                           markup=False, highlight=False, soft_wrap=True)
 
     server.startup = startup
     server.run()
+
+
+def _check_registry(path: Path) -> None:
+    """A registry.db that is text, random bytes or another program's database: refused at start."""
+    from orchestrator.ui.store import Store
+
+    try:
+        Store(path).check()
+    except OSError as exc:
+        raise SpecError(f"--runs-dir/--registry: {exc}") from None
+
+
+def _check_port(host: str, port: int) -> None:
+    """The address can be listened on (else uvicorn's own error, exit 3): said in one line."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds it
+            s.bind((host, port))
+    except OSError as exc:
+        raise SpecError(f"--host/--port: cannot listen on {host} port {port}: {exc.strerror or exc}") from None
 
 
 def _loopback(host: str) -> bool:

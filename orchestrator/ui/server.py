@@ -5,8 +5,14 @@
     /compare?ids=a,b   two or more runs: curves overlaid, resolved jobs side by side
     /sweep/{study}     a sweep: trials, their curves, the best trial and its best.yaml
 
-Every route reads (ui/store.py); none writes. Charts are drawn in the browser by plotly.js, served
-from the plotly package's own file: nothing is fetched from the network."""
+Every route reads (ui/store.py); none writes, and each runs in a worker thread, so a slow disk or a
+large file never blocks the server. Charts are drawn in the browser by plotly.js, served from the
+plotly package's own file: nothing is fetched from the network.
+
+What a run folder holds is not trusted: text files are served masked (the log's secrets, as on the
+run page) and as plain text; images as images; anything else as a download. Every response forbids
+sniffing, framing and scripts from anywhere but the dashboard (Guard), and a request that names
+another host than loopback is refused, so a web page cannot reach the dashboard by DNS rebinding."""
 
 from __future__ import annotations
 
@@ -17,14 +23,63 @@ import time
 from pathlib import Path
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import MutableHeaders
 from starlette.requests import Request
-from starlette.responses import FileResponse, HTMLResponse, Response
+from starlette.responses import FileResponse, HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from orchestrator.ui.store import Store
 
 STATIC = Path(__file__).with_name("static")
 LONG_POLL_S = 15.0
+MAX_QUERY_INT = 10**6  # a page or epoch number past this is taken as this (SQLite's integers end at 2**63)
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
+SECURITY_HEADERS = {
+    "x-content-type-options": "nosniff",
+    "x-frame-options": "DENY",
+    "referrer-policy": "no-referrer",
+    "content-security-policy": "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+                               "img-src 'self' data: blob:; connect-src 'self'; font-src 'self' data:; "
+                               "frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+}
+IMAGES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
+
+
+class Guard:
+    """ASGI middleware: a request is answered only when its Host header names this dashboard (a loopback
+    name, unless `allowed` is None: the user widened --host), and every response carries
+    SECURITY_HEADERS."""
+
+    def __init__(self, app, allowed: frozenset[str] | None):
+        self.app, self.allowed = app, allowed
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
+        if self.allowed is not None and host_name(host) not in self.allowed:
+            refused = PlainTextResponse(f"Host {host!r} is not this dashboard's (it answers loopback names only)",
+                                        status_code=421)
+            return await refused(scope, receive, self._secured(send))
+        await self.app(scope, receive, self._secured(send))
+
+    @staticmethod
+    def _secured(send):
+        async def secured(message):
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for key, value in SECURITY_HEADERS.items():
+                    headers[key] = value
+            await send(message)
+        return secured
+
+
+def host_name(host: str) -> str:
+    """The name of a Host header without its port: `[::1]:8765` -> `::1`, `localhost:80` -> `localhost`."""
+    if host.startswith("["):
+        return host[1:host.find("]")] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
 def plotly_js() -> Path:
@@ -34,7 +89,9 @@ def plotly_js() -> Path:
     return Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 
 
-def create_app(store: Store, runs_root: Path) -> Starlette:
+def create_app(store: Store, runs_root: Path, allowed_hosts: frozenset[str] | None = LOOPBACK_NAMES) -> Guard:
+    """The dashboard's ASGI app; `allowed_hosts` None answers any Host (a dashboard listening beyond
+    loopback, where the user chose who reaches it)."""
     routes = [
         Route("/", runs_page), Route("/run/{run_id}", run_page), Route("/compare", compare_page),
         Route("/sweep/{study}", sweep_page), Route("/api/runs", api_runs), Route("/api/run/{run_id}", api_run),
@@ -42,9 +99,14 @@ def create_app(store: Store, runs_root: Path) -> Starlette:
         Route("/files/{run_id}/{path:path}", run_file), Route("/best/{study}", best_yaml),
         Route("/static/{name}", static),
     ]
-    app = Starlette(routes=routes)
+    app = Starlette(routes=routes, exception_handlers={OSError: unreadable})
     app.state.store, app.state.runs_root = store, Path(runs_root)
-    return app
+    return Guard(app, allowed_hosts)
+
+
+async def unreadable(request: Request, exc: OSError) -> Response:
+    """The registry or a file became unreadable while the dashboard runs: one line, no traceback."""
+    return _json({"error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}, 503)
 
 
 def _store(request: Request) -> Store:
@@ -83,22 +145,31 @@ async def sweep_page(request: Request) -> Response:
 
 async def api_runs(request: Request) -> Response:
     q, store = request.query_params, _store(request)
-    page_no = max(_int(q.get("page"), 0), 0)
-    result = store.runs(name=q.get("name", ""), state=q.get("state", ""), devices=q.get("devices", ""),
-                        tags=q.get("tags", ""), task=q.get("task", ""), page=page_no)
-    result["studies"] = store.studies() if page_no == 0 else []
-    return _json(result)
+    page_no = _int(q.get("page"), 0)
+
+    def read() -> dict:
+        result = store.runs(name=q.get("name", ""), state=q.get("state", ""), devices=q.get("devices", ""),
+                            tags=q.get("tags", ""), task=q.get("task", ""), page=page_no)
+        result["studies"] = store.studies() if page_no == 0 else []
+        return result
+
+    return _json(await run_in_threadpool(read))
 
 
 async def api_run(request: Request) -> Response:
-    """`?after=N` (the live page): wait up to LONG_POLL_S for an epoch past N, or the run's end."""
-    run_id, after = request.path_params["run_id"], _int(request.query_params.get("after"), -1)
+    """`?after=N` (the live page): wait up to LONG_POLL_S for an epoch past N, or the run's end. Each look
+    reads only what the run wrote since the last (Store.events), in a worker thread."""
+    run_id, after, store = request.path_params["run_id"], _int(request.query_params.get("after"), -1), _store(request)
     deadline = time.monotonic() + LONG_POLL_S
+
+    def look() -> tuple[dict | None, dict | None]:
+        record = store.get(run_id)
+        return record, (store.detail(record) if record else None)
+
     while True:
-        record = _store(request).get(run_id)
+        record, detail = await run_in_threadpool(look)
         if record is None:
             return _json({"error": f"no run {run_id!r} in this registry"}, 404)
-        detail = _store(request).detail(record)
         epochs = len(((detail.get("events") or {}).get("curves") or {}).get("epoch") or [])
         if after < 0 or epochs > after or not record["active"] or time.monotonic() > deadline:
             return _json(detail)
@@ -107,32 +178,47 @@ async def api_run(request: Request) -> Response:
 
 async def api_compare(request: Request) -> Response:
     store = _store(request)
-    runs = []
-    for run_id in [i for i in request.query_params.get("ids", "").split(",") if i][:8]:
-        record = store.get(run_id)
-        runs.append(store.detail(record) if record else {"run": {"id": run_id}, "missing": True})
-    return _json({"runs": runs})
+    ids = [i for i in request.query_params.get("ids", "").split(",") if i][:8]
+
+    def read() -> list[dict]:
+        records = [(run_id, store.get(run_id)) for run_id in ids]
+        return [store.detail(r) if r else {"run": {"id": run_id}, "missing": True} for run_id, r in records]
+
+    return _json({"runs": await run_in_threadpool(read)})
 
 
 async def api_sweep(request: Request) -> Response:
     store, study = _store(request), request.path_params["study"]
-    trials = [store.detail(t) for t in store.trials(study)]
-    for trial in trials:  # the page shows curves and the verdict, not every trial's log and files
-        trial.pop("log", None)
-        trial.pop("files", None)
-    return _json({"study": study, "summary": store.sweep_summary(study, request.app.state.runs_root),
-                  "trials": trials})
+
+    def read() -> dict:
+        trials = [store.detail(t) for t in store.trials(study)]
+        for trial in trials:  # the page shows curves and the verdict, not every trial's log and files
+            trial.pop("log", None)
+            trial.pop("files", None)
+        return {"study": study, "summary": store.sweep_summary(study, request.app.state.runs_root), "trials": trials}
+
+    return _json(await run_in_threadpool(read))
 
 
 # ---------------------------------------------------------------- files
 
 async def run_file(request: Request) -> Response:
+    """A file of the run: text masked (Store.file_text), an image as itself, anything else a download,
+    never a page of the dashboard's origin (an .html or .svg in a run folder runs no script here)."""
     store = _store(request)
-    record = store.get(request.path_params["run_id"])
-    path = store.file_path(record, request.path_params["path"]) if record else None
+
+    def find() -> Path | None:
+        record = store.get(request.path_params["run_id"])
+        return store.file_path(record, request.path_params["path"]) if record else None
+
+    path = await run_in_threadpool(find)
     if path is None:
         return Response("not a file of this run", status_code=404)
-    return FileResponse(path, media_type="text/plain; charset=utf-8" if path.suffix in TEXT else None)
+    if path.suffix.lower() in TEXT:
+        return PlainTextResponse(await run_in_threadpool(store.file_text, path))
+    if path.suffix.lower() in IMAGES:
+        return FileResponse(path, media_type=IMAGES[path.suffix.lower()])
+    return FileResponse(path, media_type="application/octet-stream", filename=path.name)
 
 
 async def best_yaml(request: Request) -> Response:
@@ -171,7 +257,9 @@ def _no_nan(value):
 
 
 def _int(text: str | None, default: int) -> int:
+    """A query value as an integer between `default` and MAX_QUERY_INT; `default` when it is none."""
     try:
-        return int(text) if text is not None else default
+        value = int(text) if text is not None and len(text) <= 20 else default
     except ValueError:
         return default
+    return min(max(value, default), MAX_QUERY_INT)

@@ -13,12 +13,14 @@ import json
 import os
 import re
 import sqlite3
+import threading
 from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 from orchestrator.registry import ACTIVE, STATES, as_recorded
-from orchestrator.rundir import ENV, EVENTS, LOG, RESOLVED, SUMMARY, load_own_yaml, load_resolved
+from orchestrator.rundir import (ENV, EVENTS, LOG, RESOLVED, SUMMARY, load_own_yaml, load_resolved,
+                                 parse_event)
 from orchestrator.sqlite_wal import connect_readonly
 from orchestrator.tasks import TASKS, headline, task_of_keys
 from orchestrator.urls import MASK, redact_text, redact_url
@@ -27,6 +29,9 @@ PAGE_SIZE = 50
 LOG_TAIL_BYTES = 64 * 1024
 MAX_FILES = 300
 MAX_EVENTS_BYTES = 32 << 20  # an events.jsonl past this is read from its tail (a run of many thousand epochs)
+MAX_CURVES = 64  # curves a run page draws (every loss, metric and learning rate of any task fits)
+MAX_TAILS = 256  # runs whose events the dashboard keeps parsed
+MAX_TEXT_BYTES = 8 << 20  # a text file is served from its tail past this, masked
 SECRET_KEY = re.compile(r"passw(or)?d|(^|_)pwd($|_)|secret|token|api_?key|credential|(^|_)auth($|_)", re.IGNORECASE)
 # the events the run page's timeline shows: starts (a resume or a requeue starts at start_epoch > 0),
 # OOM recoveries, stalls, Kaggle sessions, warnings, the end
@@ -37,18 +42,27 @@ _REDRAWN = re.compile(r"[^\n]*\r(?!\n)")
 
 
 class Store:
-    """One registry, read-only. Thread-safe: a connection per call (SQLite connections are cheap)."""
+    """One registry, read-only. Thread-safe: a connection per call (SQLite connections are cheap); each
+    run's events.jsonl is read on from where the last read ended (EventsTail), under a lock."""
 
     def __init__(self, registry: Path):
         self.registry = Path(registry)
         self._task_memo: dict[tuple[str, float], str | None] = {}
+        self._tails: dict[str, EventsTail] = {}
+        self._lock = threading.Lock()
+
+    def check(self) -> None:
+        """Raises OSError (one line) unless the registry is one this dashboard can read: a file that is
+        text, random bytes or another program's SQLite database is refused when the dashboard starts."""
+        with self._connect() as conn:
+            conn.execute("SELECT id, job, state, run_dir, created_at FROM runs LIMIT 1").fetchall()
 
     def _connect(self) -> closing[sqlite3.Connection]:
         """A read-only connection for one call, closed after it (sqlite_wal.connect_readonly)."""
         try:
             conn = connect_readonly(self.registry, 5.0, "SELECT count(*) FROM runs LIMIT 1")
         except sqlite3.Error as exc:
-            raise OSError(f"registry {self.registry} cannot be read ({exc})") from None
+            raise OSError(f"registry {self.registry} cannot be read as a yolo-orch registry ({exc})") from None
         conn.row_factory = sqlite3.Row
         return closing(conn)
 
@@ -137,13 +151,24 @@ class Store:
         """Everything the run page shows; each part is its value or {"damaged": why}."""
         run_dir = Path(record.get("run_dir") or "")
         out = {"run": record, "run_dir": str(run_dir)}
-        for name, reader in (("resolved", _resolved), ("summary", _summary), ("env", _env), ("events", _events),
+        for name, reader in (("resolved", _resolved), ("summary", _summary), ("env", _env), ("events", self.events),
                              ("log", _log_tail), ("files", _files)):
             try:
                 out[name] = reader(run_dir)
             except Exception as exc:  # noqa: BLE001 - a damaged part shows as damaged, the page stays up
                 out[name] = {"damaged": f"{type(exc).__name__}: {str(exc)[:200]}"}
         return out
+
+    def events(self, run_dir: Path) -> dict:
+        """The run's curves and timeline (EventsTail.shown), its events.jsonl read on from the last read."""
+        path = Path(run_dir) / EVENTS
+        with self._lock:
+            tail = self._tails.get(str(path))
+            if tail is None:
+                if len(self._tails) >= MAX_TAILS:  # the oldest opened goes (a dashboard left open for days)
+                    self._tails.pop(next(iter(self._tails)))
+                tail = self._tails[str(path)] = EventsTail(path)
+            return tail.shown()
 
     def file_path(self, record: dict, relative: str) -> Path | None:
         """The file `relative` inside the run's folder, or None: nothing outside it (`..`, absolute
@@ -157,6 +182,17 @@ class Store:
         except (OSError, ValueError):
             return None
         return target if inside and target.is_file() else None
+
+    @staticmethod
+    def file_text(path: Path) -> str:
+        """A text file of a run as the dashboard serves it: its tail past MAX_TEXT_BYTES, colour codes and
+        redrawn progress lines dropped, every secret masked (the log's, as the run page's)."""
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            f.seek(max(0, size - MAX_TEXT_BYTES))
+            text = f.read().decode("utf-8", errors="replace")
+        head = f"[the first {size - MAX_TEXT_BYTES} bytes are not shown]\n" if size > MAX_TEXT_BYTES else ""
+        return head + redacted(_REDRAWN.sub("", _ANSI.sub("", text)))
 
     def sweep_summary(self, study: str, runs_root: Path) -> dict | None:
         path = runs_root / "sweeps" / study / "summary.json"
@@ -189,33 +225,69 @@ def _env(run_dir: Path) -> dict | None:
     return mask(json.loads(path.read_text())) if path.is_file() else None
 
 
-def _events(run_dir: Path) -> dict:
-    """Per-epoch curves ({key: [values]} with `epoch` the x axis) and the timeline's events; a run
-    resumed after a kill repeats no epoch: the last record of an epoch wins."""
-    path = run_dir / EVENTS
-    epochs: dict[int, dict] = {}
-    timeline, bad = [], 0
-    if path.is_file():
-        with open(path, "rb") as f:
-            size = path.stat().st_size
-            f.seek(max(0, size - MAX_EVENTS_BYTES))
-            data = f.read()
-        for line in data.splitlines():
+class EventsTail:
+    """One run's events.jsonl as the run page shows it: per-epoch curves ({key: [values]} with `epoch` the
+    x axis) and the timeline's events. Each read parses only the lines written since the last one (a live
+    run's long polls cost nothing when nothing was written); a file replaced or cut short is read again.
+    A run resumed after a kill repeats no epoch: the last record of an epoch wins."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._reset(None)
+
+    def _reset(self, inode: int | None) -> None:
+        self.inode, self.offset, self.bad = inode, 0, 0
+        self.epochs: dict[int, dict] = {}
+        self.timeline: list[dict] = []
+
+    def shown(self) -> dict:
+        self._read_new()
+        return {**curves_of(self.epochs), "timeline": self.timeline[-500:], "unreadable_lines": self.bad}
+
+    def _read_new(self) -> None:
+        try:
+            st = self.path.stat()
+        except FileNotFoundError:
+            return self._reset(None)
+        if st.st_ino != self.inode or st.st_size < self.offset:
+            self._reset(st.st_ino)
+            self.offset = max(0, st.st_size - MAX_EVENTS_BYTES)  # a huge file: its tail
+        with open(self.path, "rb") as f:
+            f.seek(self.offset)
+            data = f.read(max(0, st.st_size - self.offset))
+        whole = data.rfind(b"\n") + 1
+        self.offset += whole
+        for line in data[:whole].splitlines():
+            self._add(parse_event(line))
+
+    def _add(self, event: dict | None) -> None:
+        if event is None:
+            self.bad += 1
+            return
+        kind = event.get("event")
+        if kind == "epoch" and isinstance(event.get("epoch"), int):
+            self.epochs[event["epoch"]] = {k: v for k, v in (event.get("metrics") or {}).items()
+                                           if isinstance(k, str) and isinstance(v, (int, float))}
+        elif kind in TIMELINE_EVENTS:
             try:
-                event = json.loads(line)
-            except ValueError:
-                bad += 1
-                continue
-            kind = event.get("event") if isinstance(event, dict) else None
-            if kind == "epoch" and isinstance(event.get("epoch"), int):
-                epochs[event["epoch"]] = {k: v for k, v in (event.get("metrics") or {}).items()
-                                          if isinstance(v, (int, float))}
-            elif kind in TIMELINE_EVENTS:
-                timeline.append(mask({k: v for k, v in event.items() if k not in ("metrics",)}))
+                self.timeline.append(mask({k: v for k, v in event.items() if k not in ("metrics",)}))
+            except RecursionError:  # nested too deep to show: one unreadable line, not a damaged page
+                self.bad += 1
+            del self.timeline[:-500]
+
+
+def curves_of(epochs: dict[int, dict]) -> dict:
+    """{"curves": {"epoch": [...], key: [...]}, "curves_left_out": N}: at most MAX_CURVES keys, those
+    most epochs report first (a run that logs 500 keys, or other keys each epoch, cannot make a page of
+    hundreds of megabytes)."""
     order = sorted(epochs)
-    keys = sorted({k for m in epochs.values() for k in m})
-    curves = {"epoch": order, **{k: [epochs[e].get(k) for e in order] for k in keys}}
-    return {"curves": curves, "timeline": timeline[-500:], "unreadable_lines": bad}
+    counts: dict[str, int] = {}
+    for metrics in epochs.values():
+        for key in metrics:
+            counts[key] = counts.get(key, 0) + 1
+    keys = sorted(sorted(counts), key=lambda k: -counts[k])[:MAX_CURVES]
+    curves = {"epoch": order, **{k: [epochs[e].get(k) for e in order] for k in sorted(keys)}}
+    return {"curves": curves, "curves_left_out": len(counts) - len(keys)}
 
 
 def _log_tail(run_dir: Path) -> str | None:

@@ -117,7 +117,8 @@ def _damaged_run(runs: Path) -> None:
     run_dir = runs / "tiny" / "broken"
     run_dir.mkdir(parents=True)
     (run_dir / "job.resolved.yaml").write_text("plan: [unclosed\n")
-    (run_dir / "events.jsonl").write_bytes(b'{"event": "epoch", "epoch": 1, "metrics": {"metrics/mAP50(B)": 0.5}}\n'
+    (run_dir / "events.jsonl").write_bytes(b'{"event": "epoch", "epoch": 1, "metrics": {"metrics/mAP50(B)": 0.5, '
+                                           b'"metrics/<a href=\'https://evil.example/\'>x</a>": 0.4}}\n'
                                            b"\x00\xff garbage {{{\n")
     (run_dir / "summary.json").write_text("{not json")
     (run_dir / "escape").symlink_to("/etc")
@@ -164,7 +165,12 @@ def test_the_runs_page_lists_every_run_and_trial(ui, runs):
 def test_a_run_page_has_a_point_per_epoch_the_plan_and_its_reasons(ui, runs):
     run = runs["two"]
     dom = ui.dom(f"/run/{run['run_id']}", shot="ui-run.png")
-    assert _points(dom) == {"losses": 3, "metrics": 3, "learning rate": 3}
+    # one panel per scale: the gradient norms (and the share of clipped steps) do not flatten the losses
+    points = _points(dom)  # (the gradient norms: in the epochs that made an optimizer step, accumulating 8 batches)
+    assert {k: points.pop(k) for k in ("losses", "metrics", "learning rate")} == {k: 3 for k in ("losses", "metrics",
+                                                                                                "learning rate")}
+    assert set(points) == {"gradient norm", "clipped steps"} and min(points.values()) >= 1
+    assert dom.count('class="main-svg"') >= 5  # plotly drew every chart under the Content-Security-Policy
     resolved = ui.api(f"/api/run/{run['run_id']}")["resolved"]
     for reason in resolved["plan"]["scaling"]["reasons"][:3]:
         assert html.escape(reason.split(":")[0], quote=False) in dom
@@ -176,6 +182,8 @@ def test_no_secret_and_no_outside_file_reaches_the_browser(ui, runs):
     run_id = runs["one"]["run_id"]
     assert SECRET not in ui.dom(f"/run/{run_id}")
     assert SECRET not in json.dumps(ui.api(f"/api/run/{run_id}"))
+    with urllib.request.urlopen(f"{ui.url}/files/{run_id}/train.log", timeout=30) as r:  # the page links it
+        assert SECRET not in r.read().decode() and r.headers["X-Content-Type-Options"] == "nosniff"
     for path in (f"/files/{run_id}/../../registry.db", f"/files/{run_id}/%2e%2e/%2e%2e/registry.db",
                  "/files/broken/escape/passwd", f"/files/{run_id}//etc/passwd", "/best/..%2f..%2fetc"):
         assert ui.status(path) == 404, path
@@ -186,6 +194,7 @@ def test_a_damaged_run_shows_as_damaged(ui):
     dom = ui.dom("/run/broken")
     assert "damaged" in dom and "job.resolved.yaml" in dom
     assert _points(dom).get("metrics") == 1  # what could be read still is
+    assert not re.search(r"<a[^>]*evil\.example", dom)  # a metric's name is text, not a link
 
 
 def test_compare_overlays_curves_and_highlights_the_differences(ui, runs):

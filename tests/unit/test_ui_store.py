@@ -40,7 +40,7 @@ def test_curves_keep_the_last_record_of_an_epoch_and_the_timeline_its_events(tmp
     assert curves["epoch"] == [1, 2] and curves["metrics/mAP50(B)"] == [0.1, 0.4]
     assert [e["event"] for e in detail["events"]["timeline"]] == ["train_start", "oom", "oom_restart", "train_start",
                                                                   "stalled"]
-    assert detail["events"]["unreadable_lines"] == 1
+    assert detail["events"]["unreadable_lines"] == 0  # "{half a line": no newline yet, maybe being written
     assert "hunter2" not in detail["log"] and "abc123" not in detail["log"] and "step 3" in detail["log"]
     assert "step 1" not in detail["log"]  # a line redrawn with \r: its last state only
 

@@ -40,16 +40,25 @@ function damaged(part, what) {
 
 // ---------------------------------------------------------------- charts
 
-const GROUPS = [["losses", (k) => k.startsWith("train/") || k.startsWith("val/")],
-  ["metrics", (k) => k.startsWith("metrics/")], ["learning rate", (k) => k.startsWith("lr/")]];
+// One panel per scale: the gradient norms (often over 1,000) and the share of clipped steps (0-1) would
+// flatten the losses (about 1-5) drawn on their axis.
+const GRADIENTS = ["train/grad_norm", "train/grad_norm_max"];
+const CLIPPED = "train/clip_fraction";
+const GROUPS = [
+  ["losses", (k) => (k.startsWith("train/") || k.startsWith("val/")) && !GRADIENTS.includes(k) && k !== CLIPPED],
+  ["metrics", (k) => k.startsWith("metrics/")], ["learning rate", (k) => k.startsWith("lr/")],
+  ["gradient norm", (k) => GRADIENTS.includes(k)], ["clipped steps", (k) => k === CLIPPED]];
+
+// plotly reads <a href>, <b>... in names and titles as markup: a metric name from a run folder is text
+const plain = (text) => String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
 
 function chart(div, title, series) {
-  const traces = series.map((s) => ({ x: s.x, y: s.y, name: s.name, mode: "lines+markers",
+  const traces = series.map((s) => ({ x: s.x, y: s.y, name: plain(s.name), mode: "lines+markers",
     line: s.dash ? { dash: "dot" } : {} }));
   const points = Math.max(0, ...series.map((s) => s.y.filter((v) => v !== null && v !== undefined).length));
   div.setAttribute("data-points", String(points));
   div.setAttribute("data-series", String(series.length));
-  Plotly.react(div, traces, { title: { text: title }, margin: { t: 40, r: 10, b: 40, l: 50 }, height: 300,
+  Plotly.react(div, traces, { title: { text: plain(title) }, margin: { t: 40, r: 10, b: 40, l: 50 }, height: 300,
     xaxis: { title: { text: "epoch" } }, legend: { orientation: "h" } }, { displaylogo: false, responsive: true });
 }
 
