@@ -4,7 +4,7 @@ release matrix of the tests). Run in a subprocess, it imports torch and Ultralyt
     python -m orchestrator.doctor.trainer_probe '{"train": {...train args...}, "auto": {...}}'
 
 trains the "train" arguments (a few steps on a small dataset) recording, after each step, accumulate and
-every param group's lr and initial lr with the schedule's factor; builds a stock `optimizer=auto` trainer
+every param group's lr, initial lr and momentum with the schedule's factor; builds a stock `optimizer=auto` trainer
 from the "auto" arguments and records what it picked; prints one line `PROBE {json}`.
 """
 
@@ -28,6 +28,7 @@ def train_steps(args: dict) -> dict:
             "lr": [g["lr"] for g in trainer.optimizer.param_groups],
             "initial_lr": [g["initial_lr"] for g in trainer.optimizer.param_groups],
             "lf": trainer.lf(trainer.epoch),
+            "momentum": [g.get("momentum") for g in trainer.optimizer.param_groups],
         })
 
     trainer = DetectionTrainer(overrides=args)

@@ -7,7 +7,10 @@ steps of the smallest YOLO on a generated dataset of two batches an epoch, 3 epo
 against what the plan's formulas (scaling/ultralytics_math.py, with the installed release's row of
 scaling/releases.py) say for that same small run: batches an epoch, the optimizer, weight decay, each
 group's initial lr, accumulate and every group's lr through warmup, where warmup leaves accumulate, and
-what optimizer=auto picks on both sides of 10,000 iterations. One check per quantity."""
+what optimizer=auto picks on both sides of 10,000 iterations, and the momentum SGD keeps after warmup.
+One check per quantity, and a first line that says what was verified and what was not: one CPU process
+trains the probe whatever the job's devices (a DDP or XLA launch is not run), on the job's own model
+where it is a detect model built from a yaml (else yolo11n)."""
 
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import orchestrator
-from orchestrator.doctor.checks import FAIL, PASS, Check
+from orchestrator.doctor.checks import FAIL, PASS, WARN, Check
 from orchestrator.scaling import releases
 from orchestrator.scaling import ultralytics_math as um
 from orchestrator.scaling.effective import effective_values
@@ -37,18 +40,47 @@ def verify(plan, release: str) -> list[Check]:
 
     passed = {k: plan.scaled.passed[k] for k in ("batch", "nbs", "optimizer", "lr0", "momentum", "weight_decay",
                                                   "warmup_epochs", "warmup_bias_lr")}
+    warmup_momentum = plan.train_args.get("warmup_momentum", um.DEFAULTS["warmup_momentum"])
+    model = probe_model(plan)
     with tempfile.TemporaryDirectory(prefix="yolo-orch-verify-") as tmp:
         images = 2 * passed["batch"]  # two batches an epoch
         data = generate_dataset(Path(tmp) / "data", images=images, val_images=4, classes=2, imgsz=IMGSZ, seed=0)
-        eff = effective_values(passed, 1, EPOCHS, images, "cpu", formulas=releases.formulas_for(release))
-        train = {"model": "yolo11n.yaml", "data": str(data), "epochs": EPOCHS, "imgsz": IMGSZ, "device": "cpu",
+        eff = effective_values(passed, 1, EPOCHS, images, "cpu", formulas=releases.formulas_for(release),
+                               warmup_momentum=warmup_momentum)
+        train = {"model": model, "data": str(data), "epochs": EPOCHS, "imgsz": IMGSZ, "device": "cpu",
                  "workers": 0, "plots": False, "val": False, "amp": False, "verbose": False, "seed": 0,
-                 "deterministic": False, "project": tmp, "name": "verify", "exist_ok": True, **passed}
+                 "deterministic": False, "project": tmp, "name": "verify", "exist_ok": True,
+                 "warmup_momentum": warmup_momentum, **passed}
         auto = {**train, "optimizer": "auto", "epochs": 10001, "name": "auto"}
         probe = run_probe({"train": train, "auto": auto}, Path(tmp))
+    scope = scope_check(plan, model)
     if isinstance(probe, str):
-        return [Check("verify-plan", FAIL, probe, "see the trainer's error above; `yolo-orch doctor` checks the install")]
-    return compare(eff, release, probe)
+        return [scope, Check("verify-plan", FAIL, probe,
+                             "see the trainer's error above; `yolo-orch doctor` checks the install")]
+    return [scope, *compare(eff, release, probe)]
+
+
+def probe_model(plan) -> str:
+    """The job's own model where the probe (a detect trainer, built from scratch) can train it: a detect
+    model yaml; else yolo11n.yaml."""
+    model = str(plan.train_args.get("model") or "")
+    detect = (plan.job.spec.task or "detect") == "detect"
+    return model if detect and model.lower().endswith((".yaml", ".yml")) else "yolo11n.yaml"
+
+
+def scope_check(plan, model: str) -> Check:
+    """What the probe verified and what it did not, in one line."""
+    devices = plan.devices.text
+    one_process = plan.launcher == "local" and plan.devices.world_size <= 1
+    not_run = [] if one_process else [f"the {plan.launcher} launch on {devices} ({plan.devices.world_size} "
+                                      "devices): the formulas are the same per process, the launch itself is not run"]
+    job_model = str(plan.train_args.get("model") or "")
+    if model != job_model:
+        not_run.append(f"the job's model {job_model} (the probe trains {model})")
+    detail = (f"one CPU process trained {model} for {EPOCHS} epochs of 2 steps at {IMGSZ} px with the plan's "
+              "arguments" + (f"; not verified: {'; '.join(not_run)}" if not_run else ""))
+    return Check("what was verified", WARN if not_run else PASS, detail,
+                 "`yolo-orch submit JOB` runs the launch itself (docs/distributed.md)" if not_run else "")
 
 
 def run_probe(request: dict, cwd: Path, env: dict | None = None) -> dict | str:
@@ -84,6 +116,9 @@ def compare(eff: dict[str, Any], release: str, probe: dict) -> list[Check]:
                         "; ".join(bad[:3]) + (f" (and {len(bad) - 3} more)" if len(bad) > 3 else "") if bad else
                         f"{len(steps['steps'])} steps, {eff['warmup_iterations']} of them warmup, as planned"))
     checks.append(_same("accumulate after warmup", eff["accumulate_after_warmup"], steps["steps"][-1]["accumulate"]))
+    if "momentum_after_warmup" in eff:  # SGD-family groups (others have no momentum to ramp)
+        kept = [m for m in steps["steps"][-1].get("momentum") or [] if m is not None]
+        checks.append(_same("momentum after warmup", eff["momentum_after_warmup"], sorted(set(kept)), close=True))
     if probe.get("auto"):
         checks.append(_same("optimizer=auto above 10,000 iterations", releases.formulas_for(release).auto_picks[0],
                             probe["auto"]["optimizer"]))

@@ -17,7 +17,9 @@ from orchestrator.scaling.ultralytics_math import DEFAULTS
 from orchestrator.jobspec.files import NAME_MAX, too_long_component
 from orchestrator.jobspec.kaggle import KaggleOptions
 
-OPTIMIZERS = ("auto", "SGD", "MuSGD", "Adam", "Adamax", "AdamW", "NAdam", "RAdam", "RMSProp")
+# Ultralytics' spellings (BaseTrainer.build_optimizer); a job may write any case, as Ultralytics maps
+# names case-insensitively ('sgd', 'adamw', default.yaml's 'RMSProp'): the plan carries these.
+OPTIMIZERS = ("auto", "SGD", "MuSGD", "Adam", "Adamax", "AdamW", "NAdam", "RAdam", "RMSprop")
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 
 
@@ -78,6 +80,15 @@ class Hyperparameters(Strict):
     mixup: Optional[float] = Probability
     cutmix: Optional[float] = Probability
     copy_paste: Optional[float] = Probability
+
+    @field_validator("optimizer", mode="before")
+    @classmethod
+    def _ultralytics_spelling(cls, value):
+        """`sgd` -> `SGD`, `RMSProp` -> `RMSprop`, as Ultralytics reads them; anything else is refused
+        with the list."""
+        if isinstance(value, str):
+            return {name.lower(): name for name in OPTIMIZERS}.get(value.strip().lower(), value)
+        return value
     close_mosaic: Optional[int] = Field(default=None, ge=0, le=100000)
 
     def values(self) -> dict[str, Any]:

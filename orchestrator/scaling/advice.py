@@ -179,6 +179,21 @@ def per_step_warnings(
     return out
 
 
+def momentum_warning(ref, passed: dict[str, Any], eff: dict[str, Any]) -> list[str]:
+    """SGD's momentum after warmup, where the installed release's warmup never lands on it."""
+    kept = eff.get("momentum_after_warmup")
+    if kept is None or abs(kept - passed["momentum"]) <= 1e-9:
+        return []
+    nw, short = eff["warmup_iterations"], not ref.formulas.warmup_last_step
+    why = (f"Ultralytics {ref.formulas.release} ends warmup one step early (`ni < nw`, 8.4.103-8.4.182)" if short
+           else "warmup outlasts the run")
+    fix = ("install Ultralytics >= 8.4.183, or set warmup_momentum to momentum" if short
+           else "shorten warmup_epochs, or set warmup_momentum to momentum")
+    return [f"momentum {fmt(passed['momentum'])} is never reached: {why}, so {passed['optimizer']} keeps momentum "
+            f"{fmt(kept)} for the whole run (the ramp from warmup_momentum {fmt(ref.warmup_momentum)} stops short "
+            f"of its {nw} warmup steps); {fix}"]
+
+
 def target_warnings(ref, devices, passed: dict[str, Any], eff: dict[str, Any], ref_eff: dict[str, Any],
                     images: int, sync_bn: bool = False) -> list[str]:
     """What the target's hardware and dataset change whatever the policy."""
@@ -204,6 +219,7 @@ def target_warnings(ref, devices, passed: dict[str, Any], eff: dict[str, Any], r
             f"warmup is only {nw_t} iterations per device (reference {nw_r}): warmup_epochs count epochs and "
             "each device sees fewer batches per epoch; raise warmup_epochs if the first steps diverge"
         )
+    out += momentum_warning(ref, passed, eff)
     if devices.kind == "tpu":
         out.append(
             f"tpu: batch {b} per core x {devices.world_size} cores in one process (SPMD: each step is one device's "

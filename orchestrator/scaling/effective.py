@@ -32,6 +32,7 @@ def effective_values(
     kind: str = "cuda",
     drop_last: bool = False,
     formulas: Formulas = Formulas(),
+    warmup_momentum: float | None = None,
 ) -> dict[str, Any]:
     """What Ultralytics really applies for these train arguments on ``world_size`` devices.
 
@@ -39,7 +40,8 @@ def effective_values(
     loaders); nothing from the scaler's plan. ``passed`` needs batch, nbs, optimizer (pinned), lr0,
     momentum, weight_decay, warmup_epochs, warmup_bias_lr. ``drop_last``: Ultralytics' train loader
     drops a short last batch (it does with ``compile=True``); the XLA loader (kind tpu / xla_cpu)
-    always does, over a sampler that drops the remainder too.
+    always does, over a sampler that drops the remainder too. ``warmup_momentum`` (given): the momentum
+    an SGD-family optimizer keeps after warmup, which some releases never bring to ``momentum``.
     """
     batch, nbs = int(passed["batch"]), int(passed["nbs"])
     b = um.batch_per_device(batch, world_size)
@@ -78,4 +80,7 @@ def effective_values(
                                                              formulas.warmup_floor, formulas.warmup_capped)
         eff["accumulate_after_warmup"] = um.accumulate_after_warmup(nbs, batch, capped, nw, nb * epochs,
                                                                     formulas.warmup_last_step, formulas.ramp_to_capped)
+        if warmup_momentum is not None and passed["optimizer"] in um.MOMENTUM_RAMPED:
+            eff["momentum_after_warmup"] = clean(um.momentum_after_warmup(
+                passed["momentum"], warmup_momentum, nw, nb * epochs, formulas.warmup_last_step))
     return eff

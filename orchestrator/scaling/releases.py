@@ -138,5 +138,5 @@ def refusal(version: str, optimizer: str | None = None, launcher: str = "local",
                 f"{version} trains on one CPU process or one GPU: pip install 'ultralytics>={text(needed)},<8.5'")
     if optimizer == "MuSGD" and release < (8, 4, 0):
         return (f"hyp.optimizer: MuSGD came with Ultralytics 8.4.0; the installed {version} has SGD, Adam, Adamax, "
-                "AdamW, NAdam, RAdam, RMSProp")
+                "AdamW, NAdam, RAdam, RMSprop")
     return None

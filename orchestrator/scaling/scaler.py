@@ -66,7 +66,7 @@ def scale(reference: ReferenceHyp, target: TargetHardware, policy: str = "auto")
              "warmup_epochs": ref.warmup_epochs, **base}
     ref_passed = {key: known[key] for key in PASSED_KEYS}
     ref_eff = effective_values(ref_passed, ref.world_size, ref.epochs, ref.dataset_size, drop_last=target.drop_last,
-                               formulas=ref.formulas)
+                               formulas=ref.formulas, warmup_momentum=ref.warmup_momentum)
     images_ref = ref.batch * um.accumulate(ref.nbs, ref.batch)  # uncapped: the plan, not tiny-data effects
 
     # 2. the target's images per optimizer step and the batch/nbs split that gives them exactly
@@ -90,7 +90,7 @@ def scale(reference: ReferenceHyp, target: TargetHardware, policy: str = "auto")
     passed["warmup_epochs"] = _warmup(ref, rule, reasons_for)
     _refuse_out_of_range(passed, rule)
     eff = effective_values(passed, world, ref.epochs, ref.dataset_size, target.devices.kind, target.drop_last,
-                           ref.formulas)
+                           ref.formulas, ref.warmup_momentum)
 
     # 4. the reasons and the warnings
     warnings += _auto_pick_warning(ref, opt_ref, passed)

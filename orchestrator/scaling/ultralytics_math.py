@@ -158,6 +158,27 @@ def accumulate_after_warmup(nbs: int, batch: int, capped_acc: int, nw: int, tota
     return warmup_accumulate(min(nw if last_step else nw - 1, total_steps - 1), nw, target)
 
 
+# optimizers whose param groups have a "momentum" key, which _do_train's warmup ramps (Adam-family groups
+# have betas: build_optimizer sets beta1 = momentum once)
+MOMENTUM_RAMPED = frozenset({"SGD", "MuSGD", "RMSprop"})
+
+
+def momentum_after_warmup(momentum: float, warmup_momentum: float, nw: int, total_steps: int,
+                          last_step: bool = True) -> float:
+    """The momentum an SGD-family optimizer keeps for the rest of the run once warmup ends.
+
+    _do_train sets ``x["momentum"] = np.interp(ni, [0, nw], [warmup_momentum, momentum])`` on the warmup
+    steps and never again: it lands on `momentum` only if step nw itself runs (``ni <= nw``; not in
+    8.4.103-8.4.182, ``ni < nw``) and the run is long enough; otherwise momentum stays where the ramp
+    stopped (nw = 2: halfway, 0.8685 for 0.8 -> 0.937). Without warmup it is `momentum`."""
+    if nw <= 0 or total_steps <= 0:
+        return momentum
+    last = min(nw if last_step else nw - 1, total_steps - 1)
+    if last >= nw:  # np.interp returns the end point itself there
+        return momentum
+    return (momentum - warmup_momentum) / nw * last + warmup_momentum  # np.interp's own arithmetic
+
+
 def warmup_accumulate(ni: int, nw: int, target: float) -> int:
     """_do_train's accumulate at warmup step `ni` of `nw`:
     ``max(1, int(np.interp(ni, [0, nw], [1, target]).round()))`` (numpy rounds halves to even, as round())."""

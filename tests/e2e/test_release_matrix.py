@@ -81,7 +81,7 @@ def test_the_plan_is_what_the_release_applies_and_a_training_finishes(version, j
     assert probe["version"] == version and probe["file"].startswith(str(_installed(version)))
     checks = compare(eff, version, probe)  # step by step through warmup: doctor --verify-plan's comparison
     assert [c.name for c in checks if c.status != PASS] == [], [c for c in checks if c.status != PASS]
-    assert len(checks) == 7
+    assert len(checks) == 8  # ... and the momentum SGD keeps after warmup
 
     r = run_cli("submit", job, "--json", "--set", "name=matrix", cwd=job.parent, env=env, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -137,3 +137,34 @@ def test_a_release_that_cannot_run_is_exit_2_at_plan_time(tmp_path, monkeypatch)
     with pytest.raises(SpecError, match="hyp.optimizer: MuSGD came with Ultralytics 8.4.0"):
         _plan(tmp_path, monkeypatch, "8.3.250", hyp={"optimizer": "MuSGD"})
     assert not (Path(tmp_path) / "runs").exists()
+
+
+def test_momentum_after_warmup_is_modelled_and_said_where_a_release_never_reaches_it(tmp_path, monkeypatch):
+    """8.4.103-8.4.182 end warmup at `ni < nw`: with 2 batches an epoch and 1 warmup epoch (nw 2) SGD's
+    momentum stops halfway from warmup_momentum 0.8 to 0.937 and stays 0.8685 for the whole run (measured
+    on 8.4.150's trainer, issue #47); 8.4.190 lands on it. AdamW's groups have no momentum to ramp."""
+    job = {"data": {"synth": {"images": 8, "val_images": 4, "classes": 2, "imgsz": 64}}, "epochs": 3,
+           "reference": {"batch": 4, "nbs": 4}, "target": {"devices": "cpu", "batch": 4},
+           "hyp": {"optimizer": "SGD", "momentum": 0.937, "warmup_momentum": 0.8, "warmup_epochs": 1.0}}
+    old = _plan(tmp_path, monkeypatch, "8.4.150", **job)
+    assert old.scaled.effective["warmup_iterations"] == 2
+    assert old.scaled.effective["momentum_after_warmup"] == pytest.approx(0.8685, abs=1e-12)
+    said = [w for w in old.warnings if w.startswith("momentum 0.937 is never reached")]
+    assert len(said) == 1 and "keeps momentum 0.8685" in said[0] and "8.4.183" in said[0], old.warnings
+    new = _plan(tmp_path, monkeypatch, "8.4.190", **job)
+    assert new.scaled.effective["momentum_after_warmup"] == 0.937
+    assert not any("never reached" in w for w in new.warnings)
+    adamw = _plan(tmp_path, monkeypatch, "8.4.150", **{**job, "hyp": {**job["hyp"], "optimizer": "AdamW"}})
+    assert "momentum_after_warmup" not in adamw.scaled.effective
+
+
+def test_optimizer_names_are_read_as_ultralytics_reads_them(tmp_path):
+    """Ultralytics maps optimizer names case-insensitively (build_optimizer); the plan carries its spelling."""
+    from orchestrator.jobspec.errors import SpecError
+    from orchestrator.jobspec.loader import load_job
+
+    for given, canonical in (("sgd", "SGD"), ("adamw", "AdamW"), ("musgd", "MuSGD"), ("RMSProp", "RMSprop"),
+                             ("rmsprop", "RMSprop"), ("Auto", "auto")):
+        assert load_job(write_job(tmp_path, hyp={"optimizer": given})).spec.hyp.optimizer == canonical, given
+    with pytest.raises(SpecError, match=r"hyp.optimizer: must be .*'RMSprop' \(got 'nope'\)"):
+        load_job(write_job(tmp_path, hyp={"optimizer": "nope"}))

@@ -184,7 +184,8 @@ def test_every_changed_value_has_a_reason_and_optimizer_is_pinned(ref, nc, targe
             lines = [x for x in r.reasons if x.startswith(f"{key} ")]
             assert len(lines) == 1, (key, r.reasons)
     # effective is Ultralytics' maths on `passed` alone
-    assert r.effective == effective_values(r.passed, target.devices.world_size, ref.epochs, ref.dataset_size, target.devices.kind)
+    assert r.effective == effective_values(r.passed, target.devices.world_size, ref.epochs, ref.dataset_size,
+                                           target.devices.kind, warmup_momentum=ref.warmup_momentum)
 
 
 def _num(text: str) -> float:
