@@ -13,11 +13,18 @@ before the resume; the disk full during a checkpoint write (a small tmpfs, root)
 faults are chaos_sweep.py's (a PostgreSQL server of the campaign's own), the Slurm ones
 chaos_slurm.py's (a one-node cluster of its own: `scontrol requeue`, a time limit).
 
+Every run has the W&B default of the quickstart (`wandb:` with a project; the campaign's secret is the API
+key, W&B cannot be reached, so it logs offline). A fault counts only when the path it names ran (a second
+kill that came after the resume ended, a torn tail no resumed worker read): otherwise its kind is drawn
+again, and the report says so. PostgreSQL, Slurm and the tmpfs start when the first fault that needs them
+is drawn; SIGTERM or Ctrl-C of the campaign stops its trainings and services.
+
 Invariants, each a line of the report: every run ends finished (resumes allowed); every epoch of every
-run trained exactly once (its events.jsonl); every checkpoint left on disk loads; the registry and the
-run directories agree; no process of the campaign survives it; no secret in any file or output.
-`--json` prints the report with a top-level `lost` (runs not finished plus invariants broken).
-Bad input (an unknown kind) is one line, exit 2."""
+run trained exactly once (its events.jsonl), each once in results.csv and in its W&B run (all attempts);
+every checkpoint left on disk loads; the registry and the run directories agree; no process of the
+campaign survives it; no secret in any file or output. An invariant whose check itself fails is a failing
+line. `--json` prints the report with a top-level `lost` (runs not finished plus invariants broken).
+Bad input (an unknown kind, no kind) is one line, exit 2."""
 
 from __future__ import annotations
 
@@ -38,8 +45,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import chaos_slurm  # noqa: E402
 import chaos_sweep  # noqa: E402
 from chaos_common import (EPOCHS, SECRET, Episode, children, epoch_events, finish, glued_records,  # noqa: E402
-                          ranks_of, resume_until_done, row_of, signal_pid, start_cli, wait_point, wait_point_of)
-from orchestrator.rundir import EventTail, completed_epochs, trained_epochs  # noqa: E402
+                          ranks_of, resume_until_done, row_of, signal_pid, start_cli, stop_started, wait_point,
+                          wait_point_of)
+from orchestrator.rundir import EventTail, completed_epochs, resolved_or_none, trained_epochs  # noqa: E402
+from orchestrator.rundir.checkpoints import results_epochs  # noqa: E402
 
 STALL_TIMEOUT = 20
 
@@ -106,12 +115,13 @@ TORN_TAILS = (b'{"event": "epoch", "epo',  # a crash in the middle of a line: no
               b'[1, 2, 3]\n')  # JSON that is not a record
 
 
-def tear_events_tail(run_dir: Path, rng: random.Random, notes: list[str]) -> None:
-    """A torn or corrupted events.jsonl tail, one of TORN_TAILS."""
+def tear_events_tail(run_dir: Path, rng: random.Random, notes: list[str]) -> int:
+    """A torn or corrupted events.jsonl tail, one of TORN_TAILS; returns the file's size after it."""
     tail = rng.choice(TORN_TAILS)
     with open(run_dir / "events.jsonl", "ab") as f:
         f.write(tail)
     notes.append(f"events.jsonl tail: {tail[:24]!r}")
+    return (run_dir / "events.jsonl").stat().st_size
 
 
 def damage_checkpoint(run_dir: Path, rng: random.Random, notes: list[str]) -> None:
@@ -159,8 +169,9 @@ def run_episode(work: Path, episode: Episode, rng: random.Random) -> Episode:
     episode.struck = alive and (episode.kind == "stop-run" or after != "finished")
     if not episode.struck:
         return episode
+    torn_at = None
     if episode.kind == "torn-events":
-        tear_events_tail(Path(episode.run_dir), rng, episode.notes)
+        torn_at = tear_events_tail(Path(episode.run_dir), rng, episode.notes)
     if episode.kind == "corrupt-checkpoint":
         damage_checkpoint(Path(episode.run_dir), rng, episode.notes)
     if episode.kind == "disk-full":  # what a user does: free space, then resume
@@ -172,13 +183,24 @@ def run_episode(work: Path, episode: Episode, rng: random.Random) -> Episode:
         if resume.poll() is None and now is not None:
             strike("kill-worker" if episode.kind == "kill-twice" else "kill-resume", now, resume, episode.notes)
             episode.notes.append(f"struck again after epoch {again}")
-        else:
+        else:  # the path the kind names (a fault during a resume) never ran
+            episode.struck = False
             episode.notes.append("the resume ended before the second fault")
         finish(resume)
         episode.resumes += 1
     resume_until_done(work, episode)
+    if torn_at is not None and not resumed_after(Path(episode.run_dir), torn_at):
+        episode.struck = False  # closed as finished without a worker: nothing read past the torn tail
+        episode.notes.append("no resumed worker ran after the torn tail")
     episode.wall_s = round(time.time() - started, 1)
     return episode
+
+
+def resumed_after(run_dir: Path, offset: int) -> bool:
+    """A training process started (a `train_start` event) in events.jsonl past byte `offset`."""
+    tail = EventTail(run_dir / "events.jsonl")
+    tail.offset = offset
+    return any(e.get("event") == "train_start" for e in tail.read_new())
 
 
 # ---------------------------------------------------------------- invariants
@@ -203,15 +225,54 @@ def check_invariants(work: Path, episodes: list[Episode]) -> list[dict]:
         wrong += [f"{e.run_id} ({e.kind}): a record glued to a torn line, lost: {line[:100]}"
                   for line in glued_records(Path(e.run_dir))]
     out.append(_inv("every epoch trained exactly once, no event lost", not wrong, wrong))
-    out.append(_inv("every checkpoint loads", *checkpoints_load(work)))
-    out.append(_inv("the registry and the run directories agree", *registry_agrees(work, runs)))
-    out.append(_inv("no process of the campaign survives", *no_survivors(work)))
-    out.append(_inv("no secret in any file or output", *no_secret(work)))
+    for name, check in (("results.csv holds every epoch once", lambda: results_once(runs)),
+                        ("the run's W&B run holds every epoch once", lambda: wandb_once(runs)),
+                        ("every checkpoint loads", lambda: checkpoints_load(work)),
+                        ("the registry and the run directories agree", lambda: registry_agrees(work, runs)),
+                        ("no process of the campaign survives", lambda: no_survivors(work)),
+                        ("no secret in any file or output", lambda: no_secret(work))):
+        out.append(_checked(name, check))
     return out
 
 
 def _inv(name: str, holds: bool, detail: list[str]) -> dict:
     return {"name": name, "holds": bool(holds), "detail": detail[:20]}
+
+
+def _checked(name: str, check) -> dict:
+    """An invariant whose check itself failed is a failing, named line of the report (never a report
+    that is not written)."""
+    try:
+        return _inv(name, *check())
+    except Exception as exc:  # noqa: BLE001 - the failure is the finding
+        return _inv(name, False, [f"the check failed: {type(exc).__name__}: {str(exc)[:200]}"])
+
+
+def results_once(runs: list[Episode]) -> tuple[bool, list[str]]:
+    """Users plot results.csv: a finished run's rows are epochs 1..E, each once (an epoch trained again
+    has its first row in results.rewound.csv)."""
+    wrong = []
+    for e in runs:
+        if e.state == "finished":
+            rows = results_epochs(Path(e.run_dir))
+            if rows != list(range(1, EPOCHS + 1)):
+                wrong.append(f"{e.run_id} ({e.kind}): results.csv epochs {rows}")
+    return not wrong, wrong
+
+
+def wandb_once(runs: list[Episode]) -> tuple[bool, list[str]]:
+    """The job's W&B default is on: every attempt of a run logs to the same W&B run (an offline folder
+    each), and together they hold epochs 1..E, each once, in order."""
+    from orchestrator.worker.wandb_history import attempt_files, history_rows
+
+    wrong = []
+    for e in runs:
+        if e.state == "finished":
+            files = attempt_files(Path(e.run_dir) / "wandb", e.run_id.replace(".", "-"))
+            logged = [row["epoch"] for path in files for row in history_rows(path) if "epoch" in row]
+            if logged != list(range(1, EPOCHS + 1)):
+                wrong.append(f"{e.run_id} ({e.kind}): W&B epochs {logged} over {len(files)} attempt(s)")
+    return not wrong, wrong
 
 
 def checkpoints_load(work: Path) -> tuple[bool, list[str]]:
@@ -305,52 +366,90 @@ def write_job(work: Path) -> None:
            "data": {"synth": {"images": 32, "val_images": 8, "classes": 2, "imgsz": 64, "seed": 1}},
            "epochs": EPOCHS, "imgsz": 64, "seed": 0,
            "hyp": {"preset": "scratch-default", "optimizer": "AdamW", "lr0": 0.002},
-           "reference": {"devices": 1, "batch": 8}, "target": {"devices": "cpu"}, "wandb": {"mode": "disabled"},
+           "reference": {"devices": 1, "batch": 8}, "target": {"devices": "cpu"},
+           "wandb": {"project": "yolo-orch-chaos"},  # the default users run (the quickstart's section)
            "overrides": {"workers": 0, "plots": False}, "stall_timeout": STALL_TIMEOUT, "runs_dir": "runs"}
     (work / "job.yaml").write_text(yaml.safe_dump(job, sort_keys=False))
+
+
+class Services:
+    """What the drawn faults need, started when the first episode that needs it is drawn (a campaign
+    of run faults starts no PostgreSQL, Slurm or tmpfs) and stopped at the end, however it ends."""
+
+    def __init__(self, work: Path):
+        self.work, self._pg, self._cluster, self._disk = work, None, None, False
+
+    @property
+    def pg(self):
+        if self._pg is None:
+            self._pg = chaos_sweep.Postgres()
+        return self._pg
+
+    @property
+    def cluster(self):
+        if self._cluster is None:
+            self._cluster = chaos_slurm.Cluster(self.work / "slurm")
+        return self._cluster
+
+    def small_disk(self) -> None:
+        if not self._disk:
+            mount_small_disk(self.work)
+            self._disk = True
+
+    def stop(self) -> None:
+        if self._pg is not None:
+            self._pg.remove()
+        if self._cluster is not None:
+            self._cluster.stop()
+        if self._disk:
+            unmount_small_disk(self.work)
+
+
+class Terminated(Exception):
+    """SIGTERM of the campaign: it stops its trainings and services, as Ctrl-C does."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated(f"signal {signum}")
 
 
 def campaign(n: int, seed: int, kinds: tuple[str, ...], work: Path, say=print) -> dict:
     (work / "outputs").mkdir(parents=True, exist_ok=True)
     write_job(work)
-    if "disk-full" in kinds:
-        mount_small_disk(work)
+    services = Services(work)
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
-        return run_campaign(n, seed, kinds, work, say)
+        return run_campaign(n, seed, kinds, work, say, services)
     finally:
-        if "disk-full" in kinds:
-            unmount_small_disk(work)
+        services.stop()
+        stop_started(work)  # the commands and trainings a fault or an interruption left running
+        signal.signal(signal.SIGTERM, previous)
 
 
-def run_campaign(n: int, seed: int, kinds: tuple[str, ...], work: Path, say) -> dict:
+def run_campaign(n: int, seed: int, kinds: tuple[str, ...], work: Path, say, services: Services) -> dict:
     started = time.time()
-    pg = chaos_sweep.Postgres() if set(kinds) & set(chaos_sweep.KINDS) else None
-    cluster = chaos_slurm.Cluster(work / "slurm") if set(kinds) & set(chaos_slurm.KINDS) else None
     rng = random.Random(seed + 1)
     episodes, missed = [], 0
     draws = draw_episodes(seed, kinds)
     episode = next(draws)
-    try:
-        while len(episodes) < n and missed <= 2 * n:
-            if isinstance(episode, chaos_sweep.SweepEpisode):
-                chaos_sweep.run_sweep_episode(work, pg, episode, start_cli, finish, rng)
-            elif episode.kind in chaos_slurm.KINDS:
-                chaos_slurm.run_slurm_episode(work, cluster, episode, rng)
-            else:
-                run_episode(work, episode, rng)
-            if not episode.struck:  # the run ended before the fault: the same kind is drawn again
-                missed += 1
-                say(f"(episode {episode.number}: it ended before {episode.kind} struck; drawn again)")
-                episode = draws.send(episode.kind)
-                continue
-            episodes.append(episode)
-            say(f"fault {len(episodes)}/{n} {describe(episode)}")
-            episode = draws.send(None)
-    finally:
-        if pg is not None:
-            pg.remove()
-        if cluster is not None:
-            cluster.stop()
+    while len(episodes) < n and missed <= 2 * n:
+        if isinstance(episode, chaos_sweep.SweepEpisode):
+            chaos_sweep.run_sweep_episode(work, services.pg, episode, start_cli, finish, rng)
+        elif episode.kind in chaos_slurm.KINDS:
+            chaos_slurm.run_slurm_episode(work, services.cluster, episode, rng)
+        else:
+            if episode.kind == "disk-full":
+                services.small_disk()
+            run_episode(work, episode, rng)
+        if not episode.struck:  # the fault's path never ran (the run ended first): the kind is drawn again
+            missed += 1
+            why = episode.notes[-1] if episode.notes else "it ended before the fault struck"
+            say(f"(episode {episode.number}: {episode.kind} not exercised: {why}; drawn again)")
+            episode = draws.send(episode.kind)
+            continue
+        episodes.append(episode)
+        say(f"fault {len(episodes)}/{n} {describe(episode)}")
+        episode = draws.send(None)
     invariants = check_invariants(work, [e for e in episodes if isinstance(e, Episode)])
     invariants.insert(2, studies_whole([e for e in episodes if isinstance(e, chaos_sweep.SweepEpisode)]))
     by_kind: dict[str, dict] = {}
@@ -373,8 +472,11 @@ def describe(episode) -> str:
                 f"{'reached' if episode.summary.get('reached') else 'NOT reached'} {states} after "
                 f"{episode.runs} sweep command(s) ({episode.wall_s} s)"
                 + (f" [{'; '.join(episode.problems())}]" if episode.problems() else ""))
+    resolved = resolved_or_none(Path(episode.run_dir)) if episode.run_dir else None
+    recorded = len(resolved.resumes) if resolved else 0  # a resume killed before it claimed the run: not one
     return (f"{episode.kind} on {episode.devices} after epoch {episode.at_epoch} +{episode.delay_s}s: "
-            f"{episode.state} after {episode.resumes} resume(s) ({episode.wall_s} s)"
+            f"{episode.state} after {episode.resumes} resume command(s), {recorded} resume(s) recorded by the run "
+            f"({episode.wall_s} s)"
             + (f" [{'; '.join(episode.notes)}]" if episode.notes else ""))
 
 
@@ -390,6 +492,8 @@ def parse_kinds(text: str | None) -> tuple[str, ...]:
     if not text:
         return KINDS
     kinds = tuple(k.strip() for k in text.split(",") if k.strip())
+    if not kinds:
+        raise SystemExit2(f"--kinds: no fault kind in {text!r}; expected some of {', '.join(KINDS)}")
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:
         raise SystemExit2(f"--kinds: unknown fault kind {', '.join(unknown)}; expected some of {', '.join(KINDS)}")
@@ -432,6 +536,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"chaos: --kinds: the campaign could not start its Slurm cluster: {exc} (or leave out "
               f"{', '.join(chaos_slurm.KINDS)})", file=sys.stderr)
         return 2
+    except (Terminated, KeyboardInterrupt) as exc:
+        print(f"chaos: stopped ({exc or 'Ctrl-C'}); its trainings and services are stopped, its folder is {work}",
+              file=sys.stderr)
+        return 143 if isinstance(exc, Terminated) else 130
     report["work"] = str(work)
     if args.json:
         print(json.dumps(report, indent=2, default=str))

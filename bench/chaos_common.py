@@ -59,6 +59,9 @@ def cli(*args: str, work: Path, timeout: float = 600) -> subprocess.CompletedPro
                           capture_output=True, text=True, timeout=timeout)
 
 
+STARTED: list[subprocess.Popen] = []  # every command start_cli started (stop_started ends those left)
+
+
 def start_cli(*args: str, work: Path) -> subprocess.Popen:
     """A command in its own session, as a user's terminal would hold it; its output and errors go to
     files of the work dir (`proc.out_path`, `proc.err_path`)."""
@@ -67,7 +70,29 @@ def start_cli(*args: str, work: Path) -> subprocess.Popen:
         proc = subprocess.Popen([sys.executable, "-m", "orchestrator", *args], cwd=work, env=env_for(work),
                                 stdout=out, stderr=err, start_new_session=True)
     proc.out_path, proc.err_path = f"{stem}.out", f"{stem}.err"
+    STARTED.append(proc)
     return proc
+
+
+def stop_started(work: Path) -> None:
+    """The campaign's commands still running (an interrupted or failed campaign) and every process that
+    names its folder (their trainings, in sessions of their own): SIGKILLed, so nothing outlives it."""
+    import psutil
+
+    for proc in STARTED:
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+    mine = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if p.pid not in mine and str(work) in " ".join(p.info["cmdline"] or []):
+                p.kill()
+        except psutil.Error:
+            continue
 
 
 def env_for(work: Path) -> dict[str, str]:

@@ -31,6 +31,7 @@ from orchestrator.rundir.checkpoints import (REWOUND_RESULTS, fallback_checkpoin
                                              results_epochs, rewind_results, rewind_to, rewind_to_start,
                                              set_aside_damaged_weights)
 from orchestrator.runner import RunOutcome, refuse_symlinks, supervise
+from orchestrator.urls import redact_text
 
 
 @dataclass
@@ -73,10 +74,41 @@ def close_recorded_run(row: dict) -> RunOutcome | None:
     summary = run_summary(run_dir, state="finished", epochs=epochs, epochs_completed=epochs, metrics=metrics,
                           started=row.get("started_at") or time.time(), note=note)
     write_json_atomic(run_dir / SUMMARY, summary)
+    unlogged = catch_up_wandb(run_dir, resolved) if recorded == run_dir else None
+    if unlogged:
+        note += f"; {unlogged}"
     with Registry.of_run(run_dir) as registry:
         registry.update(row["id"], state="finished", ended_at=time.time(), exit_code=0, epochs_done=epochs,
                         metrics=metrics, note=note)
     return RunOutcome(row["id"], run_dir, "finished", 0, summary, note=note)
+
+
+WANDB_CATCH_UP_S = 120
+
+
+def catch_up_wandb(run_dir: Path, resolved: ResolvedRun) -> str | None:
+    """A run closed without training again still continues its W&B run: the epochs the killed attempt
+    trained but lost in W&B's buffer are logged, and the W&B run finished, by a short process of the
+    training side (worker/wandb_logger.py). Returns a note when that failed (the run is finished all the
+    same); None when it worked or W&B is off."""
+    import subprocess
+    import sys
+
+    from orchestrator.runner import child_env
+
+    if resolved.wandb_mode == "disabled":
+        return None
+    try:
+        done = subprocess.run([sys.executable, "-m", "orchestrator.worker.wandb_logger", str(run_dir)],
+                              env={**os.environ, **child_env()}, capture_output=True, text=True,
+                              timeout=WANDB_CATCH_UP_S)
+    except subprocess.TimeoutExpired:
+        return f"W&B was not brought up to date within {WANDB_CATCH_UP_S} s"
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        why = redact_text(lines[-1][:200]) if lines else f"exit {done.returncode}"
+        return f"W&B was not brought up to date ({why})"
+    return None
 
 
 def prepare(row: dict, devices: str | None = None, restart_ok: bool = False,

@@ -54,6 +54,7 @@ def test_a_short_seeded_campaign_loses_nothing(tmp_path):
 @pytest.mark.parametrize("args,message", [
     (["--kinds", "kill-worker,unplug-the-moon"], "--kinds: unknown fault kind unplug-the-moon; expected some of"),
     (["--faults", "0"], "--faults: 0 must be at least 1"),
+    (["--kinds", ","], "--kinds: no fault kind in ','"),
 ])
 def test_bad_input_to_the_campaign_is_one_line(tmp_path, args, message):
     r = subprocess.run([sys.executable, str(CHAOS), *args, "--work", str(tmp_path / "c")], cwd=REPO, env=cli_env(),

@@ -247,8 +247,9 @@ def test_a_run_killed_after_its_last_epoch_is_closed_not_retrained(tmp_path):
     """Killed during the final validation (a Slurm requeue near the end): every epoch is in
     results.csv, so `resume` trains nothing; it closes the run as finished with the last epoch's
     metrics and says so. (The kill is simulated on a real finished run: its summary removed and
-    its registry row marked killed, as the orchestrator leaves them.)"""
-    job = write_job(tmp_path, TINY_JOB)
+    its registry row marked killed, as the orchestrator leaves them.) With the W&B default on: its W&B
+    run is finished with each epoch once."""
+    job = write_job(tmp_path, TINY_JOB, wandb=DEFAULT_WANDB)
     r = run_cli("submit", job, "--json", cwd=tmp_path, env=NO_ENV_REGISTRY)
     assert r.returncode == 0, r.stderr[-2000:]
     run_id, run_dir = json.loads(r.stdout)["run_id"], Path(json.loads(r.stdout)["run_dir"])
@@ -268,6 +269,7 @@ def test_a_run_killed_after_its_last_epoch_is_closed_not_retrained(tmp_path):
     assert "weights/last.pt is damaged" in out["note"] and "whole: weights/best.pt" in out["note"], out["note"]
     assert not last.exists() and (run_dir / "weights" / "last.pt.damaged").is_file()
     assert out["summary"]["last"] is None and out["summary"]["best"]
+    assert wandb_epochs(run_dir) == [1]
     assert out["summary"]["epochs_completed"] == 1 and "metrics/mAP50-95(B)" in out["summary"]["metrics"]
     assert [e["event"] for e in read_events(run_dir)].count("train_start") == 1  # nothing trained again
     [epoch] = [e for e in read_events(run_dir) if e["event"] == "epoch"]  # its event, from its results.csv row
