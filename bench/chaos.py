@@ -540,6 +540,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"chaos: stopped ({exc or 'Ctrl-C'}); its trainings and services are stopped, its folder is {work}",
               file=sys.stderr)
         return 143 if isinstance(exc, Terminated) else 130
+    except Exception as exc:  # noqa: BLE001 - a campaign that broke is a finding, reported as one
+        import traceback
+
+        traceback.print_exc()
+        report = {"seed": args.seed, "faults": 0, "survived": 0, "lost": 1, "wall_s": 0, "invariants": [
+            _inv("the campaign ran to its end", False, [f"{type(exc).__name__}: {str(exc)[:300]}"])]}
     report["work"] = str(work)
     if args.json:
         print(json.dumps(report, indent=2, default=str))
