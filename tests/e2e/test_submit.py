@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, cli_env, run_cli, write_job
+from conftest import DEFAULT_WANDB, REPO, cli_env, run_cli, wandb_epochs, write_job
 
 pytestmark = pytest.mark.slow
 NETGUARD = REPO / "tests" / "helpers" / "netguard"
@@ -86,10 +87,12 @@ def test_netguard_catches_attempts(tmp_path):
 
 
 def test_ctrl_c_stops_child_and_names_checkpoint(tmp_path):
-    job = write_job(tmp_path, epochs=30)
+    """With the W&B default (offline), as the quickstart: Ctrl-C during epoch 2, the summary says how far it got
+    and where best.pt is, and the `yolo-orch resume` it suggests finishes the run and its W&B run."""
+    job = write_job(tmp_path, epochs=4, wandb=DEFAULT_WANDB)
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "submit", str(job)], cwd=tmp_path,
-                            env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            env=cli_env({"YOLO_ORCH_FAULT_SLEEP": "epoch=2,seconds=300"}), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.time() + 180
     events = None
     while time.time() < deadline:
@@ -105,10 +108,14 @@ def test_ctrl_c_stops_child_and_names_checkpoint(tmp_path):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, (out, err)
     assert "last checkpoint:" in out and "last.pt" in out
+    assert re.search(r"epochs\s+│\s+1/4\s", out) and re.search(r"best weights\s+│\s+\S+best\.pt", out), out
     time.sleep(0.5)
     alive = [p for p in children if Path(f"/proc/{p}").exists() and "zombie" not in _state(p)]
     assert not alive, f"processes survived Ctrl-C: {alive}"
     assert (events.parent / "weights" / "last.pt").exists()
+    r = run_cli("resume", events.parent.name, "--json", cwd=tmp_path)
+    assert r.returncode == 0 and json.loads(r.stdout)["state"] == "finished", r.stdout + r.stderr
+    assert wandb_epochs(events.parent) == [1, 2, 3, 4]
 
 
 def _descendants(pid: int) -> list[int]:

@@ -139,3 +139,20 @@ def test_a_port_in_use_and_an_ipv6_host_are_one_line(tmp_path):
         r = run_cli("ui", "--runs-dir", runs, "--port", str(port))
     assert r.returncode == 2 and f"cannot listen on 127.0.0.1 port {port}" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr and r.stderr.strip().count("\n") == 0
+
+
+def test_an_ipv6_loopback_host_is_taken_as_written_and_printed_as_a_url(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import cli_env
+
+    runs, _ = _runs(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "ui", "--runs-dir", str(runs), "--host", "[::1]",
+                             "--port", "0"], env=cli_env(), stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stderr.readline()
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    assert line.startswith("yolo-orch ui: http://[::1]:") and "warning" not in line, line
