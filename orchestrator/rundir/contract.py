@@ -77,7 +77,10 @@ def is_int(value: Any) -> bool:
 
 
 def _number_problem(field_name: str, value: Any, kind: type, minimum: float) -> str | None:
-    fits = is_int(value) or (kind is float and isinstance(value, float) and value == value)
+    """A float with an integer's value is an integer, as Ultralytics' own check takes it (`workers: 2.0`
+    passes `plan`, so it must pass here)."""
+    real = isinstance(value, float) and value == value and abs(value) != float("inf")
+    fits = is_int(value) or (real and (kind is float or value.is_integer()))
     if not fits:
         return f"{field_name}: {value!r} is not {'an integer' if kind is int else 'a number'}"
     if value < minimum:
