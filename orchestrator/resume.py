@@ -225,6 +225,7 @@ def set_aside_unsaved_rows(run_dir: Path, done: int) -> list[int]:
     unsaved = sorted({e for e in results_epochs(run_dir) if e > done})
     if unsaved:
         rewind_results(run_dir, done)
+        os.utime(run_dir / LAST)  # newer than the rewritten results.csv, as after a save: its last row counts
     return unsaved
 
 

@@ -183,6 +183,14 @@ def test_an_epoch_without_its_checkpoint_keeps_one_results_row(tmp_path, monkeyp
     assert info.from_epoch == 2 and "epoch(s) 2 ended without a checkpoint and train again" in info.note
     assert (run_dir / "results.csv").read_text() == "epoch,x\n1,0.1\n"
     assert (run_dir / "results.rewound.csv").read_text() == "epoch,x\n2,0.2\n"
+    # killed again before epoch 2 ends: the next resume still counts epoch 1 (the chaos campaign's kill-twice
+    # once moved epoch 1's row aside too, when the rewritten results.csv looked newer than last.pt)
+    with Registry.open(tmp_path / "runs") as reg:
+        reg.update(run_id, state="killed")
+        row = reg.get(run_id)
+    again = resume.prepare(row)
+    assert again.from_epoch == 2 and "without a checkpoint" not in again.note
+    assert (run_dir / "results.csv").read_text() == "epoch,x\n1,0.1\n"
 
 
 @pytest.mark.slow

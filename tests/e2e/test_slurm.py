@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, TINY_JOB, cli_env, read_events, run_cli, write_job
+from conftest import DEFAULT_WANDB, REPO, TINY_JOB, cli_env, no_links, read_events, run_cli, wandb_epochs, write_job
 from orchestrator.registry import Registry
 
 pytestmark = pytest.mark.slow
