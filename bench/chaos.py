@@ -396,13 +396,20 @@ class Services:
             mount_small_disk(self.work)
             self._disk = True
 
-    def stop(self) -> None:
+    def stop_daemons(self) -> None:
+        """PostgreSQL and Slurm stopped (again: a no-op), before the invariants: no process may survive."""
         if self._pg is not None:
             self._pg.remove()
         if self._cluster is not None:
             self._cluster.stop()
+        self._pg, self._cluster = None, None
+
+    def stop(self) -> None:
+        """Everything started, stopped; the tmpfs last (the invariants read the runs on it)."""
+        self.stop_daemons()
         if self._disk:
             unmount_small_disk(self.work)
+        self._disk = False
 
 
 class Terminated(Exception):
@@ -432,24 +439,27 @@ def run_campaign(n: int, seed: int, kinds: tuple[str, ...], work: Path, say, ser
     episodes, missed = [], 0
     draws = draw_episodes(seed, kinds)
     episode = next(draws)
-    while len(episodes) < n and missed <= 2 * n:
-        if isinstance(episode, chaos_sweep.SweepEpisode):
-            chaos_sweep.run_sweep_episode(work, services.pg, episode, start_cli, finish, rng)
-        elif episode.kind in chaos_slurm.KINDS:
-            chaos_slurm.run_slurm_episode(work, services.cluster, episode, rng)
-        else:
-            if episode.kind == "disk-full":
-                services.small_disk()
-            run_episode(work, episode, rng)
-        if not episode.struck:  # the fault's path never ran (the run ended first): the kind is drawn again
-            missed += 1
-            why = episode.notes[-1] if episode.notes else "it ended before the fault struck"
-            say(f"(episode {episode.number}: {episode.kind} not exercised: {why}; drawn again)")
-            episode = draws.send(episode.kind)
-            continue
-        episodes.append(episode)
-        say(f"fault {len(episodes)}/{n} {describe(episode)}")
-        episode = draws.send(None)
+    try:
+        while len(episodes) < n and missed <= 2 * n:
+            if isinstance(episode, chaos_sweep.SweepEpisode):
+                chaos_sweep.run_sweep_episode(work, services.pg, episode, start_cli, finish, rng)
+            elif episode.kind in chaos_slurm.KINDS:
+                chaos_slurm.run_slurm_episode(work, services.cluster, episode, rng)
+            else:
+                if episode.kind == "disk-full":
+                    services.small_disk()
+                run_episode(work, episode, rng)
+            if not episode.struck:  # the fault's path never ran (the run ended first): the kind is drawn again
+                missed += 1
+                why = episode.notes[-1] if episode.notes else "it ended before the fault struck"
+                say(f"(episode {episode.number}: {episode.kind} not exercised: {why}; drawn again)")
+                episode = draws.send(episode.kind)
+                continue
+            episodes.append(episode)
+            say(f"fault {len(episodes)}/{n} {describe(episode)}")
+            episode = draws.send(None)
+    finally:
+        services.stop_daemons()
     invariants = check_invariants(work, [e for e in episodes if isinstance(e, Episode)])
     invariants.insert(2, studies_whole([e for e in episodes if isinstance(e, chaos_sweep.SweepEpisode)]))
     by_kind: dict[str, dict] = {}

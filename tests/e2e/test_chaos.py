@@ -62,3 +62,28 @@ def test_bad_input_to_the_campaign_is_one_line(tmp_path, args, message):
     assert r.returncode == 2 and message in r.stderr, r.stderr
     assert r.stderr.strip().count("\n") == 0 and "Traceback" not in r.stderr
     assert not (tmp_path / "c").exists()  # nothing made
+
+
+@pytest.mark.slow
+def test_sigterm_of_the_campaign_stops_its_trainings(tmp_path):
+    """SIGTERM while a run trains: one line, exit 143, and no process that names the campaign's folder is
+    left (it left its trainings, its PostgreSQL and its Slurm daemons running before)."""
+    import signal
+    import time
+
+    import psutil
+
+    work = tmp_path / "campaign"
+    proc = subprocess.Popen([sys.executable, str(CHAOS), "--faults", "1", "--seed", "3", "--kinds", "kill-worker",
+                             "--work", str(work)], cwd=REPO, env=cli_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while not list(work.glob("runs/chaos/*/events.jsonl")) and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143 and "chaos: stopped (signal 15)" in err and "Traceback" not in err, err
+    time.sleep(1)
+    left = [p.pid for p in psutil.process_iter(["cmdline"]) if str(work) in " ".join(p.info["cmdline"] or [])]
+    assert not left, left

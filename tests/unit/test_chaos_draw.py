@@ -35,3 +35,24 @@ def test_a_kind_that_did_not_strike_is_drawn_again_next_and_the_turn_goes_on():
     assert again.kind == first.kind and again.number == first.number + 1
     rest = [draws.send(None).kind for _ in kinds[1:]]
     assert [first.kind, *rest] == order
+
+
+def test_a_campaign_of_run_faults_starts_no_service(tmp_path):
+    """PostgreSQL, Slurm and the tmpfs start at the first episode that needs them: none here."""
+    chaos = _chaos()
+    services = chaos.Services(tmp_path)
+    services.stop()
+    assert (services._pg, services._cluster, services._disk) == (None, None, False)
+
+
+def test_a_torn_tail_counts_only_when_a_resumed_worker_read_past_it(tmp_path):
+    chaos = _chaos()
+    events = tmp_path / "events.jsonl"
+    events.write_bytes(b'{"event": "epoch", "epoch": 5}\n{"event": "epo')
+    torn_at = events.stat().st_size
+    with open(events, "ab") as f:  # the run closed as finished: a recovered event, no worker
+        f.write(b'\n{"event": "epoch", "epoch": 5, "recovered": true}\n')
+    assert not chaos.resumed_after(tmp_path, torn_at)
+    with open(events, "ab") as f:
+        f.write(b'{"event": "train_start", "start_epoch": 4}\n')
+    assert chaos.resumed_after(tmp_path, torn_at)

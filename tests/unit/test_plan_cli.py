@@ -63,3 +63,23 @@ def test_a_job_that_starts_from_weights_is_planned_as_fine_tuning(tmp_path):
     assert "measured when fine-tuning" in lr0_reason(overrides={"pretrained": "w.pt"})
     assert "from scratch" in lr0_reason(model="w.pt", overrides={"pretrained": False})
     assert "from scratch" in lr0_reason()
+
+
+def test_verify_plan_says_what_one_cpu_process_cannot_verify(tmp_path):
+    """doctor --verify-plan trains one CPU process: for a cpu:2 job it says the torchrun launch is not run;
+    it probes the job's own detect model yaml, and a classify job's model is named as not probed."""
+    from orchestrator.doctor.checks import PASS, WARN
+    from orchestrator.doctor.verify_plan import probe_model, scope_check
+    from orchestrator.jobspec.loader import load_job
+    from orchestrator.plan import make_plan
+
+    two = make_plan(load_job(write_job(tmp_path, target={"devices": "cpu:2"}, model="yolo11s.yaml")))
+    assert probe_model(two) == "yolo11s.yaml"
+    check = scope_check(two, probe_model(two))
+    assert check.status == WARN and "not verified: the torchrun launch on cpu:2 (2 devices)" in check.detail
+    one = make_plan(load_job(write_job(tmp_path, model="yolo11s.yaml")))
+    assert scope_check(one, probe_model(one)).status == PASS
+    cls = make_plan(load_job(write_job(tmp_path, model="yolo11n-cls.yaml", data={"synth": {
+        "images": 16, "val_images": 8, "classes": 2, "imgsz": 64}})))
+    assert probe_model(cls) == "yolo11n.yaml"
+    assert "the job's model yolo11n-cls.yaml" in scope_check(cls, "yolo11n.yaml").detail
