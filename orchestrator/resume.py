@@ -12,6 +12,8 @@ Refusals are SpecErrors that say what to do, raised before anything is claimed o
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +32,7 @@ from orchestrator.rundir import (EVENTS, LAST, RESOLVED, SUMMARY, WEIGHTS, Event
 from orchestrator.rundir.checkpoints import (REWOUND_RESULTS, fallback_checkpoint, inspect_checkpoint,
                                              results_epochs, rewind_results, rewind_to, rewind_to_start,
                                              set_aside_damaged_weights)
-from orchestrator.runner import RunOutcome, refuse_symlinks, supervise
+from orchestrator.runner import RunOutcome, child_env, refuse_symlinks, supervise
 from orchestrator.urls import redact_text
 
 
@@ -91,11 +93,6 @@ def catch_up_wandb(run_dir: Path, resolved: ResolvedRun) -> str | None:
     trained but lost in W&B's buffer are logged, and the W&B run finished, by a short process of the
     training side (worker/wandb_logger.py). Returns a note when that failed (the run is finished all the
     same); None when it worked or W&B is off."""
-    import subprocess
-    import sys
-
-    from orchestrator.runner import child_env
-
     if resolved.wandb_mode == "disabled":
         return None
     try:
@@ -225,7 +222,8 @@ def set_aside_unsaved_rows(run_dir: Path, done: int) -> list[int]:
     unsaved = sorted({e for e in results_epochs(run_dir) if e > done})
     if unsaved:
         rewind_results(run_dir, done)
-        os.utime(run_dir / LAST)  # newer than the rewritten results.csv, as after a save: its last row counts
+        if (run_dir / LAST).is_file():  # newer than the rewritten results.csv, as after a save: its last row counts
+            os.utime(run_dir / LAST)
     return unsaved
 
 

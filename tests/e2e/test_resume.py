@@ -191,6 +191,13 @@ def test_an_epoch_without_its_checkpoint_keeps_one_results_row(tmp_path, monkeyp
     again = resume.prepare(row)
     assert again.from_epoch == 2 and "without a checkpoint" not in again.note
     assert (run_dir / "results.csv").read_text() == "epoch,x\n1,0.1\n"
+    # a requeued Slurm job whose run has a row but never a checkpoint starts again from epoch 1
+    (run_dir / "weights" / "last.pt").unlink()
+    with Registry.open(tmp_path / "runs") as reg:
+        reg.update(run_id, state="killed")
+        row = reg.get(run_id)
+    start = resume.prepare(row, restart_ok=True)
+    assert start.from_epoch == 1 and (run_dir / "results.csv").read_text() == "epoch,x\n"
 
 
 @pytest.mark.slow
