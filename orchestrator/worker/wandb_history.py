@@ -1,6 +1,6 @@
 """What a run's earlier attempts really wrote to W&B: the steps in their transaction logs.
 
-wandb keeps each attempt's records in `wandb/<mode>-run-<time>-<id>/run-<id>.wandb` and writes them
+wandb keeps each attempt's records in `wandb/[offline-]run-<time>-<id>/run-<id>.wandb` and writes them
 there from a buffer (every 15 s, and at `finish`): an attempt killed mid-run (Ctrl-C, SIGKILL, a
 Slurm preemption) loses what was still buffered, so the epochs its events.jsonl reports are not the
 epochs W&B holds. A resumed run reads the files to continue its W&B run without a gap and without
@@ -78,9 +78,10 @@ def history_rows(path: Path) -> list[dict]:
 
 
 def attempt_files(wandb_dir: Path, wandb_id: str) -> list[Path]:
-    """The transaction logs of every attempt of the W&B run `wandb_id`, oldest first."""
-    return sorted(Path(wandb_dir).glob(f"*-run-*-{wandb_id}/run-{wandb_id}.wandb"),
-                  key=lambda p: p.parent.name.split("-run-", 1)[-1])
+    """The transaction logs of every attempt of the W&B run `wandb_id`, oldest first: offline attempts'
+    (`offline-run-<time>-<id>`) and online ones' (`run-<time>-<id>`) alike."""
+    return sorted(Path(wandb_dir).glob(f"*run-*-{wandb_id}/run-{wandb_id}.wandb"),
+                  key=lambda p: p.parent.name.split("run-", 1)[-1])
 
 
 def last_logged_step(wandb_dir: Path, wandb_id: str) -> int:

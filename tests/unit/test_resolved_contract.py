@@ -125,3 +125,13 @@ def test_w_and_b_own_links_do_not_block_a_resume_but_a_planted_one_does(tmp_path
     with pytest.raises(SpecError) as refused:
         refuse_symlinks(run_dir)
     assert [p.split(":")[0].rsplit("/", 1)[-1] for p in refused.value.problems] == ["debug.log", "offline-run-x"]
+
+
+def test_w_and_b_attempt_folders_of_both_modes_are_read_oldest_first(tmp_path):
+    from orchestrator.worker.wandb_history import attempt_files
+
+    for name in ("offline-run-20261127_090500-r1", "run-20261127_090100-r1", "offline-run-20261127_090300-r2"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / f"run-{name[-2:]}.wandb").write_bytes(b":W&B")
+    assert [p.parent.name for p in attempt_files(tmp_path, "r1")] == ["run-20261127_090100-r1",
+                                                                     "offline-run-20261127_090500-r1"]
