@@ -45,8 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import chaos_slurm  # noqa: E402
 import chaos_sweep  # noqa: E402
 from chaos_common import (EPOCHS, SECRET, Episode, children, epoch_events, finish, glued_records,  # noqa: E402
-                          ranks_of, resume_until_done, row_of, signal_pid, start_cli, stop_started, wait_point,
-                          wait_point_of)
+                          processes_naming, ranks_of, resume_until_done, row_of, signal_pid, start_cli, stop_started,
+                          wait_point, wait_point_of)
 from orchestrator.rundir import EventTail, completed_epochs, resolved_or_none, trained_epochs  # noqa: E402
 from orchestrator.rundir.checkpoints import results_epochs  # noqa: E402
 
@@ -263,15 +263,16 @@ def results_once(runs: list[Episode]) -> tuple[bool, list[str]]:
 def wandb_once(runs: list[Episode]) -> tuple[bool, list[str]]:
     """The job's W&B default is on: every attempt of a run logs to the same W&B run (an offline folder
     each), and together they hold epochs 1..E, each once, in order."""
-    from orchestrator.worker.wandb_history import attempt_files, history_rows
+    from orchestrator.worker.wandb_history import attempt_files, logged_epochs
 
     wrong = []
     for e in runs:
         if e.state == "finished":
-            files = attempt_files(Path(e.run_dir) / "wandb", e.run_id.replace(".", "-"))
-            logged = [row["epoch"] for path in files for row in history_rows(path) if "epoch" in row]
+            wandb_dir, wandb_id = Path(e.run_dir) / "wandb", e.run_id.replace(".", "-")
+            logged = logged_epochs(wandb_dir, wandb_id)
             if logged != list(range(1, EPOCHS + 1)):
-                wrong.append(f"{e.run_id} ({e.kind}): W&B epochs {logged} over {len(files)} attempt(s)")
+                wrong.append(f"{e.run_id} ({e.kind}): W&B epochs {logged} over "
+                             f"{len(attempt_files(wandb_dir, wandb_id))} attempt(s)")
     return not wrong, wrong
 
 
@@ -302,15 +303,7 @@ def registry_agrees(work: Path, runs: list[Episode]) -> tuple[bool, list[str]]:
 
 
 def no_survivors(work: Path) -> tuple[bool, list[str]]:
-    import psutil
-
-    alive, mine = [], {os.getpid(), *(p.pid for p in psutil.Process().parents())}
-    for p in psutil.process_iter(["pid", "cmdline"]):
-        try:
-            if str(work) in " ".join(p.info["cmdline"] or []) and p.pid not in mine:
-                alive.append(f"pid {p.pid}: {' '.join(p.info['cmdline'])[:160]}")
-        except psutil.NoSuchProcess:
-            continue
+    alive = [f"pid {p.pid}: {' '.join(p.info['cmdline'])[:160]}" for p in processes_naming(work)]
     return not alive, alive
 
 

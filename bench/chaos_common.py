@@ -86,13 +86,23 @@ def stop_started(work: Path) -> None:
             except ProcessLookupError:
                 pass
             proc.wait()
-    mine = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
-    for p in psutil.process_iter(["pid", "cmdline"]):
+    for p in processes_naming(work):
         try:
-            if p.pid not in mine and str(work) in " ".join(p.info["cmdline"] or []):
-                p.kill()
+            p.kill()
         except psutil.Error:
             continue
+
+
+def processes_naming(work: Path) -> list:
+    """psutil processes whose command line names the campaign's folder (its commands, trainings, Slurm
+    daemons), but this one and its parents."""
+    import psutil
+
+    mine, found = {os.getpid(), *(p.pid for p in psutil.Process().parents())}, []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        if p.pid not in mine and str(work) in " ".join(p.info["cmdline"] or []):
+            found.append(p)
+    return found
 
 
 def env_for(work: Path) -> dict[str, str]:

@@ -80,10 +80,9 @@ DEFAULT_WANDB = {"project": "yolo-orch-tests"}
 def wandb_epochs(run_dir: Path) -> list[int]:
     """The epochs the run's W&B run holds, in the order its attempts wrote them (every offline attempt
     folder of the run's id, oldest first): each epoch once when a resumed run continued its W&B run."""
-    from orchestrator.worker.wandb_history import attempt_files, history_rows
+    from orchestrator.worker.wandb_history import logged_epochs
 
-    files = attempt_files(run_dir / "wandb", run_dir.name.replace(".", "-"))
-    return [row["epoch"] for path in files for row in history_rows(path) if "epoch" in row]
+    return logged_epochs(run_dir / "wandb", run_dir.name.replace(".", "-"))
 
 
 def no_links(run_dir: Path) -> list[Path]:

@@ -181,16 +181,21 @@ def parse_event(line: bytes | str) -> dict | None:
     return record
 
 
-def trained_epochs(events_path: Path) -> list[int]:
-    """The epochs events.jsonl records as trained, in order: an `epoch` event each, less those a later
-    `rewind` event (a resume from an earlier checkpoint, rundir/checkpoints.py) declared trained again."""
-    epochs: list[int] = []
+def trained_epoch_events(events_path: Path) -> list[dict]:
+    """The `epoch` events of events.jsonl that record a training, in order, less those a later `rewind`
+    event (a resume from an earlier checkpoint, rundir/checkpoints.py) declared trained again."""
+    events: list[dict] = []
     for event in EventTail(Path(events_path)).read_new():
         if event.get("event") == "epoch" and isinstance(event.get("epoch"), int):
-            epochs.append(event["epoch"])
+            events.append(event)
         elif event.get("event") == "rewind" and isinstance(event.get("to_epoch"), int):
-            epochs = [e for e in epochs if e < event["to_epoch"]]
-    return epochs
+            events = [e for e in events if e["epoch"] < event["to_epoch"]]
+    return events
+
+
+def trained_epochs(events_path: Path) -> list[int]:
+    """The epochs events.jsonl records as trained, in order (trained_epoch_events')."""
+    return [event["epoch"] for event in trained_epoch_events(events_path)]
 
 
 def missing_epochs(events_path: Path, upto: int) -> list[tuple[int, dict[str, float]]]:

@@ -67,14 +67,14 @@ def records(path: Path) -> list:
     return out
 
 
+def fields(items) -> dict:
+    """A record's items (a history row, a config or summary update) as {key: value}."""
+    return {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in items}
+
+
 def history_rows(path: Path) -> list[dict]:
     """Each `run.log` row the file holds, {key: value} with wandb's `_step`."""
-    rows = []
-    for record in records(path):
-        if record.WhichOneof("record_type") == "history":
-            rows.append({item.key or "/".join(item.nested_key): json.loads(item.value_json)
-                         for item in record.history.item})
-    return rows
+    return [fields(record.history.item) for record in records(path) if record.WhichOneof("record_type") == "history"]
 
 
 def attempt_files(wandb_dir: Path, wandb_id: str) -> list[Path]:
@@ -88,3 +88,9 @@ def last_logged_step(wandb_dir: Path, wandb_id: str) -> int:
     """The highest step any earlier attempt durably wrote; 0 when none did."""
     steps = [row.get("_step") for path in attempt_files(wandb_dir, wandb_id) for row in history_rows(path)]
     return max((s for s in steps if isinstance(s, int)), default=0)
+
+
+def logged_epochs(wandb_dir: Path, wandb_id: str) -> list[int]:
+    """The epochs the W&B run holds, in the order its attempts wrote them (each once, when a resumed run
+    continued it as it should)."""
+    return [row["epoch"] for path in attempt_files(wandb_dir, wandb_id) for row in history_rows(path) if "epoch" in row]

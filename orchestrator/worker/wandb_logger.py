@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from orchestrator.rundir import EVENTS, EventTail, ResolvedRun
+from orchestrator.rundir import EVENTS, ResolvedRun, trained_epoch_events
 
 # wandb's own default is 90 s, spent before the first epoch on a node whose W&B server is slow
 # or half-reachable; past this the run logs offline instead.
@@ -127,14 +127,9 @@ class WandbLogger:
 
 
 def trained_epoch_metrics(run_dir: Path) -> list[tuple[int, dict]]:
-    """(epoch, metrics) of each epoch events.jsonl records as trained, in order, less those a `rewind`
-    declared trained again (rundir.trained_epochs' rule): they are logged when trained."""
-    last: dict[int, dict] = {}
-    for event in EventTail(Path(run_dir) / EVENTS).read_new():
-        if event.get("event") == "epoch" and isinstance(event.get("epoch"), int):
-            last[event["epoch"]] = event.get("metrics") or {}
-        elif event.get("event") == "rewind" and isinstance(event.get("to_epoch"), int):
-            last = {epoch: m for epoch, m in last.items() if epoch < event["to_epoch"]}
+    """(epoch, metrics) of each epoch the run trained (rundir.trained_epoch_events: an epoch a rewind
+    declared trained again is logged when it is), in order, the last record of an epoch winning."""
+    last = {event["epoch"]: event.get("metrics") or {} for event in trained_epoch_events(Path(run_dir) / EVENTS)}
     return sorted(last.items())
 
 

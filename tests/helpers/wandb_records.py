@@ -3,10 +3,9 @@ package's own reader of wandb's transaction log (orchestrator/worker/wandb_histo
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from orchestrator.worker.wandb_history import records
+from orchestrator.worker.wandb_history import fields, records
 
 
 def read_run(path: Path) -> dict:
@@ -16,15 +15,12 @@ def read_run(path: Path) -> dict:
         kind = rec.WhichOneof("record_type")
         if kind == "run":
             run = rec.run
-            config.update(_items(rec.run.config.update))
+            config.update(fields(rec.run.config.update))
         elif kind == "config":
-            config.update(_items(rec.config.update))
+            config.update(fields(rec.config.update))
         elif kind == "history":
-            history.append(_items(rec.history.item))
+            history.append(fields(rec.history.item))
         elif kind == "summary":
-            summary.update(_items(rec.summary.update))
+            summary.update(fields(rec.summary.update))
     return {"config": config, "history": history, "summary": summary, "run": run}
 
-
-def _items(items) -> dict:
-    return {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in items}
