@@ -13,7 +13,7 @@ from orchestrator.data import SYNTH_MAX_IMAGES, SYNTH_MAX_IMGSZ
 from orchestrator.tasks import TASKS
 from orchestrator.devices import DeviceSpec, DeviceSpecError, parse_devices
 from orchestrator.scaling.types import POLICIES
-from orchestrator.scaling.ultralytics_math import DEFAULTS
+from orchestrator.scaling.ultralytics_math import DEFAULTS, canonical_optimizer
 from orchestrator.jobspec.files import NAME_MAX, too_long_component
 from orchestrator.jobspec.kaggle import KaggleOptions
 
@@ -80,16 +80,14 @@ class Hyperparameters(Strict):
     mixup: Optional[float] = Probability
     cutmix: Optional[float] = Probability
     copy_paste: Optional[float] = Probability
+    close_mosaic: Optional[int] = Field(default=None, ge=0, le=100000)
 
     @field_validator("optimizer", mode="before")
     @classmethod
     def _ultralytics_spelling(cls, value):
-        """`sgd` -> `SGD`, `RMSProp` -> `RMSprop`, as Ultralytics reads them; anything else is refused
-        with the list."""
-        if isinstance(value, str):
-            return {name.lower(): name for name in OPTIMIZERS}.get(value.strip().lower(), value)
-        return value
-    close_mosaic: Optional[int] = Field(default=None, ge=0, le=100000)
+        """`sgd` -> `SGD`, `RMSProp` -> `RMSprop`, as Ultralytics reads them (canonical_optimizer);
+        anything else is refused with the list."""
+        return (canonical_optimizer(value) or value) if isinstance(value, str) else value
 
     def values(self) -> dict[str, Any]:
         return self.model_dump(exclude_none=True)
