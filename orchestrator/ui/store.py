@@ -55,7 +55,10 @@ class Store:
         """Raises OSError (one line) unless the registry is one this dashboard can read: a file that is
         text, random bytes or another program's SQLite database is refused when the dashboard starts."""
         with self._connect() as conn:
-            conn.execute("SELECT id, job, state, run_dir, created_at FROM runs LIMIT 1").fetchall()
+            try:
+                conn.execute("SELECT id, job, state, run_dir, created_at FROM runs LIMIT 1").fetchall()
+            except sqlite3.Error as exc:  # a `runs` table of another program's
+                raise OSError(f"registry {self.registry} cannot be read as a yolo-orch registry ({exc})") from None
 
     def _connect(self) -> closing[sqlite3.Connection]:
         """A read-only connection for one call, closed after it (sqlite_wal.connect_readonly)."""
@@ -185,14 +188,11 @@ class Store:
 
     @staticmethod
     def file_text(path: Path) -> str:
-        """A text file of a run as the dashboard serves it: its tail past MAX_TEXT_BYTES, colour codes and
-        redrawn progress lines dropped, every secret masked (the log's, as the run page's)."""
-        size = path.stat().st_size
-        with open(path, "rb") as f:
-            f.seek(max(0, size - MAX_TEXT_BYTES))
-            text = f.read().decode("utf-8", errors="replace")
-        head = f"[the first {size - MAX_TEXT_BYTES} bytes are not shown]\n" if size > MAX_TEXT_BYTES else ""
-        return head + redacted(_REDRAWN.sub("", _ANSI.sub("", text)))
+        """A text file of a run as the dashboard serves it: the run page's log tail (_shown_tail) past
+        MAX_TEXT_BYTES, saying so."""
+        skipped = path.stat().st_size - MAX_TEXT_BYTES
+        head = f"[the first {skipped} bytes are not shown]\n" if skipped > 0 else ""
+        return head + _shown_tail(path, MAX_TEXT_BYTES)
 
     def sweep_summary(self, study: str, runs_root: Path) -> dict | None:
         path = runs_root / "sweeps" / study / "summary.json"
@@ -292,13 +292,16 @@ def curves_of(epochs: dict[int, dict]) -> dict:
 
 def _log_tail(run_dir: Path) -> str | None:
     path = run_dir / LOG
-    if not path.is_file():
-        return None
+    return _shown_tail(path, LOG_TAIL_BYTES) if path.is_file() else None
+
+
+def _shown_tail(path: Path, limit: int) -> str:
+    """The last `limit` bytes of a text file as the dashboard shows it: colour codes and redrawn progress
+    lines dropped, every secret masked."""
     with open(path, "rb") as f:
-        f.seek(max(0, path.stat().st_size - LOG_TAIL_BYTES))
+        f.seek(max(0, path.stat().st_size - limit))
         text = f.read().decode("utf-8", errors="replace")
-    text = _REDRAWN.sub("", _ANSI.sub("", text))
-    return redacted(text)
+    return redacted(_REDRAWN.sub("", _ANSI.sub("", text)))
 
 
 def _files(run_dir: Path) -> list[dict]:

@@ -114,15 +114,15 @@ def test_the_events_are_read_on_from_the_last_read(tmp_path):
     assert store.events(run_dir)["curves"] == {"epoch": [1], "m": [5]}
 
 
-@pytest.mark.parametrize("content", [b"just text\n", os.urandom(4096), "sqlite"])
+@pytest.mark.parametrize("content", [b"just text\n", os.urandom(4096), "notes (x)", "runs (x)"])
 def test_a_registry_that_is_no_registry_is_refused_at_start(tmp_path, content):
     runs = tmp_path / "runs"
     runs.mkdir()
-    if content == "sqlite":  # another program's SQLite database
+    if isinstance(content, str):  # another program's SQLite database (one with a `runs` table of its own too)
         import sqlite3
 
         with sqlite3.connect(runs / "registry.db") as conn:
-            conn.execute("CREATE TABLE notes (x)")
+            conn.execute(f"CREATE TABLE {content}")
     else:
         (runs / "registry.db").write_bytes(content)
     r = run_cli("ui", "--runs-dir", runs, "--port", "0")
