@@ -49,10 +49,8 @@ def serve(registry: Path, runs_root: Path, host: str, port: int) -> None:
     except ImportError as exc:
         raise SpecError(f"yolo-orch ui needs {exc.name}: pip install 'yolo-orch[ui]'") from None
 
-    from orchestrator.ui.server import create_app
+    from orchestrator.ui.server import LOOPBACK_NAMES, create_app
     from orchestrator.ui.store import Store
-
-    from orchestrator.ui.server import LOOPBACK_NAMES
 
     app = create_app(Store(registry), Path(runs_root).resolve(), LOOPBACK_NAMES if _loopback(host) else None)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)

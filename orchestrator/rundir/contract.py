@@ -20,7 +20,8 @@ WANDB_MODES = ("online", "offline", "disabled")
 WORKER_SET_ARGS = ("project", "name", "exist_ok", "trainer", "resume")
 # train_args whose type and range Ultralytics needs: (kind, minimum); a float also takes an int
 NUMBER_ARGS: dict[str, tuple[type, float]] = {
-    "epochs": (int, 1), "batch": (int, 1), "nbs": (int, 1), "workers": (int, 0), "patience": (int, 0), "seed": (int, 0),
+    "epochs": (int, 1), "batch": (int, 1), "nbs": (int, 1), "workers": (int, 0), "patience": (int, 0),
+    "seed": (int, 0),
     "lr0": (float, 0), "lrf": (float, 0), "momentum": (float, 0), "weight_decay": (float, 0),
     "warmup_epochs": (float, 0), "warmup_momentum": (float, 0), "warmup_bias_lr": (float, 0),
 }

@@ -22,7 +22,6 @@ from orchestrator.rundir.files import dump_yaml, load_own_yaml, write_text_atomi
 RESOLVED = "job.resolved.yaml"
 
 
-
 class ResolvedRunError(ValueError):
     """job.resolved.yaml cannot be read as a run (one line saying why)."""
 
