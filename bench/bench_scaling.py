@@ -47,7 +47,13 @@ sys.path.insert(0, str(REPO))
 from orchestrator.doctor.cpu import cpuinfo_fields  # noqa: E402
 from orchestrator.rundir import load_resolved  # noqa: E402
 from orchestrator.tasks import EXAMPLE_MODELS, HEADLINE, TASKS  # noqa: E402
-POLICIES = ("none", "auto", "linear", "sqrt", "table")
+POLICIES = ("none", "auto", "linear", "sqrt", "table", "lr0-sqrt")
+# Arms that are no policy of the scaler, trained as a policy on a reference whose hyp the bench rescales:
+# lr0-sqrt passes lr0 x sqrt(k) and keeps the weight decay per epoch (optimizer weight decay x sqrt(k)),
+# with the k-rules' warmup: `linear` on a reference with lr0 x sqrt(k) and weight decay / sqrt(k). It is
+# what `auto` passed for SGD from scratch on a GPU before issue #48 (lr0 0.0283 at k = 8), trainable on
+# any device (docs/scaling.md 7G4).
+ARMS = {"lr0-sqrt": ("linear", 0.5)}
 # MuSGD: what optimizer=auto picks above 10,000 iterations on Ultralytics 8.4 (lr0 0.01, momentum 0.9)
 OPTIMIZERS = {"SGD": {"lr0": 0.01, "momentum": 0.937}, "AdamW": {"lr0": 0.001, "momentum": 0.9},
               "MuSGD": {"lr0": 0.01, "momentum": 0.9}}
@@ -80,8 +86,14 @@ def job_for(args, optimizer: str) -> dict:
     }
 
 
-def cell_overrides(ref_batch: int, k: int, policy: str, seed: int) -> list[str]:
-    return ["--set", f"seed={seed}", "--set", f"target.batch={ref_batch * k}", "--set", f"scaling.policy={policy}"]
+def cell_overrides(job: Path, ref_batch: int, k: int, policy: str, seed: int) -> list[str]:
+    """The `--set`s that make the reference job in `job` one cell: seed, target batch, policy (or arm)."""
+    sets = [f"seed={seed}", f"target.batch={ref_batch * k}"]
+    if policy in ARMS:
+        policy, e = ARMS[policy]
+        hyp = yaml.safe_load(job.read_text())["hyp"]
+        sets += [f"hyp.lr0={hyp['lr0'] * k ** e!r}", f"hyp.weight_decay={hyp['weight_decay'] / k ** e!r}"]
+    return [x for s in [*sets, f"scaling.policy={policy}"] for x in ("--set", s)]
 
 
 def training_key(args, optimizer: str, k: int, policy: str, seed: int) -> tuple:
@@ -89,8 +101,9 @@ def training_key(args, optimizer: str, k: int, policy: str, seed: int) -> tuple:
     policies that pass the same effective values are one training, run once and reported for both
     (e.g. AdamW auto and sqrt; SGD linear and none at k = 2, where they differ only in how nbs and
     the passed weight decay split the same optimizer weight decay)."""
-    out = subprocess.run([sys.executable, "-m", "orchestrator", "plan", str(args.work / f"{optimizer}.yaml"), "--json",
-                          *cell_overrides(args.ref_batch, k, policy, seed)], cwd=REPO, capture_output=True,
+    job = args.work / f"{optimizer}.yaml"
+    out = subprocess.run([sys.executable, "-m", "orchestrator", "plan", str(job), "--json",
+                          *cell_overrides(job, args.ref_batch, k, policy, seed)], cwd=REPO, capture_output=True,
                          text=True, check=True)
     eff = json.loads(out.stdout)[0]["effective"]
     return (optimizer, seed, *(eff[x] for x in ("batch", "accumulate", "lr0", "momentum", "weight_decay",
@@ -101,7 +114,7 @@ def train(args, work: Path, optimizer: str, k: int, policy: str, seed: int) -> d
     job = work / f"{optimizer}.yaml"
     runs = work / "runs" / f"{optimizer}-k{k}-{policy}-s{seed}"
     cmd = [sys.executable, "-m", "orchestrator", "submit", str(job), "--json", "--set", f"runs_dir={runs}",
-           *cell_overrides(args.ref_batch, k, policy, seed)]
+           *cell_overrides(job, args.ref_batch, k, policy, seed)]
     started = time.time()
     out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
     wall = time.time() - started
@@ -269,7 +282,8 @@ def main(argv: list[str] | None = None) -> int:
         (args.work / f"{opt}.yaml").write_text(yaml.safe_dump(job_for(args, opt), sort_keys=False))
     # k = 1 once per optimizer and seed (every policy is the reference there), then the grid
     grid = [] if args.skip_reference else [(opt, 1, "none", s) for opt in args.optimizers for s in args.seeds]
-    grid += [(opt, k, p, s) for opt, k, p, s in itertools.product(args.optimizers, args.ks, args.policies, args.seeds)]
+    # seed-major: a benchmark cut short (a device call's limit) leaves whole seeds, each paired across policies
+    grid += [(opt, k, p, s) for opt, k, s, p in itertools.product(args.optimizers, args.ks, args.seeds, args.policies)]
     started = time.time()
     command = "python bench/bench_scaling.py " + " ".join(argv if argv is not None else sys.argv[1:])
     rows = run_grid(args, grid, lambda rows: save(args, command, rows, started))
