@@ -15,7 +15,7 @@ from orchestrator.jobspec.errors import SpecError
 
 # The documented `plan --json` contract: one object per target with exactly these keys (and `ultralytics`:
 # the installed release the plan modelled).
-PLAN_JSON_KEYS = ("devices", "policy", "passed", "effective", "reasons", "warnings")
+PLAN_JSON_KEYS = ("devices", "policy", "passed", "effective", "reasons", "warnings", "details")
 
 
 def plan_cmd(
@@ -26,10 +26,11 @@ def plan_cmd(
     policy: Optional[str] = typer.Option(None, "--policy", help=f"Scaling policy: {', '.join(POLICIES)}."),
     set_: Optional[list[str]] = SETS,
     json_out: bool = typer.Option(False, "--json", help="Print a JSON array, one object per target."),
+    explain: bool = typer.Option(False, "--explain", help="Every effective value and the mechanism behind each reason."),
 ) -> None:
     """Show how the job's hyperparameters map to each target: passed, effective, why."""
     # Imported here so `yolo-orch --help` does not pay for pydantic models and rich tables.
-    from orchestrator.cli.render import scaling_table
+    from orchestrator.cli.render import scaling_table, why_lines
     from orchestrator.plan import describe_data, make_plan
     from orchestrator.jobspec.loader import load_job
 
@@ -62,7 +63,9 @@ def plan_cmd(
         return
     from orchestrator.wandb_mode import describe_mode
 
-    out.print(scaling_table([p.scaled for p in plans], title=f"Plan for {job.spec.name}"))
+    out.print(scaling_table([p.scaled for p in plans], title=f"Plan for {job.spec.name}", explain=explain))
+    for line in why_lines([p.scaled for p in plans], explain):
+        out.print(line, markup=False, highlight=False)
     out.print(describe_mode(job.spec.wandb), markup=False, highlight=False)
 
 

@@ -18,14 +18,20 @@ def _fmt(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
-def scaling_table(results: list[ScaleResult], title: str = "Plan") -> Table:
-    """One column per target: passed arguments, effective values, reasons, warnings."""
+# the effective values a plan shows without --explain: how the batch is split and what a step is
+BRIEF_EFFECTIVE = ("world_size", "batch_per_device", "accumulate", "images_per_step", "optimizer_steps_per_epoch",
+                   "weight_decay")
+
+
+def scaling_table(results: list[ScaleResult], title: str = "Plan", explain: bool = False) -> Table:
+    """One column per target: passed arguments and effective values (all of them with `explain`)."""
     table = Table(title=title, show_lines=False, header_style="bold")
     table.add_column("", style="bold cyan", no_wrap=True)
     for r in results:
         table.add_column(f"{r.devices}\n({r.policy})", overflow="fold")
     passed_keys = list(dict.fromkeys(k for r in results for k in r.passed))
-    effective_keys = list(dict.fromkeys(k for r in results for k in r.effective))
+    effective_keys = [k for k in dict.fromkeys(k for r in results for k in r.effective)
+                      if explain or k in BRIEF_EFFECTIVE]
     table.add_row("[bold]passed[/]", *["" for _ in results])
     for key in passed_keys:
         table.add_row(f"  {key}", *[_fmt(r.passed.get(key)) for r in results])
@@ -33,11 +39,20 @@ def scaling_table(results: list[ScaleResult], title: str = "Plan") -> Table:
     table.add_row("[bold]effective[/]", *["" for _ in results])
     for key in effective_keys:
         table.add_row(f"  {key}", *[_fmt(r.effective.get(key)) for r in results])
-    table.add_section()
-    table.add_row("[bold]reasons[/]", *["\n".join(r.reasons) or "-" for r in results])
-    if any(r.warnings for r in results):
-        table.add_row("[bold yellow]warnings[/]", *["\n".join(r.warnings) or "-" for r in results])
     return table
+
+
+def why_lines(results: list[ScaleResult], explain: bool = False) -> list[str]:
+    """Per target: one line per changed value, each warning, and with `explain` the mechanisms behind them."""
+    lines = []
+    for r in results:
+        lines.append(f"why ({r.devices}, {r.policy}):")
+        lines += [f"  {line}" for line in r.reasons] or ["  nothing changed"]
+        lines += [f"  ! {line}" for line in r.warnings]
+        lines += [f"  . {line}" for line in r.details] if explain else []
+    if not explain and any(r.details for r in results):
+        lines.append("(--explain: every effective value and the mechanisms behind each reason)")
+    return lines
 
 
 def train_args_table(plan: Plan) -> Table:

@@ -38,7 +38,7 @@ def render_submitted(done: Submitted, job, json_out: bool) -> None:
 
 
 def render_plan(plan, job, json_out: bool) -> None:
-    from orchestrator.cli.render import scaling_table, train_args_table
+    from orchestrator.cli.render import scaling_table, train_args_table, why_lines
     from orchestrator.wandb_mode import describe_mode, resolve_mode
 
     if json_out:
@@ -47,6 +47,8 @@ def render_plan(plan, job, json_out: bool) -> None:
         return
     console = human(json_out)
     console.print(scaling_table([plan.scaled], title=f"Plan for {job.spec.name}"))
+    for line in why_lines([plan.scaled]):
+        console.print(line, markup=False, highlight=False)
     console.print(train_args_table(plan))
     console.print(describe_mode(job.spec.wandb), markup=False, highlight=False)
     console.print("[dim]dry run: no run was created, nothing trained[/]")

@@ -10,7 +10,8 @@ from typing import Any
 from orchestrator.scaling import evidence
 from orchestrator.scaling import ultralytics_math as um
 from orchestrator.scaling.effective import fmt
-from orchestrator.scaling.rules import DEVICE_NAMES, Rule
+from orchestrator.scaling.policies import POLICY_ARMS
+from orchestrator.scaling.rules import Rule
 
 LINEAR_LIMIT_IMAGES = 8192  # linear scaling held up to ~8k images per step on ImageNet (Goyal et al.)
 
@@ -34,6 +35,9 @@ def table_warning(rule: Rule, images: int, images_ref: int, auto_text: str) -> s
     )
 
 
+KEPT_WITH_STEPS = 960  # auto kept the outcome with 960 optimizer steps in all (2048 images, k = 4, 30 epochs)
+
+
 def few_steps_warning(eff: dict[str, Any], ref_eff: dict[str, Any], k: float) -> list[str]:
     """More images per step at the same epochs means k x fewer optimizer steps in all; below what was
     measured to be enough, say what was lost and offer the epochs that keep the reference's steps."""
@@ -42,87 +46,73 @@ def few_steps_warning(eff: dict[str, Any], ref_eff: dict[str, Any], k: float) ->
         return []
     epochs = eff["epochs"]
     steps, steps_ref = spe * epochs, spe_ref * epochs
-    if steps >= evidence.KEPT_WITH_STEPS:
+    if steps >= KEPT_WITH_STEPS:
         return []
     keep = math.ceil(steps_ref / spe)
-    few = evidence.FEW_STEPS
+    few = evidence.few_steps()
     return [
-        f"this run makes {steps:.0f} optimizer steps in all ({spe:g} an epoch x {epochs} epochs; the reference "
-        f"made {steps_ref:.0f}): below the {evidence.KEPT_WITH_STEPS} with which auto kept the outcome; measured "
-        f"with fewer, auto: {few.text()}; to make the reference's optimizer steps, train {keep} epochs "
-        f"(--set epochs={keep}), at {keep / epochs:.3g}x the cost (measured: {evidence.FEW_STEPS_LONGER})"
+        f"{steps:.0f} optimizer steps in all (the reference: {steps_ref:.0f}), below the {KEPT_WITH_STEPS} with "
+        f"which auto kept the outcome; with {few['steps']}, auto lost {evidence.interval(few['gap']).text()} "
+        f"mAP50-95 (AdamW, k = 4), and at {few['longer']['epochs']} epochs ended {few['longer']['mean']:.3f} "
+        f"against the reference's {few['reference']:.3f}: --set epochs={keep} keeps the reference's steps, at "
+        f"{keep / epochs:.3g}x the cost"
     ]
 
 
-def _measured_loss(opt: str, rule: Rule, k: float, start: str) -> tuple[list[evidence.Gap], evidence.Gap | None,
-                                                                         evidence.Gap | None]:
-    """The detect rows at k from this start (this optimizer's, else its family's); where the policy lost
-    more than KEPT_GAP to the reference on every machine measured, its row nearest the reference and
-    the best policy's row on that machine (else None, None)."""
-    rows = evidence.rows_at(rule.family, k, start, opt)
-    mine = [row for row in rows if row.rule == rule.rows_rule]
-    if not mine or max(row.gap for row in mine) >= -evidence.KEPT_GAP:
+def _measured_loss(rule: Rule, k: float, start: str, task: str) -> tuple[list[evidence.Gap], evidence.Gap | None,
+                                                                     evidence.Gap | None]:
+    """The rows at k from this start; where the rule lost more than KEPT_GAP to the reference (pooled),
+    its row and the best rule's (else None, None)."""
+    rows = [g for g in evidence.rows_at(rule.family, k, start, task) if ", " not in g.rule]
+    mine = next((g for g in rows if g.rule == rule.rows_rule), None)
+    if mine is None or mine.gap.mean >= -evidence.KEPT_GAP:
         return rows, None, None
-    row = max(mine, key=lambda r: r.gap)
-    return rows, row, max((r for r in rows if r.where == row.where), key=lambda r: r.gap)
+    return rows, mine, max(rows, key=lambda g: g.gap.mean)
 
 
 def _best_policy_text(mine: evidence.Gap, best: evidence.Gap) -> str:
-    return "it was the best policy there" if best is mine else f"the best policy there, {best.rule}, {best.gap:+.3f}"
+    return "the best rule measured there" if best is mine else f"the best there, {best.text()}"
 
 
-def _longer_text(measured: str, epochs: int) -> str:
+def _longer_text(start: str, family: str, k: float, epochs: int) -> str:
     """What more epochs did where they were measured, and the setting that doubles this job's."""
-    return f"more epochs kept the outcome ({measured}): --set epochs={2 * epochs}, at 2x this run's cost"
+    rows = evidence.longer(start, family, k)
+    if not rows:
+        return "more epochs were not measured here: compare a longer run against the reference"
+    return f"measured with more epochs: {evidence.gaps_text(rows)}: --set epochs={2 * epochs}, at 2x the cost"
 
 
-def finetune_warnings(opt: str, rule: Rule, k: float, epochs: int) -> list[str]:
-    """Fine-tuning (the job starts from weights) at a measured k: where the policy lost more than
-    KEPT_GAP to the reference, the gap, the best policy's and what kept it (more epochs) at what cost;
-    with an Adam-family optimizer, the early dip that was measured there, so nobody stops a run for it."""
+def finetune_warnings(rule: Rule, k: float, epochs: int, task: str = "detect") -> list[str]:
+    """Fine-tuning (the job starts from weights) at a measured k: where the rule lost more than KEPT_GAP
+    to the reference, the gap, the best rule's and what kept it (more epochs); with an Adam-family
+    optimizer, the early dip that was measured there, so nobody stops a run for it."""
     out = []
-    rows, mine, best = _measured_loss(opt, rule, k, "pretrained")
+    rows, mine, best = _measured_loss(rule, k, "pretrained", task)
     if mine is not None:
-        out.append(
-            f"fine-tuning at k = {k:.4g}: policy {rule.name} ended {mine.gap:+.3f} mAP50-95 below the reference "
-            f"({mine.where}); " + _best_policy_text(mine, best) + "; " + _longer_text(evidence.FINETUNE_LONGER, epochs)
-        )
+        out.append(f"fine-tuning at k = {k:.4g}: {mine.text()}; " + _best_policy_text(mine, best) + "; "
+                   + _longer_text("pretrained", rule.family, k, epochs))
     if rule.family == "Adam" and rows and k >= 4:
         out.append(f"measured: {evidence.FINETUNE_DIP}: do not judge this run by its first epochs")
     return out
 
 
-def scratch_gap_warning(opt: str, rule: Rule, k: float, epochs: int) -> list[str]:
-    """From scratch at a measured k where the policy lost more than KEPT_GAP to the reference on every
-    machine measured: the gap, the best policy's (to set, where it kept the outcome) and what was measured
-    there without a reference. Where no policy kept it, what kept it at what cost (more epochs), where
-    that was measured (evidence.SCRATCH_LONGER)."""
-    _, row, best = _measured_loss(opt, rule, k, "scratch")
+def scratch_gap_warning(rule: Rule, k: float, epochs: int, task: str = "detect") -> list[str]:
+    """From scratch at a measured k where the rule lost more than KEPT_GAP to the reference (pooled): the
+    gap, the best rule's (to set, where it kept the outcome), else what more epochs did."""
+    _, row, best = _measured_loss(rule, k, "scratch", task)
     if row is None:
         return []
-    text = (f"from scratch at k = {k:.4g}: policy {rule.name} ended {row.gap:+.3f} mAP50-95 below the reference "
-            f"({row.where}; docs/scaling.md section 7); ")
-    kept = best.gap >= -evidence.KEPT_GAP
-    text += (f"policy {best.rule} kept it there ({best.gap:+.3f}: --set scaling.policy={best.rule})" if kept
-             else _best_policy_text(row, best))
-    unreferenced = evidence.WITHOUT_REFERENCE.get((row.measured, row.k, "scratch"))
-    if unreferenced:
-        text += f"; {unreferenced}"
-    if rule.name == "auto" and not rule.measured_as:  # the family's rule here: where another was chosen, why not here
-        text += "".join(f"; auto takes {c.rule}'s rule on a {DEVICE_NAMES[c.device]} only: {c.elsewhere}"
-                        for c in evidence.choices_at(opt, "scratch", k))
-    if not kept:
-        longer = evidence.SCRATCH_LONGER.get((row.measured, row.k))
-        text += "; " + (_longer_text(longer, epochs) if longer else
-                        f"what keeps the outcome was not measured for {row.measured} from scratch (more epochs did "
-                        "when fine-tuning and with few optimizer steps): compare a run with more epochs against the "
-                        "reference")
-    return [text]
+    kept = best.gap.mean >= -evidence.KEPT_GAP
+    text = f"from scratch at k = {k:.4g}: {row.text()}; "
+    if kept:
+        return [text + f"{best.text()} kept it" + (f" (--set scaling.policy={best.rule})" if best.rule in POLICY_ARMS
+                                                   else "")]
+    return [text + _best_policy_text(row, best) + "; " + _longer_text("scratch", rule.family, k, epochs)]
 
 
 def per_step_warnings(
     opt: str, rule: Rule, passed: dict[str, Any], eff: dict[str, Any], ref_eff: dict[str, Any],
-    images: int, images_ref: int, start: str = "scratch",
+    images: int, images_ref: int, start: str = "scratch", task: str = "detect",
 ) -> list[str]:
     """What changes with the images per optimizer step besides lr0 and weight decay, and where a rule
     is an approximation or beyond what was measured (`start`: from scratch, or fine-tuning)."""
@@ -133,15 +123,12 @@ def per_step_warnings(
             f"{images} images per optimizer step: large-batch rules held up to about {LINEAR_LIMIT_IMAGES} in "
             "Goyal et al.; beyond that expect a gap, or use a smaller batch"
         )
-    top, measured = evidence.measured_max_k(rule.family, start, opt)
-    when = "when fine-tuning" if start == "pretrained" else "from scratch"
-    if rule.name == "auto" and k > top:
-        out.append(
-            f"k = {k:.4g} is beyond the measured k <= {top} {when} ({measured}; docs/scaling.md section 7): auto "
-            "extrapolates its rule; compare a short run against the reference before a long one"
-        )
+    if rule.decision is not None and rule.decision.extrapolated:
+        when = "when fine-tuning" if start == "pretrained" else "from scratch"
+        out.append(f"k = {k:.4g} is beyond the measured k <= {rule.decision.k_measured:g} {when} "
+                   f"({evidence.SECTION}): auto extrapolates; compare a short run against the reference first")
     if start == "pretrained" and k > 1:
-        out += finetune_warnings(opt, rule, k, eff["epochs"])
+        out += finetune_warnings(rule, k, eff["epochs"], task)
     if rule.wd_mult != 1 and opt in um.COUPLED_L2 and opt not in um.SGD_FAMILY:
         out.append(
             f"{opt} applies weight decay as coupled L2 (torch): the per-epoch rule for weight decay is exact for "
@@ -152,24 +139,8 @@ def per_step_warnings(
             "MuSGD is scaled as SGD-family (its SGD branch steps with the summed gradient); its Muon branch "
             "(0.2 x lr, orthogonalised) ignores the gradient's scale, so its movement per epoch follows lr0 / k"
         )
-    if k != 1:
-        spe_t, spe_r = eff.get("optimizer_steps_per_epoch"), ref_eff.get("optimizer_steps_per_epoch")
-        horizon = (
-            f": its ramp (tau = {um.EMA_TAU} updates) spans {um.EMA_TAU / spe_r:.3g} epochs at the reference and "
-            f"{um.EMA_TAU / spe_t:.3g} here"
-            if spe_t and spe_r
-            else ""
-        )
-        out.append(
-            f"images per optimizer step x {k:.4g}: Ultralytics' EMA of the weights updates once per optimizer "
-            f"step{horizon}; clip_grad_norm_(max_norm=10) acts on the summed gradient, whose norm grows with the "
-            "images per step"
-            + (f": it bound on {evidence.CLIP_BOUND}, so the SGD step's length follows lr0 alone"
-               if opt in um.SGD_FAMILY
-               else f": the {opt} update ignores that scale")
-        )
     if start == "scratch":  # fine-tuning kept its outcome with fewer steps (section 7H): its own warnings above
-        out += scratch_gap_warning(opt, rule, k, eff["epochs"]) + few_steps_warning(eff, ref_eff, k)
+        out += scratch_gap_warning(rule, k, eff["epochs"], task) + few_steps_warning(eff, ref_eff, k)
     wbl = passed["warmup_bias_lr"]
     if eff["warmup_epochs"] > 0 and passed["lr0"] > wbl > 0 and ref_eff["lr0"] <= wbl:
         out.append(
@@ -177,6 +148,19 @@ def per_step_warnings(
             f"bias lr from warmup_bias_lr to lr0, so the bias lr now rises instead of falling"
         )
     return out
+
+
+def step_details(opt: str, eff: dict[str, Any], ref_eff: dict[str, Any], k: float) -> list[str]:
+    """What else changes with the images per step (plan --explain): the EMA's horizon and the clip."""
+    if k == 1:
+        return []
+    spe_t, spe_r = eff.get("optimizer_steps_per_epoch"), ref_eff.get("optimizer_steps_per_epoch")
+    horizon = (f": its ramp (tau = {um.EMA_TAU} updates) spans {um.EMA_TAU / spe_r:.3g} epochs at the reference and "
+               f"{um.EMA_TAU / spe_t:.3g} here" if spe_t and spe_r else "")
+    return [f"images per step x {k:.4g}: Ultralytics' EMA of the weights updates once per optimizer step{horizon}; "
+            "clip_grad_norm_(max_norm=10) acts on the summed gradient, whose norm grows with the images per step"
+            + (f": it bound on {evidence.CLIP_BOUND}, so the SGD step's length follows lr0 alone" if opt in um.SGD_FAMILY
+               else f": the {opt} update ignores that scale")]
 
 
 def momentum_warning(ref, passed: dict[str, Any], eff: dict[str, Any]) -> list[str]:

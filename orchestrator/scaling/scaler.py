@@ -15,11 +15,10 @@ already grows with the images per step X at a fixed lr0, while an Adam-family st
 AdamW, NAdam, RAdam, RMSprop) ignores the gradient's scale. With k = X_target / X_reference:
 
 auto    keep the reference's images per step when the target's total batch divides it (only the
-        split between batch and accumulation changes); otherwise the rule the scaling-fidelity
-        benchmark measured closest to the reference (evidence.py): SGD-family lr0 x sqrt(k) (on top
-        of the summed loss's x k: sqrt(k) more movement per epoch), Adam-family lr0 x k (linear:
-        the movement per epoch kept). Where one device's rows chose another rule for an optimizer
-        (evidence.AUTO_BY_DEVICE: SGD from scratch on a CPU from k = 8, linear), that rule there.
+        split between batch and accumulation changes); otherwise the rule the evidence decided for the
+        job's task, start, optimizer family and k (evidence.decision, docs/scaling.md 7I): `linear`,
+        the family's default, unless a measured alternative beat it with a 95 % interval above 0
+        (SGD-family fine-tuning from k = 8: lr0 x sqrt(k)). The device is never part of the key.
 linear  the mean-gradient step x k (Goyal et al.): lr0 kept for SGD-family, lr0 x k for Adam-family.
 sqrt    the mean-gradient step x sqrt(k): lr0 / sqrt(k) for SGD-family, lr0 x sqrt(k) for Adam-family.
         For every k-rule the effective (optimizer) weight decay keeps the weight decay per epoch
@@ -75,12 +74,14 @@ def scale(reference: ReferenceHyp, target: TargetHardware, policy: str = "auto")
     total, nbs, lowered = split(images, total_req, world, target.max_batch_per_device, ref.nbs, keep_nbs)
     reasons_for["batch"].append(_batch_reason(total_req, total, images, world, lowered, batch_source,
                                               target.max_batch_per_device))
+    details = []
     if nbs != ref.nbs:
         reasons_for["nbs"].append(_nbs_reason(ref.nbs, nbs, total, images, world))
+        details.append(_nbs_detail(ref.nbs, nbs, total, world))
 
     # 3. the policy's rule: lr0, the weight decay, the warmup
     rule = rule_for(policy, base["optimizer"], images, images_ref, world, ref.world_size,
-                    _step_growth(ref, images, images_ref, total, nbs, world), ref.task, ref.start, target.devices.kind)
+                    _step_growth(ref, images, images_ref, total, nbs, world), ref.task, ref.start)
     passed = dict(ref_passed, batch=total, nbs=nbs)
     passed["lr0"] = base["lr0"] if rule.lr_mult == 1 else clean(base["lr0"] * float(rule.lr_mult))
     if rule.lr_reason:  # printed as "lr0 a -> b: ..." or "lr0 a kept: ..."
@@ -96,11 +97,14 @@ def scale(reference: ReferenceHyp, target: TargetHardware, policy: str = "auto")
     warnings += _auto_pick_warning(ref, opt_ref, passed)
     if policy == "table":
         warnings.append(advice.table_warning(rule, images, images_ref, _auto_alternative(ref, target)))
-    warnings += advice.per_step_warnings(passed["optimizer"], rule, passed, eff, ref_eff, images, images_ref, ref.start)
+    warnings += advice.per_step_warnings(passed["optimizer"], rule, passed, eff, ref_eff, images, images_ref, ref.start,
+                                         ref.task)
     warnings += advice.target_warnings(ref, target.devices, passed, eff, ref_eff, images, target.sync_bn)
     return ScaleResult(devices=str(target.devices) or target.devices.kind, policy=policy, passed=passed,
                        effective=eff, reasons=_reason_lines(ref, passed, reasons_for, kept_for), warnings=warnings,
-                       reference_effective=ref_eff, k=rule.k)
+                       reference_effective=ref_eff, k=rule.k,
+                       details=([rule.detail] if rule.detail else []) + details + advice.step_details(
+                           passed["optimizer"], eff, ref_eff, images / images_ref))
 
 
 def _step_growth(ref: ReferenceHyp, images: int, images_ref: int, total: int, nbs: int, world: int) -> Fraction:
@@ -139,17 +143,17 @@ def _batch_reason(total_req: int, total: int, images: int, world: int, lowered: 
 
 
 def _nbs_reason(nbs_ref: int, nbs: int, total: int, images: int, world: int) -> str:
+    acc = um.accumulate(nbs, total)
+    return (f"the planned {images} images per step: accumulate {acc} x batch {total}; Ultralytics' weight-decay "
+            f"factor batch*accumulate/nbs becomes 1")
+
+
+def _nbs_detail(nbs_ref: int, nbs: int, total: int, world: int) -> str:
     acc, stock = um.accumulate(nbs, total), um.accumulate(nbs_ref, total)
-    return (
-        f"set to the planned {images} images per optimizer step: accumulate = max(round({nbs}/{total}), 1) "
-        f"= {acc}, {total} x {acc} = {images} exactly (nbs {nbs_ref} would give accumulate {stock}: "
-        f"{total * stock} images); Ultralytics' weight-decay factor batch*accumulate/nbs becomes 1"
-        + (
-            f"; if Ultralytics halves the batch after an out-of-memory error (first epoch, one process only), "
-            f"accumulation doubles and keeps {images} images per step"
-            if world == 1 else ""
-        )
-    )
+    return (f"nbs: accumulate = max(round({nbs}/{total}), 1) = {acc}; nbs {nbs_ref} would give accumulate {stock} "
+            f"({total * stock} images per step)" + (
+                "; if Ultralytics halves the batch after an out-of-memory error (first epoch, one process only), "
+                "accumulation doubles and keeps the images per step" if world == 1 else ""))
 
 
 def _weight_decay(ref: ReferenceHyp, rule: Rule, images: int, images_ref: int, nbs: int,
@@ -162,9 +166,8 @@ def _weight_decay(ref: ReferenceHyp, rule: Rule, images: int, images_ref: int, n
     wd_target = float(wd_eff_ref) * float(rule.wd_mult)
     if wd != ref.weight_decay:
         reasons_for["weight_decay"].append(
-            f"{rule.wd_reason}: effective (optimizer) weight decay {fmt(float(wd_eff_ref))} -> {fmt(wd_target)}; "
-            f"passed value = effective / (batch*accumulate/nbs = {images}/{nbs}), which Ultralytics multiplies "
-            "back in, so its own weight-decay scaling is not applied twice"
+            f"{rule.wd_reason}: the optimizer's {fmt(float(wd_eff_ref))} -> {fmt(wd_target)}; passed / "
+            f"({images}/{nbs}), not applied twice"
         )
     elif rule.wd_mult != 1:  # the passed value stays, what the optimizer gets does not
         kept_for["weight_decay"].append(

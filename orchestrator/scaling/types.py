@@ -74,6 +74,7 @@ class ScaleResult:
     # step target/reference for auto/linear/sqrt, devices target/reference for table, 1 for none.
     reference_effective: dict[str, Any] = field(default_factory=dict)
     k: float = 1.0
+    details: list[str] = field(default_factory=list)  # the mechanisms behind the reasons (plan --explain)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -85,4 +86,5 @@ class ScaleResult:
             "warnings": self.warnings,
             "reference_effective": self.reference_effective,
             "k": self.k,
+            "details": self.details,
         }

@@ -14,7 +14,7 @@ def test_plan_json_contract():
     plans = json.loads(result.stdout)
     assert [p["devices"] for p in plans] == ["cpu", "4", "tpu:8"]
     for p in plans:
-        assert set(p) == {"devices", "policy", "passed", "effective", "reasons", "warnings", "ultralytics"}
+        assert set(p) == {"devices", "policy", "passed", "effective", "reasons", "warnings", "details", "ultralytics"}
         assert {"batch_per_device", "accumulate", "images_per_step", "weight_decay", "lr0"} <= set(p["effective"])
         assert p["passed"]["optimizer"] != "auto"
     assert plans[2]["effective"]["world_size"] == 8
@@ -23,7 +23,7 @@ def test_plan_json_contract():
 def test_plan_table_and_policy(tmp_path):
     result = run_cli("plan", REPO / "examples" / "quickstart.yaml", "-d", "cpu", "-d", "8", "--policy", "table")
     assert result.returncode == 0, result.stderr
-    assert "passed" in result.stdout and "effective" in result.stdout and "reasons" in result.stdout
+    assert "passed" in result.stdout and "effective" in result.stdout and "why (8, table):" in result.stdout
     bad = run_cli("plan", REPO / "examples" / "quickstart.yaml", "--policy", "cubic")
     assert bad.returncode == 2 and "--policy: unknown policy 'cubic'" in bad.stderr
 
@@ -59,8 +59,8 @@ def test_a_job_that_starts_from_weights_is_planned_as_fine_tuning(tmp_path):
         assert r.returncode == 0, r.stderr
         return next(x for x in json.loads(r.stdout)[0]["reasons"] if x.startswith("lr0"))
 
-    assert "measured when fine-tuning: -0.046 mAP50-95 at k = 8" in lr0_reason(model="w.pt")
-    assert "measured when fine-tuning" in lr0_reason(overrides={"pretrained": "w.pt"})
+    assert "beat the default (fine-tuning at k = 8, -0.046 [" in lr0_reason(model="w.pt")
+    assert "(fine-tuning at k = 8" in lr0_reason(overrides={"pretrained": "w.pt"})
     assert "from scratch" in lr0_reason(model="w.pt", overrides={"pretrained": False})
     assert "from scratch" in lr0_reason()
 

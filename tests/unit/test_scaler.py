@@ -112,27 +112,23 @@ def test_every_passed_key_present_and_optimizer_pinned():
         assert set(r.passed) == set(KEYS)
 
 
-def test_four_to_eight_gpus_at_32_per_gpu_scales_by_the_measured_sgd_rule():
+def test_four_to_eight_gpus_at_32_per_gpu_scales_by_the_decided_sgd_rule():
     ref = ReferenceHyp(optimizer="SGD", world_size=4, batch=64, nbs=64)
     r = scale(ref, tgt("8", batch_per_device=32))
     assert r.passed["batch"] == 256
     assert r.effective["images_per_step"] == 256 and r.k == 4.0
-    # the summed loss grows the gradient x 4, but the clip binds: the step is lr0 x 10 long, and auto's
-    # sqrt(4) = 2 lengthens it (measured at k = 4)
-    assert r.passed["lr0"] == pytest.approx(0.02)
+    # the summed loss already grows the mean-gradient step x 4: auto takes the family's default, linear,
+    # which keeps lr0 (docs/scaling.md 7I)
+    assert r.passed["lr0"] == 0.01
     lr_line = reason(r, "lr0")
-    assert lr_line.startswith("lr0 0.01 -> 0.02: auto (SGD-family SGD): Ultralytics' summed loss grows the SGD "
-                              "gradient with the images per step (x 4), but its clip at norm 10 bound on 96-100 %")
-    assert ("the step stays lr0 x 10 long; lr0 x k^0.5, the square-root rule for a normalised step: the clipped "
-            "step x 2, movement per epoch x 0.5 (4 x fewer optimizer steps)") in lr_line
-    assert "measured: -0.012 mAP50-95 at k = 4" in lr_line
+    assert lr_line.startswith("lr0 0.01 kept: auto takes linear, lr0 x 1 = k^0: the family's default (from scratch at k = 4, ")
     # nbs raised to the images per step: Ultralytics' wd factor 256*1/256 = 1; weight decay per epoch kept:
-    # steps / 4, lr0 x 2, so the optimizer's weight decay x 2
+    # steps / 4, lr0 x 1, so the optimizer's weight decay x 4
     assert r.passed["nbs"] == 256 and r.effective["accumulate"] == 1
     assert "nbs 64 -> 256" in reason(r, "nbs")
-    assert r.passed["weight_decay"] == pytest.approx(0.001)
-    assert r.effective["weight_decay"] == pytest.approx(0.001)
-    assert "steps x 1/4, lr0 x 2, weight decay x 2" in reason(r, "weight_decay")
+    assert r.passed["weight_decay"] == pytest.approx(0.002)
+    assert r.effective["weight_decay"] == pytest.approx(0.002)
+    assert "keeps the decay per epoch (steps x 1/4, lr0 x 1): the optimizer's 0.0005 -> 0.002" in reason(r, "weight_decay")
     assert r.passed["warmup_epochs"] == 5.0
     assert "warmup_epochs 3 -> 5" in reason(r, "warmup_epochs")
 
@@ -144,13 +140,13 @@ def test_batch_128_rounding_round_half_to_even():
     assert r.effective["images_per_step"] == 128
     assert r.passed["weight_decay"] == 0.0005
     assert r.effective["weight_decay"] == pytest.approx(0.001)
-    # auto: k = 2, lr0 x sqrt(2) on the summed loss, nbs -> 128, effective wd x sqrt(2) (decay per epoch kept)
+    # auto: k = 2, linear: lr0 kept (the summed loss gives x 2), nbs -> 128, effective wd x 2 (decay per epoch kept)
     a = scale(SGD_REF, tgt("cpu", batch=128))
-    assert a.passed["lr0"] == pytest.approx(0.01 * math.sqrt(2))
+    assert a.passed["lr0"] == 0.01
     assert a.passed["nbs"] == 128
     assert a.effective["accumulate"] == 1 and a.effective["images_per_step"] == 128
-    assert a.effective["weight_decay"] == pytest.approx(0.0005 * math.sqrt(2))
-    assert a.passed["weight_decay"] == pytest.approx(0.0005 * math.sqrt(2))
+    assert a.effective["weight_decay"] == pytest.approx(0.001)
+    assert a.passed["weight_decay"] == pytest.approx(0.001)
     assert a.passed["warmup_epochs"] == 3.0  # k = 2 < 4
 
 
@@ -177,9 +173,10 @@ def test_odd_total_uses_nearest_multiple():
     r = scale(SGD_REF, tgt("3"))  # 48 total: 64 is not a multiple; 48 (A=1) is nearer than 96
     assert r.effective["images_per_step"] == 48
     assert r.k == 0.75
-    assert r.passed["lr0"] == pytest.approx(0.01 * math.sqrt(0.75))
-    assert r.effective["weight_decay"] == pytest.approx(0.0005 * math.sqrt(0.75))
-    assert "not measured at this k" in reason(r, "lr0")
+    assert r.passed["lr0"] == 0.01  # linear: the summed loss's x 0.75 is the rule
+    assert r.effective["weight_decay"] == pytest.approx(0.0005 * 0.75)
+    assert "the family's default below the measured k" in reason(r, "weight_decay") or \
+        r.passed["weight_decay"] != 0.0005
 
 
 def test_small_total_accumulates_to_reference():
@@ -199,9 +196,8 @@ def test_adam_family_linear_and_timescale_weight_decay():
     assert r.effective["weight_decay"] == pytest.approx(0.05)
     assert r.passed["weight_decay"] == pytest.approx(0.05)
     assert r.effective["lr0"] * r.effective["weight_decay"] == pytest.approx(4 * 0.001 * 0.05)
-    lr_line = reason(r, "lr0")
-    assert "auto (Adam-family AdamW): the AdamW update ignores the gradient's scale" in lr_line
-    assert "lr0 x k^1, the linear rule: step x 4 in mean-gradient terms, movement per epoch x 1" in lr_line
+    assert reason(r, "lr0").startswith("lr0 0.001 -> 0.004: auto takes linear, lr0 x 4 = k^1: the family's default")
+    assert "the AdamW update ignores the gradient's scale" in r.details[0]
 
 
 def test_linear_and_sqrt_policies_forced():
@@ -213,15 +209,13 @@ def test_linear_and_sqrt_policies_forced():
     sq = scale(SGD_REF, tgt("cpu", batch=256), "sqrt")
     assert sq.passed["lr0"] == pytest.approx(0.005)  # x sqrt(k) / k
     assert sq.effective["weight_decay"] == pytest.approx(0.004)  # steps / 4, lr0 x 1/2: wd x 8
-    assert "step x 2 = sqrt(k) in mean-gradient terms" in reason(sq, "lr0")
+    assert reason(sq, "lr0").startswith("lr0 0.01 -> 0.005: sqrt rule (forced by policy): lr0 x 0.5 = k^-0.5")
     sgd_lin = scale(SGD_REF, tgt("cpu", batch=256), "linear")
     assert sgd_lin.passed["lr0"] == 0.01 and sgd_lin.effective["weight_decay"] == pytest.approx(0.002)
-    assert reason(sgd_lin, "lr0").startswith(
-        "lr0 0.01 kept: linear rule (forced by policy): step x 4 = k in mean-gradient terms; Ultralytics' "
-        "summed loss grows the SGD gradient with the images per step (x 4), but its clip at norm 10 bound on "
-    )
-    # what the rule does to the step Ultralytics really takes (clipped): nothing, so 4 x less per epoch
-    assert "so lr0 x 1, which makes the clipped step x 1 and the movement per epoch x 0.25" in reason(sgd_lin, "lr0")
+    assert reason(sgd_lin, "lr0") == "lr0 0.01 kept: linear rule (forced by policy): lr0 x 1 = k^0, k = 256/64 = 4 images per step"
+    # what the rule does to the step Ultralytics really takes (clipped), for plan --explain: nothing, so 4 x less per epoch
+    assert sgd_lin.details[0].startswith("lr0: Ultralytics' summed loss grows the SGD gradient with the images per step")
+    assert sgd_lin.details[0].endswith("so lr0 x 1 makes the clipped step x 1 and the movement per epoch x 0.25")
 
 
 def test_scaling_down_lr_below_reference():
@@ -300,8 +294,8 @@ def test_max_batch_per_device_lowers_batch_and_raises_nbs():
     assert r.passed["batch"] == 64 and r.effective["batch_per_device"] == 16
     assert r.passed["nbs"] == 256 and r.effective["accumulate"] == 4
     assert r.effective["images_per_step"] == 256
-    assert r.passed["lr0"] == pytest.approx(0.02)
-    assert r.effective["weight_decay"] == pytest.approx(0.001)
+    assert r.passed["lr0"] == 0.01
+    assert r.effective["weight_decay"] == pytest.approx(0.002)
     assert "max_batch_per_device 24" in reason(r, "batch")
     assert "nbs 64 -> 256" in reason(r, "nbs")
 
@@ -337,7 +331,7 @@ def test_optimizer_auto_resolved_to_musgd_then_scaled():
     ref = ReferenceHyp(optimizer="auto", nc=80, dataset_size=118287)  # 1849*100 iterations > 10000
     r = scale(ref, tgt("8", batch_per_device=32))
     assert r.passed["optimizer"] == "MuSGD"
-    assert r.k == 4.0 and r.passed["lr0"] == pytest.approx(0.02)  # 0.01 x sqrt(4), SGD-family auto
+    assert r.k == 4.0 and r.passed["lr0"] == 0.01  # SGD-family auto from scratch: linear, lr0 kept
     # warmup ran at the reference, so _do_train left momentum at args.momentum: keep 0.937
     assert r.passed["momentum"] == 0.937
 
@@ -366,7 +360,7 @@ def test_tpu_v3_8_per_core_batch():
     r = scale(SGD_REF, tgt("tpu:8"))
     assert r.effective["world_size"] == 8 and r.effective["batch_per_device"] == 16
     assert r.passed["batch"] == 128
-    assert r.effective["images_per_step"] == 128 and r.passed["lr0"] == pytest.approx(0.01 * math.sqrt(2))
+    assert r.effective["images_per_step"] == 128 and r.passed["lr0"] == 0.01
     assert any(w.startswith("tpu:") for w in r.warnings)
     assert "precision" not in scale(SGD_REF, tgt("4")).effective
 
@@ -425,7 +419,7 @@ def test_warmup_capped_warning():
     assert r.passed["warmup_epochs"] == 5.0
     assert r.effective["warmup_epochs"] == 3
     assert any("capped" in w for w in r.warnings)
-    assert math.isclose(r.passed["lr0"], 0.02)
+    assert r.passed["lr0"] == 0.01
 
 
 # ---------------------------------------------------------------- reasons for values kept, warnings per step
@@ -441,73 +435,42 @@ def test_table_weight_decay_kept_but_applied_x4_is_explained():
         "weight_decay 0.0005 kept: table rule effective weight decay x 4 (k = 4/1 devices); "
         "Ultralytics applies 0.002 (x batch*accumulate/nbs = 64/16)"
     )
-    # the table's lr0 x 4 comes on top of the summed loss's x 4: the reason says x 16 in mean-gradient terms
-    assert "the mean-gradient SGD step grows x 16" in reason(r, "lr0")
+    assert reason(r, "lr0") == "lr0 0.01 -> 0.04: table rule lr0 x 4 (k = 4/1 devices)"
 
 
 def test_none_says_what_stock_ultralytics_keeps_per_family():
     sgd = scale(SGD_REF, tgt("cpu", batch=256), "none")
-    assert reason(sgd, "lr0") == (
-        "lr0 0.01 kept: policy none: Ultralytics' summed loss grows the SGD gradient with the images per step "
-        "(x 4), but its clip at norm 10 bound on 96-100 % of the steps measured at 8 to 64 images per step "
-        "(SGD, detect, from scratch and fine-tuning; docs/scaling.md 7G, 7H): the step stays lr0 x 10 long: 4 x fewer steps of the same clipped "
-        "length per epoch"
-    )
+    assert reason(sgd, "lr0") == "lr0 0.01 kept: policy none: stock Ultralytics' values; k = 256/64 = 4 images per step"
     adam = scale(ReferenceHyp(optimizer="AdamW", lr0=0.001), tgt("cpu", batch=256), "none")
-    assert "4 x fewer steps of the same length per epoch" in reason(adam, "lr0")
+    assert adam.passed["lr0"] == 0.001
     assert "Ultralytics applies 0.002 (x batch*accumulate/nbs = 256/64)" in reason(adam, "weight_decay")
 
 
 def test_rmsprop_is_scaled_as_scale_free():
     r = scale(ReferenceHyp(optimizer="RMSprop", lr0=0.001), tgt("cpu", batch=256))
     assert r.passed["lr0"] == pytest.approx(0.004)  # x 4, as AdamW: its update ignores the gradient's scale
-    assert "auto (Adam-family RMSprop)" in reason(r, "lr0")
+    assert "auto takes linear, lr0 x 4 = k^1" in reason(r, "lr0")
     sq = scale(ReferenceHyp(optimizer="RMSprop", lr0=0.001), tgt("cpu", batch=256), "sqrt")  # weight decay x 2
     assert any("RMSprop applies weight decay as coupled L2" in w for w in sq.warnings)
 
 
 def test_musgd_warns_that_its_muon_branch_is_scale_free():
     r = scale(ReferenceHyp(optimizer="MuSGD"), tgt("cpu", batch=256))
-    assert r.passed["lr0"] == pytest.approx(0.02)
+    assert r.passed["lr0"] == 0.01
     assert any(w.startswith("MuSGD is scaled as SGD-family") for w in r.warnings)
 
 
 def test_ema_clip_and_bias_warmup_warnings():
     ref = ReferenceHyp(optimizer="SGD", lr0=0.08, batch=16, nbs=16, dataset_size=2048, epochs=30)
-    r = scale(ref, tgt("cpu", batch=64))  # k = 4: lr0 0.16 > warmup_bias_lr 0.1
-    ema = next(w for w in r.warnings if "EMA" in w)
+    r = scale(ref, tgt("cpu", batch=64))  # k = 4
+    ema = next(w for w in r.details if "EMA" in w)  # an explanation (plan --explain), not a warning
     assert "spans 15.6 epochs at the reference and 62.5 here" in ema
     assert "it bound on 96-100 % of the steps" in ema and "the SGD step's length follows lr0 alone" in ema
-    assert any("bias lr now rises instead of falling" in w for w in r.warnings)
+    adam = scale(dataclasses.replace(ref, optimizer="AdamW", lr0=0.04), tgt("cpu", batch=64))  # lr0 0.16 > 0.1
+    assert adam.passed["lr0"] == pytest.approx(0.16)
+    assert any("bias lr now rises instead of falling" in w for w in adam.warnings)
     same = scale(SGD_REF, tgt("4"))  # images per step unchanged: no per-step warning
-    assert not any("EMA" in w for w in same.warnings)
-
-
-def test_auto_beyond_the_measured_k_says_so():
-    r = scale(ReferenceHyp(optimizer="SGD", batch=16, nbs=16), tgt("cpu", batch=256))  # k = 16
-    assert "beyond the measured k <= 8 from scratch (SGD)" in reason(r, "lr0")
-    assert any("k = 16 is beyond the measured k <= 8" in w for w in r.warnings)
-
-
-def test_auto_and_table_quote_the_measured_adamw_rows():
-    ref = ReferenceHyp(optimizer="AdamW", lr0=0.001, batch=16, nbs=16)
-    auto = scale(ref, tgt("cpu", batch=64))
-    assert "measured: +0.005 mAP50-95 at k = 4 (AdamW" in reason(auto, "lr0")
-    table = scale(ref, tgt("cpu", batch=64), "table")
-    assert any("measured on one process, where it keeps lr0 and the optimizer's weight decay: -0.078 mAP50-95 at "
-               "k = 4" in w for w in table.warnings)
-
-
-def test_few_optimizer_steps_warn_with_the_measured_gap_and_offer_epochs():
-    ref = ReferenceHyp(optimizer="AdamW", lr0=0.001, batch=16, nbs=16, dataset_size=256, epochs=30)
-    r = scale(ref, tgt("cpu", batch=64))  # k = 4: 4 steps an epoch, 120 in all (the reference: 480)
-    few = [w for w in r.warnings if "optimizer steps in all" in w]
-    assert len(few) == 1, r.warnings
-    assert few[0].startswith("this run makes 120 optimizer steps in all (4 an epoch x 30 epochs; the reference made 480)")
-    assert "-0.200 mAP50-95 at k = 4" in few[0] and "train 120 epochs (--set epochs=120), at 4x the cost" in few[0]
-    assert "auto ended at 0.741 mAP50-95 against the reference's 0.347" in few[0]
-    many = scale(ReferenceHyp(optimizer="AdamW", batch=16, nbs=16, dataset_size=2048, epochs=30), tgt("cpu", batch=64))
-    assert not any("optimizer steps in all" in w for w in many.warnings)  # 960 steps: measured enough
+    assert not any("EMA" in w for w in same.details)
 
 
 # ----------------------------------------------------------------- classify's mean loss
@@ -521,7 +484,7 @@ def test_classify_sgd_same_images_more_micro_batches_divides_lr0():
     instead of 1, so the SGD step would be 4x: lr0 / 4 and the weight decay x 4 keep the step and the decay."""
     r = scale(_cls(), TargetHardware(parse_devices("cpu"), batch=16), "auto")
     assert (r.passed["batch"], r.passed["nbs"], r.passed["lr0"], r.passed["weight_decay"]) == (16, 64, 0.0025, 0.002)
-    assert any("classify loss is a mean per micro-batch" in line and "x 4" in line for line in r.reasons)
+    assert "classify loss is a mean per micro-batch" in r.details[0] and "(x 4)" in r.details[0]
 
 
 def test_classify_ddp_multiplies_by_world_size():
@@ -536,183 +499,144 @@ def test_classify_adam_family_ignores_the_micro_batches():
 
 
 def test_classify_k4_keeps_detects_mean_gradient_step():
-    """k = 4 images per step on 4 devices: the mean-gradient step grows as for detect (x k^1.5 under auto
-    SGD), so lr0 x 8/4 = 2 where detect passes lr0 x 2 too (its summed loss gives the other x 4)."""
+    """k = 4 images per step on 4 devices: the mean-gradient step grows as for detect (x k under auto's
+    linear), so lr0 x 4/4 = 1 where detect keeps lr0 too (its summed loss gives the x 4)."""
     target = TargetHardware(parse_devices("0,1,2,3"), batch=256)
     cls = scale(_cls(), target, "auto")
     det = scale(dataclasses.replace(_cls(), task="detect"), target, "auto")
-    assert cls.passed["lr0"] == det.passed["lr0"] == 0.02
+    assert cls.passed["lr0"] == det.passed["lr0"] == 0.01
 
 
 def test_classify_none_policy_says_the_step_grows():
     r = scale(_cls(), TargetHardware(parse_devices("cpu"), batch=16), "none")
     assert r.passed["lr0"] == 0.01
-    assert any("policy none" in line and "micro-batches per optimizer step" in line for line in r.reasons)
+    assert r.passed["weight_decay"] == 0.0005 and r.k == 1.0  # stock Ultralytics: its step grows x 4 (docs 3)
 
 
-def test_classify_adamw_auto_is_the_square_root_rule_its_rows_chose():
-    """classify's own fidelity rows chose lr0 x sqrt(k) for AdamW (the linear rule lost 0.258 top-1 at
-    k = 4); detect keeps lr0 x k. The reason quotes classify's rows."""
+def test_classify_adamw_takes_the_default_rule_its_rows_could_not_reject():
+    """classify's square-root exception rested on one collapsed seed: by the procedure (an interval above 0)
+    its rows keep the family's default, lr0 x k, as detect does."""
     target = TargetHardware(parse_devices("cpu"), batch=256)
     cls = scale(_cls("AdamW"), target, "auto")
     det = scale(dataclasses.replace(_cls("AdamW"), task="detect"), target, "auto")
-    assert (cls.passed["lr0"], det.passed["lr0"]) == (0.02, 0.04)
-    lr_reason = next(line for line in cls.reasons if line.startswith("lr0"))
-    assert "square-root rule" in lr_reason and "top-1 at k = 4 (AdamW, classify" in lr_reason
+    assert cls.passed["lr0"] == det.passed["lr0"] == 0.04
+    assert _decided("classify", "scratch", "Adam", 4)["rule"] == "linear"
 
 
 def test_segment_quotes_its_own_rows_pose_detects():
-    """segment keeps detect's rule and its plans quote segment's rows (k = 2 and 4); pose has no rows
-    of its own, so its plans quote detect's, saying detect."""
+    """segment's plans quote segment's decision rows; pose has none of its own, so its plans quote detect's."""
     def lr_reason(task: str, batch: int) -> str:
         ref = ReferenceHyp(optimizer="SGD", lr0=0.01, batch=16, nbs=16, task=task)
         plan = scale(ref, TargetHardware(parse_devices("cpu"), batch=batch), "auto")
-        assert plan.passed["lr0"] == pytest.approx(0.01 * (batch / 16) ** 0.5)
+        assert plan.passed["lr0"] == 0.01
         return next(x for x in plan.reasons if x.startswith("lr0"))
 
-    assert "mask mAP50-95 at k = 4 (SGD, segment" in lr_reason("segment", 64)
-    assert "mask mAP50-95 at k = 2 (SGD, segment" in lr_reason("segment", 32)
-    assert "-0.026 mAP50-95 at k = 2 (SGD, detect" in lr_reason("pose", 32)
+    from orchestrator.scaling import evidence
+
+    seg, det = _decided("segment", "scratch", "SGD", 2), _decided("detect", "scratch", "SGD", 2)
+    assert evidence.interval(seg["gap"]).text() in lr_reason("segment", 32)
+    assert evidence.interval(det["gap"]).text() in lr_reason("pose", 32)
 
 
 SGD_K8_REF = ReferenceHyp(optimizer="SGD", batch=8, nbs=8)
-
-
-def test_sgd_at_k8_from_scratch_on_a_cpu_takes_the_rule_its_rows_chose():
-    """On a CPU, SGD from scratch at k = 8: linear kept the reference (-0.011, 3 seeds) where the square-root
-    rule lost 0.091, so auto passes linear's values there, its reason quotes the rows that chose it, and
-    no gap warning follows; beyond k = 8 the plan says it extrapolates. From k < 8, fine-tuning, MuSGD (its
-    own rows chose the square-root rule) and other devices keep the family's rule."""
-    auto = scale(SGD_K8_REF, tgt("cpu", batch=64))
-    linear = scale(SGD_K8_REF, tgt("cpu", batch=64), "linear")
-    assert auto.passed == linear.passed and auto.passed["lr0"] == 0.01 and auto.passed["nbs"] == 64
-    lr_line = reason(auto, "lr0")
-    assert "lr0 x k^0, the linear rule in mean-gradient terms: the clipped step x 1, movement per epoch x 0.125" \
-        in lr_line
-    assert lr_line.endswith("on a CPU from k = 8 auto takes linear's rule, the best of the rows measured there: "
-                            "linear -0.011, stock Ultralytics -0.067, the square-root rule (auto on other devices) "
-                            "-0.091 mAP50-95 at k = 8 (SGD, detect: yolo11n from scratch, 2048 images at 64 px, 30 "
-                            "epochs, reference batch 8, 3 seeds, AMD EPYC CPU; docs/scaling.md section 7)")
-    assert not any(w.startswith("from scratch at k") or "beyond the measured" in w for w in auto.warnings)
-    assert scale(SGD_K8_REF, tgt("cpu:2", batch=64)).passed["lr0"] == 0.01  # CPU processes under gloo too
-    far = scale(SGD_K8_REF, tgt("cpu", batch=128))
-    assert far.passed == scale(SGD_K8_REF, tgt("cpu", batch=128), "linear").passed
-    assert reason(far, "lr0").endswith("beyond the measured k <= 8 from scratch (SGD), extrapolated "
-                                       "(docs/scaling.md section 7)")
-    cls = scale(dataclasses.replace(SGD_K8_REF, task="classify"), tgt("cpu", batch=64))  # detect's rule, mean loss
-    assert cls.passed["lr0"] == 0.08 and "lr0 x k^1 / 1, the linear rule in mean-gradient terms" in reason(cls, "lr0")
-    assert scale(SGD_K8_REF, tgt("cpu", batch=32)).passed["lr0"] == 0.01 * 4 ** 0.5  # k = 4
-    for other in (dataclasses.replace(SGD_K8_REF, pretrained=True), dataclasses.replace(SGD_K8_REF, optimizer="MuSGD")):
-        assert scale(other, tgt("cpu", batch=64)).passed["lr0"] == pytest.approx(0.01 * 8 ** 0.5)
-
-
-def test_sgd_at_k8_from_scratch_on_a_gpu_keeps_the_square_root_rule_and_names_linear():
-    """On a GPU stock Ultralytics ended 0.19 below the square-root rule (H200, no finished reference) and
-    linear, which shares stock Ultralytics' clipped step, was not run: auto keeps the square-root rule, its
-    reason quotes the CPU row of that rule, and the warning names the policy that kept the outcome on the
-    CPU, what the H200 measured and why auto takes linear on a CPU only."""
-    r = scale(SGD_K8_REF, tgt("0", batch=64))
-    assert r.passed["lr0"] == pytest.approx(0.01 * 8 ** 0.5)
-    lr_line = reason(r, "lr0")
-    assert "the clipped step x 2.828, movement per epoch x 0.3536 (8 x fewer optimizer steps)" in lr_line
-    assert lr_line.endswith("measured: -0.091 mAP50-95 at k = 8 (SGD, detect: yolo11n from scratch, 2048 images at 64 "
-                            "px, 30 epochs, reference batch 8, 3 seeds, AMD EPYC CPU; docs/scaling.md section 7)")
-    gap = next(w for w in r.warnings if w.startswith("from scratch at k = 8"))
-    assert "policy auto ended -0.091 mAP50-95 below the reference (SGD, detect" in gap
-    assert "policy linear kept it there (-0.011: --set scaling.policy=linear)" in gap
-    assert "on an H200 the square-root rule (auto on a GPU) ended 0.878 mAP50-95 against stock Ultralytics' 0.687" \
-        in gap
-    assert gap.endswith("auto takes linear's rule on a CPU only: linear shares stock Ultralytics' clipped step and "
-                        "was not run on a GPU or TPU")
-    none = scale(SGD_K8_REF, tgt("0", batch=64), "none")
-    assert "auto takes" not in next(w for w in none.warnings if w.startswith("from scratch at k = 8"))
-    linear = scale(SGD_K8_REF, tgt("0", batch=64), "linear")
-    assert not any(w.startswith("from scratch at k") for w in linear.warnings)  # it kept the outcome
-
-
-def test_adamw_at_k8_from_scratch_quotes_its_own_row_and_extrapolates_only_beyond_it():
-    adam = ReferenceHyp(optimizer="AdamW", lr0=0.001, batch=16, nbs=16)
-    r = scale(adam, tgt("cpu", batch=128))
-    assert r.passed["lr0"] == pytest.approx(0.008)
-    assert reason(r, "lr0").endswith("measured: +0.001 mAP50-95 at k = 8 (AdamW, detect: yolo11n from scratch, 2048 "
-                                     "images at 64 px, 30 epochs, reference batch 8, 2 seeds, Intel Xeon CPU; "
-                                     "docs/scaling.md section 7)")
-    assert "0.878" not in reason(r, "lr0") and not any("beyond the measured" in w for w in r.warnings)
-    far = scale(adam, tgt("cpu", batch=256))
-    assert "beyond the measured k <= 8 from scratch (AdamW), extrapolated" in reason(far, "lr0")
-    assert any(w.startswith("k = 16 is beyond the measured k <= 8 from scratch (AdamW;") for w in far.warnings)
-
-
 FT_SGD = ReferenceHyp(optimizer="SGD", batch=8, nbs=8, epochs=10, pretrained=True)
 
 
-def test_fine_tuning_quotes_its_own_measurements_and_what_keeps_the_outcome():
-    """A job that starts from weights: auto's rule is the same (it was the best of the fine-tuning tables),
-    its reason quotes the fine-tuning rows, and where no policy kept the reference (SGD) the plan says the
-    gap and that twice the epochs kept it, with the epochs to set."""
-    r = scale(FT_SGD, tgt("cpu", batch=64))
-    assert r.passed["lr0"] == pytest.approx(0.01 * 8 ** 0.5)
-    assert reason(r, "lr0").endswith("measured when fine-tuning: -0.046 mAP50-95 at k = 8 (SGD, fine-tuning yolo11n, "
-                                     "1024 images at 64 px, 10 epochs, 3 seeds, H200; docs/scaling.md section 7)")
-    gap = next(w for w in r.warnings if w.startswith("fine-tuning at k = 8"))
-    assert "policy auto ended -0.046 mAP50-95 below the reference" in gap and "it was the best policy there" in gap
-    assert gap.endswith("--set epochs=20, at 2x this run's cost")
-    assert not any("beyond the measured" in w or "optimizer steps in all" in w for w in r.warnings)
-    none = scale(FT_SGD, tgt("cpu", batch=64), "none")
-    assert "the best policy there, auto, -0.046" in next(w for w in none.warnings if w.startswith("fine-tuning"))
+def _decided(task: str, start: str, family: str, k: float) -> dict:
+    """evidence.json's decision row (the file the procedure generated from the saved results)."""
+    from orchestrator.scaling import evidence
+
+    return next(d for d in evidence.load()["decisions"] if (d["task"], d["start"], d["family"], d["k"]) ==
+                (task, start, family, k))
 
 
-def test_fine_tuning_with_adamw_kept_the_outcome_and_warns_of_the_early_dip():
+OPTIMIZERS_BY_FAMILY = {"SGD": ReferenceHyp(optimizer="SGD", batch=8, nbs=8),
+                        "MuSGD": ReferenceHyp(optimizer="MuSGD", batch=8, nbs=8, momentum=0.9),
+                        "AdamW": ReferenceHyp(optimizer="AdamW", lr0=0.001, batch=8, nbs=8, momentum=0.9),
+                        "NAdam": ReferenceHyp(optimizer="NAdam", lr0=0.001, batch=8, nbs=8, momentum=0.9)}
+
+
+@pytest.mark.parametrize("optimizer", sorted(OPTIMIZERS_BY_FAMILY))
+@pytest.mark.parametrize("pretrained", [False, True])
+def test_auto_passes_the_same_values_on_every_device_at_the_same_images_per_step(optimizer, pretrained):
+    """The same job at the same images per step gets the same values on a CPU, CPU processes, GPUs, TPU
+    cores and XLA on the CPU: the device is no part of auto's key (docs/scaling.md 7I)."""
+    ref = dataclasses.replace(OPTIMIZERS_BY_FAMILY[optimizer], pretrained=pretrained)
+    for k in (2, 4, 8, 16):
+        plans = {d: scale(ref, tgt(d, batch=8 * k)) for d in ("cpu", "cpu:2", "0", "0,1,2,3", "tpu:8", "xla:cpu:2")}
+        assert len({tuple(sorted(p.passed.items())) for p in plans.values()}) == 1, (k, plans)
+        assert all(p.effective["images_per_step"] == 8 * k for p in plans.values())
+
+
+def test_auto_takes_the_rule_the_evidence_decided_and_quotes_its_row():
+    """SGD from scratch at k = 8: linear (the family's default; lr0-sqrt did not beat it, pooled over the
+    CPUs and the H200); SGD fine-tuning at k = 8: lr0 x sqrt(k), which beat it. The reason quotes the
+    decision row's own interval, as evidence.json holds it."""
+    from orchestrator.scaling import evidence
+
+    scratch = scale(SGD_K8_REF, tgt("0", batch=64))
+    row = _decided("detect", "scratch", "SGD", 8)
+    assert row["rule"] == "linear" and scratch.passed["lr0"] == 0.01 and scratch.passed["warmup_epochs"] == 5.0
+    assert scratch.passed == scale(SGD_K8_REF, tgt("0", batch=64), "linear").passed
+    assert f"(from scratch at k = 8, {evidence.interval(row['gap']).text()} vs the reference" in reason(scratch, "lr0")
+    tune = scale(FT_SGD, tgt("cpu", batch=64))
+    row = _decided("detect", "pretrained", "SGD", 8)
+    assert row["rule"] == "lr0-sqrt" and row["basis"] == "measured"
+    assert tune.passed["lr0"] == pytest.approx(0.01 * 8 ** 0.5)
+    assert tune.effective["weight_decay"] == pytest.approx(0.0005 * 8 ** 0.5)  # the decay per epoch kept
+    assert "auto takes lr0-sqrt, lr0 x 2.828 = k^0.5: beat the default" in reason(tune, "lr0")
+
+
+def test_auto_between_and_beyond_the_measured_k():
+    """Step 5 of the procedure: between two measured k the lower one's rule, beyond the largest its rule,
+    said as extrapolated (in the reason and a warning); below the smallest the default."""
+    between = scale(FT_SGD, tgt("cpu", batch=48))  # k = 6: k = 4's rule, linear
+    assert between.passed["lr0"] == 0.01
+    far = scale(FT_SGD, tgt("cpu", batch=128))  # k = 16: k = 8's rule, lr0 x sqrt(16)
+    assert far.passed["lr0"] == pytest.approx(0.04)
+    assert "(fine-tuning at k = 8, extrapolated beyond, " in reason(far, "lr0")
+    assert any(w.startswith("k = 16 is beyond the measured k <= 8 when fine-tuning") for w in far.warnings)
+    below = scale(FT_SGD, tgt("cpu", batch=16))  # k = 2: no fine-tuning row below k = 4
+    assert "the family's default below the measured k" in reason(below, "weight_decay") or \
+        "below the measured k" in " ".join(below.reasons)
+
+
+def test_a_rule_that_lost_to_the_reference_names_the_best_measured_rule():
+    """From scratch at k = 8, stock Ultralytics (AdamW) lost more than 0.02 to the reference: the warning gives
+    its pooled gap and the rule that kept it, with the policy to set."""
+    r = scale(ReferenceHyp(optimizer="AdamW", lr0=0.001, batch=8, nbs=8), tgt("cpu", batch=64), "none")
+    gap = next(w for w in r.warnings if w.startswith("from scratch at k = 8"))
+    assert gap.startswith("from scratch at k = 8: none -0.087 [") and gap.endswith("kept it (--set scaling.policy=linear)")
+    kept = scale(ReferenceHyp(optimizer="AdamW", lr0=0.001, batch=8, nbs=8), tgt("cpu", batch=64))
+    assert not any(w.startswith("from scratch at k") for w in kept.warnings)
+
+
+def test_fine_tuning_quotes_what_more_epochs_did():
+    """SGD fine-tuning at k = 8: no rule kept the 10-epoch reference; the warning gives the best rule's gap and
+    what the rules trained for 20 epochs measured, with the epochs to set."""
+    gap = next(w for w in scale(FT_SGD, tgt("cpu", batch=64)).warnings if w.startswith("fine-tuning at k = 8"))
+    assert "lr0-sqrt -0.046 [" in gap and "the best rule measured there" in gap
+    assert "measured with more epochs: lr0-sqrt, 20 epochs +0.080 [" in gap and gap.endswith("--set epochs=20, at 2x the cost")
     adam = ReferenceHyp(optimizer="AdamW", lr0=0.001429, momentum=0.9, batch=8, nbs=8, epochs=10, pretrained=True)
     r = scale(adam, tgt("cpu", batch=64))
     assert r.passed["lr0"] == pytest.approx(0.001429 * 8)
     assert not any(w.startswith("fine-tuning at k") for w in r.warnings)  # -0.016: within 0.02
     assert any("do not judge this run by its first epochs" in w for w in r.warnings)
-    far = scale(adam, tgt("cpu", batch=128))
-    assert "beyond the measured k <= 8 when fine-tuning (AdamW), extrapolated" in reason(far, "lr0")
-    assert any(w.startswith("k = 16 is beyond the measured k <= 8 when fine-tuning (AdamW;") for w in far.warnings)
-    near = scale(adam, tgt("cpu", batch=16))
-    assert "not measured at this k when fine-tuning (docs/scaling.md section 7); measured from scratch: -0.002" \
-        in reason(near, "lr0")
 
 
-def test_musgd_at_k8_quotes_its_own_rows_and_says_no_policy_kept_the_reference():
-    """MuSGD's k = 8 rows are its own: an SGD job does not quote them, a MuSGD job does, and where no policy
-    kept the reference the plan gives the measured gap, the best policy's, and what kept it at what cost."""
-    musgd = ReferenceHyp(optimizer="MuSGD", lr0=0.01, momentum=0.9, batch=8, nbs=8)
-    r = scale(musgd, tgt("cpu", batch=64))  # the job's 100 epochs: the remedy offers 200
-    assert reason(r, "lr0").endswith("measured: -0.029 mAP50-95 at k = 8 (MuSGD, detect: yolo11n from scratch, 2048 "
-                                     "images at 64 px, 30 epochs, reference batch 8, 3 seeds, Intel Xeon and AMD "
-                                     "EPYC CPUs; docs/scaling.md section 7)")
-    gap = next(w for w in r.warnings if w.startswith("from scratch at k = 8"))
-    assert "policy auto ended -0.029 mAP50-95 below the reference (MuSGD" in gap
-    assert "it was the best policy there" in gap
-    assert gap.endswith("; more epochs kept the outcome (at 2x the epochs (60) auto at k = 8 ended at 0.953 mAP50-95 "
-                        "against the 30-epoch reference's 0.947 (+0.006; MuSGD, 2 seeds, AMD EPYC CPU: 1,170 s a "
-                        "training against the reference's 1,980 s)): --set epochs=200, at 2x this run's cost")
-    assert "H200" not in gap  # SGD's run without a reference is not MuSGD's
-    none = scale(musgd, tgt("cpu", batch=64), "none")
-    assert "the best policy there, auto, -0.029" in next(w for w in none.warnings if w.startswith("from scratch"))
-    assert "beyond the measured k <= 8 from scratch (MuSGD)" in reason(scale(musgd, tgt("cpu", batch=128)), "lr0")
-    sgd = scale(ReferenceHyp(optimizer="SGD", batch=8, nbs=8), tgt("cpu", batch=64))
-    assert "MuSGD" not in reason(sgd, "lr0") and not any("MuSGD, detect" in w for w in sgd.warnings)
+def test_few_optimizer_steps_warn_with_the_measured_gap_and_offer_epochs():
+    ref = ReferenceHyp(optimizer="AdamW", lr0=0.001, batch=16, nbs=16, dataset_size=256, epochs=30)
+    r = scale(ref, tgt("cpu", batch=64))  # k = 4: 4 steps an epoch, 120 in all (the reference: 480)
+    few = [w for w in r.warnings if "optimizer steps in all" in w]
+    assert len(few) == 1, r.warnings
+    assert few[0].startswith("120 optimizer steps in all (the reference: 480), below the 960")
+    assert "with 120, auto lost -0.200 [" in few[0] and "--set epochs=120 keeps the reference's steps, at 4x" in few[0]
+    assert "at 120 epochs ended 0.741 against the reference's 0.347" in few[0]
+    many = scale(ReferenceHyp(optimizer="AdamW", batch=16, nbs=16, dataset_size=2048, epochs=30), tgt("cpu", batch=64))
+    assert not any("optimizer steps in all" in w for w in many.warnings)  # 960 steps: measured enough
 
 
-def test_where_nothing_kept_the_reference_and_no_remedy_was_measured_the_plan_says_so(monkeypatch):
-    from orchestrator.scaling import evidence
-
-    monkeypatch.setattr(evidence, "SCRATCH_LONGER", {})
-    r = scale(ReferenceHyp(optimizer="MuSGD", lr0=0.01, momentum=0.9, batch=8, nbs=8), tgt("cpu", batch=64))
-    gap = next(w for w in r.warnings if w.startswith("from scratch at k = 8"))
-    assert gap.endswith("what keeps the outcome was not measured for MuSGD from scratch (more epochs did when "
-                        "fine-tuning and with few optimizer steps): compare a run with more epochs against the "
-                        "reference")
-
-
-def test_a_policy_auto_beat_says_auto_kept_the_outcome():
-    r = scale(ReferenceHyp(optimizer="AdamW", lr0=0.001, batch=8, nbs=8), tgt("cpu", batch=64), "none")
-    gap = next(w for w in r.warnings if w.startswith("from scratch at k = 8"))
-    assert "policy none ended -0.087" in gap
-    assert gap.endswith("policy auto kept it there (+0.001: --set scaling.policy=auto)")
-    kept = scale(ReferenceHyp(optimizer="AdamW", lr0=0.001, batch=8, nbs=8), tgt("cpu", batch=64))
-    assert not any(w.startswith("from scratch at k") for w in kept.warnings)
+def test_table_quotes_its_measured_rows():
+    table = scale(ReferenceHyp(optimizer="AdamW", lr0=0.001, batch=16, nbs=16), tgt("cpu", batch=64), "table")
+    assert any("measured on one process, where it keeps lr0 and the optimizer's weight decay: table -0.078 [" in w
+               for w in table.warnings)

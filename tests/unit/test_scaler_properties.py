@@ -8,6 +8,7 @@ import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
+from orchestrator.scaling import evidence
 from orchestrator.scaling import ultralytics_math as um
 from orchestrator.scaling.effective import effective_values
 from orchestrator.scaling.scaler import scale
@@ -105,22 +106,22 @@ def mean_gradient_step(lr0: float, optimizer: str, images: int) -> float:
 
 # What docs/scaling.md section 3 says each k-rule keeps: the mean-gradient step grows x k**p
 MEAN_STEP_EXPONENT = {"linear": {"SGD": 1.0, "Adam": 1.0}, "sqrt": {"SGD": 0.5, "Adam": 0.5},
-                      "auto": {"SGD": 1.5, "Adam": 1.0}}
+                      "lr0-sqrt": {"SGD": 1.5, "Adam": 0.5}}
 
 
 def step_exponent(policy: str, family: str, optimizer: str, ref: ReferenceHyp, target: TargetHardware,
                   k: float) -> float:
-    """MEAN_STEP_EXPONENT, but for the one device-dependent rule (docs/scaling.md section 3): auto takes
-    linear's for SGD from scratch on a CPU target from k = 8."""
-    if policy == "auto" and optimizer == "SGD" and not ref.pretrained and target.devices.kind == "cpu" and k >= 8:
-        return MEAN_STEP_EXPONENT["linear"][family]
+    """MEAN_STEP_EXPONENT of the policy; auto's is that of the rule its decision table names for the job's
+    task, start, family and k (docs/scaling.md 7I), whatever the device."""
+    if policy == "auto":
+        policy = evidence.decision(ref.task, ref.start, family, k).rule
     return MEAN_STEP_EXPONENT[policy][family]
 
 
 @SETTINGS
 @given(ref=references(), target=targets(), policy=st.sampled_from(["auto", "linear", "sqrt"]))
 @example(ref=ReferenceHyp(optimizer="SGD", batch=8, nbs=8), target=TargetHardware(parse_devices("cpu"), batch=64),
-         policy="auto")  # the device-dependent rule, every run
+         policy="auto")  # the decided rule at k = 8, every run
 def test_k_rules_keep_what_the_docs_say_per_family(ref, target, policy):
     r = run(ref, target, policy)
     images = r.passed["batch"] * max(round(r.passed["nbs"] / r.passed["batch"]), 1)

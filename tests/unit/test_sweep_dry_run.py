@@ -39,10 +39,10 @@ def test_dry_run_shows_the_space_as_the_target_gets_it_and_writes_nothing(tmp_pa
     assert out["sampler"] == {"name": "tpe"} and out["pruner"] == {"name": "median", "n_warmup_steps": 0}
     assert out["base"]["devices"] == "8" and out["base"]["launcher"] == "torchrun"
     space = {p["name"]: p for p in out["space"]}
-    # sampled at reference scale; on 8 devices the images per step grow x 4 and auto passes lr0 x sqrt(4)
-    # (SGD: on top of the summed loss's x 4)
+    # sampled at reference scale; on 8 devices the images per step grow x 4 and auto's rule for SGD from
+    # scratch, linear, keeps lr0 (the summed loss gives the x 4)
     assert space["hyp.lr0"]["sampled"] == [0.001, 0.02]
-    assert space["hyp.lr0"]["passed"] == [0.002, 0.04]
+    assert space["hyp.lr0"]["passed"] == [0.001, 0.02]
     # warmup is lengthened to 5 epochs at both ends: a dimension the target makes inert, and said so
     assert space["hyp.warmup_epochs"]["passed"] == [5.0, 5.0]
     assert any(w.startswith("hyp.warmup_epochs: the scaler passes 5.0 at both ends") for w in out["warnings"])

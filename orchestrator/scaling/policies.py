@@ -1,0 +1,42 @@
+"""The scaling rules as data: by how much each multiplies the passed lr0 when the images per optimizer
+step grow k-fold (lr0 x k**e, per optimizer family), what it does to the optimizer's weight decay and
+to the warmup, and how a saved training is named by the rule it trained with (measured.py).
+
+Families: Ultralytics' detection loss is a SUM over the images of a step, so an SGD-family gradient
+grows with k at a fixed lr0 (and the clip at norm 10 then binds, docs/scaling.md 7G); an Adam-family
+update ignores the gradient's scale. Exponents are of the PASSED lr0 in those terms.
+"""
+
+from __future__ import annotations
+
+import math
+
+# e of the passed lr0 x k**e per family; every k-rule keeps the weight decay per epoch (optimizer
+# weight decay x k**(1 - e)) and lengthens a short warmup from k >= 4 (Goyal et al. 2017)
+K_RULES = {
+    "linear": {"SGD": 0.0, "Adam": 1.0},  # the mean-gradient step x k (Goyal et al. 2017)
+    "sqrt": {"SGD": -0.5, "Adam": 0.5},  # the mean-gradient step x sqrt(k) (Malladi et al. 2022 for Adam)
+    "lr0-sqrt": {"SGD": 0.5, "Adam": 0.5},  # the clipped SGD step x sqrt(k): auto's rule for SGD before issue #48
+    "lr0 x k": {"SGD": 1.0, "Adam": 1.0},  # an early SGD candidate (docs/scaling.md 7B)
+}
+# the arms a saved training can be: the k-rules, stock Ultralytics, the device-count rule on one process
+ARMS = ("none", "linear", "sqrt", "table", "lr0-sqrt", "lr0 x k")
+POLICY_ARMS = ("none", "linear", "sqrt", "table")  # what a user can name as scaling.policy besides auto
+DEFAULT_RULE = {"SGD": "linear", "Adam": "linear"}  # auto's rule unless the evidence rejects it (measured.py)
+WARMUP_FROM_K = 4.0
+
+
+def arm_of(family: str, k: float, lr_mult: float, wd_mult: float, warmup_lengthened: bool) -> str:
+    """The arm a training at k trained: from its passed lr0 and optimizer weight decay over the
+    reference's and whether its warmup was lengthened; '' where no rule gives those values."""
+    e = math.log(lr_mult) / math.log(k)
+    wd_e = math.log(wd_mult) / math.log(k)
+    if abs(e) < 0.05 and abs(wd_e) < 0.05:
+        return "table"  # the device count is 1 on one process: lr0 and the optimizer weight decay kept
+    if abs(wd_e - (1 - e)) > 0.05:
+        return ""
+    if family == "SGD" and abs(e) < 0.05:  # linear and stock Ultralytics differ only in the warmup
+        return "linear" if warmup_lengthened or k < WARMUP_FROM_K else "none"
+    if abs(e) < 0.05:
+        return "none"
+    return next((name for name, exps in K_RULES.items() if abs(exps[family] - e) < 0.05), "")
