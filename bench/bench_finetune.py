@@ -148,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
         (args.work / f"{opt}.yaml").write_text(yaml.safe_dump(finetune_job(args, weights, data_yaml, opt),
                                                               sort_keys=False))
     grid = [] if args.skip_reference else [(opt, 1, "none", s) for opt in args.optimizers for s in args.seeds]
-    grid += list(itertools.product(args.optimizers, args.ks, args.policies, args.seeds))
+    # seed-major: a campaign cut short leaves whole seeds, each paired across policies
+    grid += [(o, k, p, s) for o, k, s, p in itertools.product(args.optimizers, args.ks, args.seeds, args.policies)]
     rows = bench_scaling.run_grid(args, grid, lambda rows: save(args, command, rows, started, pretrained))
     bench_scaling.print_table(bench_scaling.summarize(rows))
     print(f"\nwrote {args.out}")

@@ -47,13 +47,14 @@ sys.path.insert(0, str(REPO))
 from orchestrator.doctor.cpu import cpuinfo_fields  # noqa: E402
 from orchestrator.rundir import load_resolved  # noqa: E402
 from orchestrator.tasks import EXAMPLE_MODELS, HEADLINE, TASKS  # noqa: E402
-POLICIES = ("none", "auto", "linear", "sqrt", "table", "lr0-sqrt")
-# Arms that are no policy of the scaler, trained as a policy on a reference whose hyp the bench rescales:
-# lr0-sqrt passes lr0 x sqrt(k) and keeps the weight decay per epoch (optimizer weight decay x sqrt(k)),
-# with the k-rules' warmup: `linear` on a reference with lr0 x sqrt(k) and weight decay / sqrt(k). It is
-# what `auto` passed for SGD from scratch on a GPU before issue #48 (lr0 0.0283 at k = 8), trainable on
-# any device (docs/scaling.md 7G4).
-ARMS = {"lr0-sqrt": ("linear", 0.5)}
+POLICIES = ("none", "auto", "linear", "sqrt", "table", "lr0-sqrt", "auto-warmup-kept", "linear-warmup-kept")
+# Arms that are no policy of the scaler: (the policy, lr0's exponent of k, scaling.warmup). lr0-sqrt passes
+# lr0 x sqrt(k) and keeps the weight decay per epoch with the k-rules' warmup: `linear` on a reference with
+# lr0 x sqrt(k) and weight decay / sqrt(k); it is what `auto` passed for SGD from scratch on a GPU before
+# issue #48 (lr0 0.0283 at k = 8), trainable on any device (docs/scaling.md 7G4). The -warmup-kept arms are
+# the policy with the reference's warmup (scaling.warmup: keep).
+ARMS = {"lr0-sqrt": ("linear", 0.5, "auto"), "auto-warmup-kept": ("auto", 0.0, "keep"),
+        "linear-warmup-kept": ("linear", 0.0, "keep")}
 # MuSGD: what optimizer=auto picks above 10,000 iterations on Ultralytics 8.4 (lr0 0.01, momentum 0.9)
 OPTIMIZERS = {"SGD": {"lr0": 0.01, "momentum": 0.937}, "AdamW": {"lr0": 0.001, "momentum": 0.9},
               "MuSGD": {"lr0": 0.01, "momentum": 0.9}}
@@ -90,9 +91,10 @@ def cell_overrides(job: Path, ref_batch: int, k: int, policy: str, seed: int) ->
     """The `--set`s that make the reference job in `job` one cell: seed, target batch, policy (or arm)."""
     sets = [f"seed={seed}", f"target.batch={ref_batch * k}"]
     if policy in ARMS:
-        policy, e = ARMS[policy]
+        policy, e, warmup = ARMS[policy]
         hyp = yaml.safe_load(job.read_text())["hyp"]
-        sets += [f"hyp.lr0={hyp['lr0'] * k ** e!r}", f"hyp.weight_decay={hyp['weight_decay'] / k ** e!r}"]
+        sets += [f"hyp.lr0={hyp['lr0'] * k ** e!r}", f"hyp.weight_decay={hyp['weight_decay'] / k ** e!r}"] if e else []
+        sets += [f"scaling.warmup={warmup}"]
     return [x for s in [*sets, f"scaling.policy={policy}"] for x in ("--set", s)]
 
 

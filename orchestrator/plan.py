@@ -205,7 +205,7 @@ def scale_for(spec, hyp: dict[str, Any], nc: int | None, train_images: int | Non
     XLA worker trains with (it reads `effective.precision`)."""
     reference, target = scaler_inputs(spec, hyp, nc, train_images, target_spec, max_batch_per_device)
     try:
-        scaled = scale(reference, target, policy)
+        scaled = scale(reference, target, policy, spec.scaling.warmup)
     except ScalingError as exc:
         raise SpecError(exc.problems) from None
     if target_spec.xla:

@@ -12,7 +12,7 @@ from pydantic import (BaseModel, ConfigDict, Field, PlainSerializer, PlainValida
 from orchestrator.data import SYNTH_MAX_IMAGES, SYNTH_MAX_IMGSZ
 from orchestrator.tasks import TASKS
 from orchestrator.devices import DeviceSpec, DeviceSpecError, parse_devices
-from orchestrator.scaling.types import POLICIES
+from orchestrator.scaling.types import POLICIES, WARMUPS
 from orchestrator.scaling.ultralytics_math import DEFAULTS, canonical_optimizer
 from orchestrator.jobspec.files import NAME_MAX, too_long_component
 from orchestrator.jobspec.kaggle import KaggleOptions
@@ -153,6 +153,8 @@ class Target(Strict):
 
 class Scaling(Strict):
     policy: Literal[POLICIES] = "auto"  # type: ignore[valid-type]
+    warmup: Literal[WARMUPS] = Field(  # type: ignore[valid-type]
+        default="auto", description="auto: the rule's (at least 5 epochs from k = 4, Goyal et al.); keep: the reference's")
 
 
 class Wandb(Strict):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from orchestrator.scaling import stats
 from orchestrator.tasks import MEAN_LOSS_TASKS
-from orchestrator.scaling.policies import ARMS, DEFAULT_RULE, POLICY_ARMS, arm_of
+from orchestrator.scaling.policies import ARMS, DEFAULT_RULE, POLICY_ARMS, WARMUP_KEPT, arm_of
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "docs" / "img"
@@ -45,6 +45,8 @@ SOURCES = {
     "bench_scaling_sgd_k8_none_h200_s2-4.json": "",
     "bench_scaling_k8_sgd_cpu_s3-5.json": "",
     "bench_finetune_h200.json": "NVIDIA H200",
+    "bench_finetune_warmup_cpu.json": "",
+    "bench_scaling_k8_sgd_cpu_ref_s3-5.json": "",
 }
 
 
@@ -92,8 +94,8 @@ def name_arms(rows: list[dict]) -> list[dict]:
     named = []
     for r in rows:
         ref = refs.get((r["setup"], r["optimizer"]))
-        label, _, longer = r["policy"].partition(", ")  # "auto, 20 epochs": a rule trained for more epochs
-        if ref is None or (r["k"] > 1 and label not in ARMS and label not in ("auto", "lr0 x k")):
+        longer = r["policy"].partition(", ")[2]  # "auto, 20 epochs": a rule trained for more epochs
+        if ref is None:
             continue  # no reference to read the rule from
         arm = "reference" if r["k"] == 1 else _arm(r, ref)
         if arm:
@@ -223,7 +225,8 @@ def decisions(pairs: dict) -> list[dict]:
     return out
 
 
-AUTO_CAN = ("none", "linear", "sqrt", "lr0-sqrt")  # the rules auto can take (policies.K_RULES and stock Ultralytics)
+# the rules auto can take: stock Ultralytics, the k-rules (policies.K_RULES), and those with the reference's warmup
+AUTO_CAN = ("none", "linear", "sqrt", "lr0-sqrt", *(r + WARMUP_KEPT for r in ("linear", "sqrt", "lr0-sqrt")))
 
 
 FEW_STEPS = ("bench_scaling_fewsteps_cpu.json", "bench_scaling_fewsteps_long_cpu.json")

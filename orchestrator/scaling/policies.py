@@ -24,6 +24,12 @@ ARMS = ("none", "linear", "sqrt", "table", "lr0-sqrt", "lr0 x k")
 POLICY_ARMS = ("none", "linear", "sqrt", "table")  # what a user can name as scaling.policy besides auto
 DEFAULT_RULE = {"SGD": "linear", "Adam": "linear"}  # auto's rule unless the evidence rejects it (measured.py)
 WARMUP_FROM_K = 4.0
+WARMUP_KEPT = " (warmup kept)"  # an arm's suffix: a k-rule with the reference's warmup (scaling.warmup: keep)
+
+
+def split_rule(rule: str) -> tuple[str, bool]:
+    """('linear', True) for 'linear (warmup kept)': the rule and whether it keeps the reference's warmup."""
+    return (rule.removesuffix(WARMUP_KEPT), True) if rule.endswith(WARMUP_KEPT) else (rule, False)
 
 
 def arm_of(family: str, k: float, lr_mult: float, wd_mult: float, warmup_lengthened: bool) -> str:
@@ -39,4 +45,5 @@ def arm_of(family: str, k: float, lr_mult: float, wd_mult: float, warmup_lengthe
         return "linear" if warmup_lengthened or k < WARMUP_FROM_K else "none"
     if abs(e) < 0.05:
         return "none"
-    return next((name for name, exps in K_RULES.items() if abs(exps[family] - e) < 0.05), "")
+    name = next((name for name, exps in K_RULES.items() if abs(exps[family] - e) < 0.05), "")
+    return name + WARMUP_KEPT if name and k >= WARMUP_FROM_K and not warmup_lengthened else name

@@ -13,7 +13,7 @@ from fractions import Fraction
 
 from orchestrator.scaling import evidence
 from orchestrator.scaling import ultralytics_math as um
-from orchestrator.scaling.policies import K_RULES, WARMUP_FROM_K
+from orchestrator.scaling.policies import K_RULES, WARMUP_FROM_K, split_rule
 from orchestrator.tasks import MEAN_LOSS_TASKS
 
 WARMUP_MIN_EPOCHS = 5.0  # Goyal et al. 2017: gradual warmup over 5 epochs for large minibatches
@@ -92,18 +92,19 @@ def _rule(policy: str, opt: str, images: int, images_ref: int, world: int, world
     if policy == "table":
         return _table(family, world, world_ref, growth)
     decision = evidence.decision(task, start, family, float(k_images)) if policy == "auto" else None
-    applies = decision.rule if decision else policy
-    if applies == "none":
+    applies = decision.rule if decision else policy  # the arm, e.g. "linear (warmup kept)"
+    base, keep_warmup = split_rule(applies)
+    if base == "none":
         return _none(policy, family, k_images, growth, k_text, decision)
-    e = K_RULES[applies][family]
+    e = K_RULES[base][family]
     sgd, mean_loss = family == "SGD", task in MEAN_LOSS_TASKS
     lr_mult, wd_mult = _multipliers(k_images, e, e + 1 if sgd else e, growth if sgd and mean_loss else None)
     k = float(k_images)
     lr_reason = "" if lr_mult == 1 and k == 1 else _lr_reason(policy, applies, f"lr0 x {float(lr_mult):.4g}" + (
         f" / {float(growth):.4g} micro-batches" if sgd and mean_loss and growth != 1 else f" = k^{e:g}"), k_text, decision)
     wd_reason = f"{policy} keeps the decay per epoch (steps x 1/{k:.4g}, lr0 x {float(lr_mult):.4g})"
-    return Rule(policy, family, k, k_text, lr_mult, wd_mult, k >= WARMUP_K_THRESHOLD, lr_reason, wd_reason,
-                applies, decision)
+    return Rule(policy, family, k, k_text, lr_mult, wd_mult, k >= WARMUP_K_THRESHOLD and not keep_warmup, lr_reason,
+                wd_reason, applies, decision)
 
 
 def _none(policy: str, family: str, k_images: Fraction, growth: Fraction, k_text: str,

@@ -43,7 +43,7 @@ from orchestrator.scaling.batch import plan_images, split, target_batch
 from orchestrator.scaling.effective import clean, effective_values, fmt
 from orchestrator.scaling.reference import resolve_reference, validate_reference
 from orchestrator.scaling.rules import WARMUP_K_THRESHOLD, WARMUP_MIN_EPOCHS, Rule, rule_for
-from orchestrator.scaling.types import POLICIES, ReferenceHyp, ScaleResult, ScalingError, TargetHardware
+from orchestrator.scaling.types import POLICIES, WARMUPS, ReferenceHyp, ScaleResult, ScalingError, TargetHardware
 from orchestrator.tasks import MEAN_LOSS_TASKS
 
 __all__ = ["scale"]
@@ -51,10 +51,11 @@ __all__ = ["scale"]
 PASSED_KEYS = ("batch", "nbs", "optimizer", "lr0", "momentum", "weight_decay", "warmup_epochs", "warmup_bias_lr")
 
 
-def scale(reference: ReferenceHyp, target: TargetHardware, policy: str = "auto") -> ScaleResult:
-    """Ultralytics train arguments for ``target`` that reproduce ``reference`` under ``policy``."""
+def scale(reference: ReferenceHyp, target: TargetHardware, policy: str = "auto", warmup: str = "auto") -> ScaleResult:
+    """Ultralytics train arguments for ``target`` that reproduce ``reference`` under ``policy``;
+    ``warmup`` "keep" keeps the reference's warmup_epochs where the rule would lengthen them."""
     ref, world = reference, target.devices.world_size
-    opt_ref, total_req, batch_source = _checked_inputs(ref, target, policy)
+    opt_ref, total_req, batch_source = _checked_inputs(ref, target, policy, warmup)
     reasons_for: dict[str, list[str]] = {k: [] for k in PASSED_KEYS}  # why a value changed
     kept_for: dict[str, list[str]] = {k: [] for k in PASSED_KEYS}  # why a value stays though X changes
     warnings: list[str] = []
@@ -88,7 +89,7 @@ def scale(reference: ReferenceHyp, target: TargetHardware, policy: str = "auto")
         reasons_for["lr0"].append(rule.lr_reason)
         kept_for["lr0"].append(rule.lr_reason)
     passed["weight_decay"] = _weight_decay(ref, rule, images, images_ref, nbs, reasons_for, kept_for)
-    passed["warmup_epochs"] = _warmup(ref, rule, reasons_for)
+    passed["warmup_epochs"] = _warmup(ref, rule, warmup, reasons_for, kept_for)
     _refuse_out_of_range(passed, rule)
     eff = effective_values(passed, world, ref.epochs, ref.dataset_size, target.devices.kind, target.drop_last,
                            ref.formulas, ref.warmup_momentum)
@@ -117,12 +118,14 @@ def _step_growth(ref: ReferenceHyp, images: int, images_ref: int, total: int, nb
     return Fraction(world * um.accumulate(nbs, total), ref.world_size * um.accumulate(ref.nbs, ref.batch))
 
 
-def _checked_inputs(ref: ReferenceHyp, target: TargetHardware, policy: str) -> tuple[str, int, str]:
+def _checked_inputs(ref: ReferenceHyp, target: TargetHardware, policy: str, warmup: str) -> tuple[str, int, str]:
     """(the reference's optimizer in Ultralytics' spelling, the target's total batch, where it came
     from); ScalingError with one line per problem."""
     problems: list[str] = []
     if policy not in POLICIES:
         problems.append(f"policy: '{policy}' is not one of {', '.join(POLICIES)}")
+    if warmup not in WARMUPS:
+        problems.append(f"scaling.warmup: '{warmup}' is not one of {', '.join(WARMUPS)}")
     opt_ref = validate_reference(ref, problems)
     if problems:
         raise ScalingError(problems)
@@ -176,8 +179,12 @@ def _weight_decay(ref: ReferenceHyp, rule: Rule, images: int, images_ref: int, n
     return wd
 
 
-def _warmup(ref: ReferenceHyp, rule: Rule, reasons_for: dict[str, list[str]]) -> float:
+def _warmup(ref: ReferenceHyp, rule: Rule, warmup: str, reasons_for: dict[str, list[str]],
+            kept_for: dict[str, list[str]]) -> float:
     if not rule.lengthen_warmup or ref.warmup_epochs >= WARMUP_MIN_EPOCHS:
+        return ref.warmup_epochs
+    if warmup == "keep":
+        kept_for["warmup_epochs"].append(f"scaling.warmup keep (the rule would lengthen it to {WARMUP_MIN_EPOCHS:g})")
         return ref.warmup_epochs
     reasons_for["warmup_epochs"].append(
         f"gradual warmup of at least {WARMUP_MIN_EPOCHS:g} epochs (Goyal et al. 2017) because {rule.k_text} "

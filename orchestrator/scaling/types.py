@@ -10,6 +10,7 @@ from orchestrator.scaling import ultralytics_math as um
 from orchestrator.scaling.releases import Formulas
 
 POLICIES = ("auto", "linear", "sqrt", "table", "none")
+WARMUPS = ("auto", "keep")  # scaling.warmup: the rule's (lengthened from k = 4, or auto's decision), or the reference's
 
 
 class ScalingError(ValueError):

@@ -131,7 +131,7 @@ CASES = [
     ("sgd-b64", ReferenceHyp(optimizer="SGD", dataset_size=N_IMAGES, nc=NC), _cpu(batch=64), "auto"),
     # batch 128, stock nbs 64: round(0.5) == 0 -> accumulate 1, Ultralytics doubles weight decay
     ("sgd-b128-none", ReferenceHyp(optimizer="SGD", dataset_size=N_IMAGES, nc=NC), _cpu(batch=128), "none"),
-    # batch 128 under auto: k = 2, lr0 x sqrt(2), passed weight decay compensates Ultralytics' factor 128/64
+    # batch 128 under auto: k = 2, linear (lr0 kept), passed weight decay compensates Ultralytics' factor 128/64
     ("sgd-b128-auto", ReferenceHyp(optimizer="SGD", dataset_size=N_IMAGES, nc=NC), _cpu(batch=128), "auto"),
     # nbs raised: 128 images per step planned, per-device cap 32 -> accumulate 4 via nbs 128
     (
@@ -140,10 +140,13 @@ CASES = [
         _cpu(batch=128, max_batch_per_device=32),
         "auto",
     ),
-    ("adamw-b128-sqrt", ReferenceHyp(optimizer="AdamW", lr0=0.001, weight_decay=0.05, dataset_size=N_IMAGES, nc=NC), _cpu(batch=128), "auto"),
+    ("adamw-b128-auto", ReferenceHyp(optimizer="AdamW", lr0=0.001, weight_decay=0.05, dataset_size=N_IMAGES, nc=NC), _cpu(batch=128), "auto"),
     ("adamw-table", ReferenceHyp(optimizer="AdamW", lr0=0.001, dataset_size=N_IMAGES, nc=NC), _cpu(batch=32), "table"),
-    # k = 8 from scratch on a CPU: auto passes linear's values there (evidence.AUTO_BY_DEVICE)
+    # k = 8 from scratch: auto's linear (evidence.decision, on every device)
     ("sgd-k8-cpu", ReferenceHyp(optimizer="SGD", batch=8, nbs=8, dataset_size=N_IMAGES, nc=NC), _cpu(batch=64), "auto"),
+    # k = 8 fine-tuning: auto's lr0 x sqrt(k), an irrational multiplier on lr0 and the weight decay
+    ("sgd-k8-finetune", ReferenceHyp(optimizer="SGD", batch=8, nbs=8, dataset_size=N_IMAGES, nc=NC, pretrained=True),
+     _cpu(batch=64), "auto"),
     # odd total: round(64/48) = 1 -> 48 images per step, k = 0.75
     ("sgd-b48", ReferenceHyp(optimizer="SGD", dataset_size=N_IMAGES, nc=NC), _cpu(batch=48), "auto"),
     # a dataset larger than the batch: batches of 4 (the cases above are capped at the 8 images)

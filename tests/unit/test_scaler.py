@@ -640,3 +640,15 @@ def test_table_quotes_its_measured_rows():
     table = scale(ReferenceHyp(optimizer="AdamW", lr0=0.001, batch=16, nbs=16), tgt("cpu", batch=64), "table")
     assert any("measured on one process, where it keeps lr0 and the optimizer's weight decay: table -0.078 [" in w
                for w in table.warnings)
+
+
+def test_scaling_warmup_keep_keeps_the_references_warmup_and_says_so():
+    """scaling.warmup: keep (the job's scaling section): the rule's lr0 and weight decay, the reference's warmup."""
+    adam = ReferenceHyp(optimizer="AdamW", lr0=0.001, batch=8, nbs=8, momentum=0.9)
+    lengthened, kept = scale(adam, tgt("cpu", batch=64)), scale(adam, tgt("cpu", batch=64), "auto", "keep")
+    assert (lengthened.passed["warmup_epochs"], kept.passed["warmup_epochs"]) == (5.0, 3.0)
+    assert {k: v for k, v in kept.passed.items() if k != "warmup_epochs"} == \
+        {k: v for k, v in lengthened.passed.items() if k != "warmup_epochs"}
+    assert reason(kept, "warmup_epochs") == "warmup_epochs 3 kept: scaling.warmup keep (the rule would lengthen it to 5)"
+    with pytest.raises(ScalingError, match="scaling.warmup: 'short' is not one of auto, keep"):
+        scale(adam, tgt("cpu", batch=64), "auto", "short")
