@@ -10,7 +10,7 @@ from typing import Any
 from orchestrator.scaling import evidence
 from orchestrator.scaling import ultralytics_math as um
 from orchestrator.scaling.effective import fmt
-from orchestrator.scaling.policies import POLICY_ARMS
+from orchestrator.scaling.policies import DEVICE_RULE, K_POLICIES, POLICY_ARMS
 from orchestrator.scaling.rules import Rule
 
 LINEAR_LIMIT_IMAGES = 8192  # linear scaling held up to ~8k images per step on ImageNet (Goyal et al.)
@@ -19,7 +19,7 @@ LINEAR_LIMIT_IMAGES = 8192  # linear scaling held up to ~8k images per step on I
 def table_warning(rule: Rule, images: int, images_ref: int, auto_text: str) -> str:
     """`table` scales by the device count; say by how much the images per step really changed, what
     was measured and what `auto` (`auto_text`) would pass instead."""
-    measured = evidence.gaps(rule.family, images / images_ref, "table") if rule.k == 1 else []
+    measured = evidence.gaps(rule.family, images / images_ref, DEVICE_RULE) if rule.k == 1 else []
     return (
         f"policy table scales by the device count (k = {rule.k:.2f}), but images per optimizer step go "
         f"{images_ref} -> {images}"
@@ -118,7 +118,7 @@ def per_step_warnings(
     is an approximation or beyond what was measured (`start`: from scratch, or fine-tuning)."""
     out = []
     k = images / images_ref
-    if rule.name in ("auto", "linear", "sqrt") and images > LINEAR_LIMIT_IMAGES and k > 1:
+    if rule.name in K_POLICIES and images > LINEAR_LIMIT_IMAGES and k > 1:
         out.append(
             f"{images} images per optimizer step: large-batch rules held up to about {LINEAR_LIMIT_IMAGES} in "
             "Goyal et al.; beyond that expect a gap, or use a smaller batch"

@@ -4,6 +4,7 @@ the batch/nbs split that gives exactly those images."""
 from __future__ import annotations
 
 from orchestrator.scaling import ultralytics_math as um
+from orchestrator.scaling.policies import STOCK_IMAGES
 from orchestrator.scaling.types import ReferenceHyp, TargetHardware
 
 
@@ -40,7 +41,7 @@ def target_batch(ref: ReferenceHyp, target: TargetHardware, problems: list[str])
 
 def plan_images(policy: str, images_ref: int, total: int, nbs_ref: int) -> int:
     """Images per optimizer step the target will use."""
-    if policy in ("table", "none"):
+    if policy in STOCK_IMAGES:
         return total * um.accumulate(nbs_ref, total)  # what stock Ultralytics does with the reference nbs
     if images_ref % total == 0:
         return images_ref  # accumulation can hold it exactly

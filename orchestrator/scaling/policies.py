@@ -19,6 +19,13 @@ K_RULES = {
     "lr0-sqrt": {"SGD": 0.5, "Adam": 0.5},  # the clipped SGD step x sqrt(k): auto's rule for SGD before issue #48
     "lr0 x k": {"SGD": 1.0, "Adam": 1.0},  # an early SGD candidate (docs/scaling.md 7B)
 }
+POLICIES = ("auto", "linear", "sqrt", "table", "none")  # what scaling.policy may name
+# the policies that take the images per step stock Ultralytics takes with the reference's nbs (the others
+# plan them from the reference's: STOCK_IMAGES), the one that scales by the device count (DEVICE_RULE), and
+# those whose rule scales by k, the images per step (K_POLICIES)
+STOCK_IMAGES = ("table", "none")
+DEVICE_RULE = "table"
+K_POLICIES = ("auto", "linear", "sqrt")
 # the arms a saved training can be: the k-rules, stock Ultralytics, the device-count rule on one process
 ARMS = ("none", "linear", "sqrt", "table", "lr0-sqrt", "lr0 x k")
 POLICY_ARMS = ("none", "linear", "sqrt", "table")  # what a user can name as scaling.policy besides auto

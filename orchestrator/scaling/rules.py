@@ -13,7 +13,7 @@ from fractions import Fraction
 
 from orchestrator.scaling import evidence
 from orchestrator.scaling import ultralytics_math as um
-from orchestrator.scaling.policies import K_RULES, WARMUP_FROM_K, split_rule
+from orchestrator.scaling.policies import DEVICE_RULE, K_RULES, WARMUP_FROM_K, split_rule
 from orchestrator.tasks import MEAN_LOSS_TASKS
 
 WARMUP_MIN_EPOCHS = 5.0  # Goyal et al. 2017: gradual warmup over 5 epochs for large minibatches
@@ -89,7 +89,7 @@ def _rule(policy: str, opt: str, images: int, images_ref: int, world: int, world
     k_images = Fraction(images, images_ref)
     family = "SGD" if opt in um.SGD_FAMILY else "Adam"
     k_text = f"k = {images}/{images_ref} = {float(k_images):.4g} images per step"
-    if policy == "table":
+    if policy == DEVICE_RULE:
         return _table(family, world, world_ref, growth)
     decision = evidence.decision(task, start, family, float(k_images)) if policy == "auto" else None
     applies = decision.rule if decision else policy  # the arm, e.g. "linear (warmup kept)"

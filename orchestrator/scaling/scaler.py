@@ -42,6 +42,7 @@ from orchestrator.scaling import ultralytics_math as um
 from orchestrator.scaling.batch import plan_images, split, target_batch
 from orchestrator.scaling.effective import clean, effective_values, fmt
 from orchestrator.scaling.reference import resolve_reference, validate_reference
+from orchestrator.scaling.policies import DEVICE_RULE, STOCK_IMAGES
 from orchestrator.scaling.rules import WARMUP_K_THRESHOLD, WARMUP_MIN_EPOCHS, Rule, rule_for
 from orchestrator.scaling.types import POLICIES, WARMUPS, ReferenceHyp, ScaleResult, ScalingError, TargetHardware
 from orchestrator.tasks import MEAN_LOSS_TASKS
@@ -71,7 +72,7 @@ def scale(reference: ReferenceHyp, target: TargetHardware, policy: str = "auto",
 
     # 2. the target's images per optimizer step and the batch/nbs split that gives them exactly
     images = plan_images(policy, images_ref, total_req, ref.nbs)
-    keep_nbs = policy in ("table", "none") or images == images_ref  # stock Ultralytics, or nothing rescaled
+    keep_nbs = policy in STOCK_IMAGES or images == images_ref  # stock Ultralytics, or nothing rescaled
     total, nbs, lowered = split(images, total_req, world, target.max_batch_per_device, ref.nbs, keep_nbs)
     reasons_for["batch"].append(_batch_reason(total_req, total, images, world, lowered, batch_source,
                                               target.max_batch_per_device))
@@ -96,7 +97,7 @@ def scale(reference: ReferenceHyp, target: TargetHardware, policy: str = "auto",
 
     # 4. the reasons and the warnings
     warnings += _auto_pick_warning(ref, opt_ref, passed)
-    if policy == "table":
+    if policy == DEVICE_RULE:
         warnings.append(advice.table_warning(rule, images, images_ref, _auto_alternative(ref, target)))
     warnings += advice.per_step_warnings(passed["optimizer"], rule, passed, eff, ref_eff, images, images_ref, ref.start,
                                          ref.task)
@@ -197,7 +198,7 @@ def _refuse_out_of_range(passed: dict[str, Any], rule: Rule) -> None:
     problems = [
         f"{key}: {fmt(passed[key])} after {rule.name} scaling ({rule.k_text}) is outside [0, 1], which "
         f"Ultralytics' check_cfg rejects; use a smaller target batch, "
-        + ("policy none, " if rule.name != "none" else "")
+        + ("policy none, " if rule.name not in STOCK_IMAGES else "")
         + f"or a lower reference {key}"
         for key in sorted(um.FRACTION_KEYS & passed.keys())
         if not 0.0 <= passed[key] <= 1.0
