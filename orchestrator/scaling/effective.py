@@ -62,25 +62,31 @@ def effective_values(
         "epochs": epochs,
     }
     if dataset_size:
-        if kind in XLA_KINDS:
-            nb = um.xla_batches_per_epoch(dataset_size, b, world_size)
-            per_batch, samples = b, um.xla_samples_per_device(dataset_size, world_size)
-        else:
-            nb = um.batches_per_epoch(dataset_size, b, world_size, drop_last)
-            per_batch = um.images_per_batch(dataset_size, b, world_size)
-            samples = um.samples_per_device(dataset_size, world_size)
-        capped = um.capped_accumulate(acc, nb, epochs, formulas.accumulate_capped)
-        eff["accumulate"] = capped
-        eff["images_per_step"] = per_batch * max(world_size, 1) * capped
-        eff["dataset_size"] = dataset_size
-        eff["samples_per_device"] = samples
-        eff["batches_per_epoch"] = nb
-        eff["optimizer_steps_per_epoch"] = round(nb / capped, 3) if capped else 0  # XLA: refused by the plan
-        eff["warmup_iterations"] = nw = um.warmup_iterations(passed["warmup_epochs"], epochs, nb,
-                                                             formulas.warmup_floor, formulas.warmup_capped)
-        eff["accumulate_after_warmup"] = um.accumulate_after_warmup(nbs, batch, capped, nw, nb * epochs,
-                                                                    formulas.warmup_last_step, formulas.ramp_to_capped)
-        if warmup_momentum is not None and passed["optimizer"] in um.MOMENTUM_RAMPED:
-            eff["momentum_after_warmup"] = clean(um.momentum_after_warmup(
-                passed["momentum"], warmup_momentum, nw, nb * epochs, formulas.warmup_last_step))
+        eff.update(_per_dataset(passed, eff, dataset_size, kind, drop_last, formulas, warmup_momentum))
     return eff
+
+
+def _per_dataset(passed: dict[str, Any], eff: dict[str, Any], dataset_size: int, kind: str, drop_last: bool,
+                 formulas: Formulas, warmup_momentum: float | None) -> dict[str, Any]:
+    """What the dataset's size decides: batches and optimizer steps per epoch, the accumulation Ultralytics
+    caps for a tiny dataset, the warmup's iterations and what it leaves accumulate and momentum at."""
+    b, world_size, epochs, batch, nbs = eff["batch_per_device"], eff["world_size"], eff["epochs"], eff["batch"], eff["nbs"]
+    if kind in XLA_KINDS:
+        nb = um.xla_batches_per_epoch(dataset_size, b, world_size)
+        per_batch, samples = b, um.xla_samples_per_device(dataset_size, world_size)
+    else:
+        nb = um.batches_per_epoch(dataset_size, b, world_size, drop_last)
+        per_batch = um.images_per_batch(dataset_size, b, world_size)
+        samples = um.samples_per_device(dataset_size, world_size)
+    capped = um.capped_accumulate(eff["accumulate"], nb, epochs, formulas.accumulate_capped)
+    nw = um.warmup_iterations(passed["warmup_epochs"], epochs, nb, formulas.warmup_floor, formulas.warmup_capped)
+    out = {"accumulate": capped, "images_per_step": per_batch * max(world_size, 1) * capped,
+           "dataset_size": dataset_size, "samples_per_device": samples, "batches_per_epoch": nb,
+           "optimizer_steps_per_epoch": round(nb / capped, 3) if capped else 0,  # XLA: refused by the plan
+           "warmup_iterations": nw,
+           "accumulate_after_warmup": um.accumulate_after_warmup(nbs, batch, capped, nw, nb * epochs,
+                                                                 formulas.warmup_last_step, formulas.ramp_to_capped)}
+    if warmup_momentum is not None and passed["optimizer"] in um.MOMENTUM_RAMPED:
+        out["momentum_after_warmup"] = clean(um.momentum_after_warmup(
+            passed["momentum"], warmup_momentum, nw, nb * epochs, formulas.warmup_last_step))
+    return out

@@ -34,6 +34,7 @@ Whatever the policy, the passed weight_decay is computed so that Ultralytics' ow
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -52,61 +53,87 @@ __all__ = ["scale"]
 PASSED_KEYS = ("batch", "nbs", "optimizer", "lr0", "momentum", "weight_decay", "warmup_epochs", "warmup_bias_lr")
 
 
+@dataclass
+class _Notes:
+    """What the steps of `scale` say: per passed key why it changed (or stays though X changes), the
+    warnings, and the mechanisms behind the reasons (plan --explain)."""
+
+    changed: dict[str, list[str]] = field(default_factory=lambda: {k: [] for k in PASSED_KEYS})
+    kept: dict[str, list[str]] = field(default_factory=lambda: {k: [] for k in PASSED_KEYS})
+    warnings: list[str] = field(default_factory=list)
+    details: list[str] = field(default_factory=list)
+
+
 def scale(reference: ReferenceHyp, target: TargetHardware, policy: str = "auto", warmup: str = "auto") -> ScaleResult:
     """Ultralytics train arguments for ``target`` that reproduce ``reference`` under ``policy``;
     ``warmup`` "keep" keeps the reference's warmup_epochs where the rule would lengthen them."""
     ref, world = reference, target.devices.world_size
     opt_ref, total_req, batch_source = _checked_inputs(ref, target, policy, warmup)
-    reasons_for: dict[str, list[str]] = {k: [] for k in PASSED_KEYS}  # why a value changed
-    kept_for: dict[str, list[str]] = {k: [] for k in PASSED_KEYS}  # why a value stays though X changes
-    warnings: list[str] = []
-
+    notes = _Notes()
     # 1. what the reference run really trained with, and what Ultralytics applied there
-    base = resolve_reference(ref, opt_ref, reasons_for, warnings)
+    ref_passed, ref_eff = _reference_as_trained(ref, opt_ref, target, notes)
+    images_ref = ref.batch * um.accumulate(ref.nbs, ref.batch)  # uncapped: the plan, not tiny-data effects
+    # 2. the target's images per optimizer step and the batch/nbs split that gives them exactly
+    images, total, nbs = _images_and_split(policy, ref, target, total_req, batch_source, images_ref, notes)
+    # 3. the policy's rule: lr0, the weight decay, the warmup
+    rule = rule_for(policy, ref_passed["optimizer"], images, images_ref, world, ref.world_size,
+                    _step_growth(ref, images, images_ref, total, nbs, world), ref.task, ref.start)
+    passed = _apply(ref, rule, dict(ref_passed, batch=total, nbs=nbs), images, images_ref, warmup, notes)
+    eff = effective_values(passed, world, ref.epochs, ref.dataset_size, target.devices.kind, target.drop_last,
+                           ref.formulas, ref.warmup_momentum)
+    # 4. the warnings, and the mechanisms behind the reasons
+    notes.warnings += _auto_pick_warning(ref, opt_ref, passed)
+    if policy == DEVICE_RULE:
+        notes.warnings.append(advice.table_warning(rule, images, images_ref, _auto_alternative(ref, target)))
+    notes.warnings += advice.per_step_warnings(passed["optimizer"], rule, passed, eff, ref_eff, images, images_ref,
+                                               ref.start, ref.task)
+    notes.warnings += advice.target_warnings(ref, target.devices, passed, eff, ref_eff, images, target.sync_bn)
+    details = ([rule.detail] if rule.detail else []) + notes.details
+    return ScaleResult(devices=str(target.devices) or target.devices.kind, policy=policy, passed=passed,
+                       effective=eff, reasons=_reason_lines(ref, passed, notes.changed, notes.kept),
+                       warnings=notes.warnings, reference_effective=ref_eff, k=rule.k,
+                       details=details + advice.step_details(passed["optimizer"], eff, ref_eff, images / images_ref))
+
+
+def _reference_as_trained(ref: ReferenceHyp, opt_ref: str, target: TargetHardware,
+                          notes: _Notes) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The reference's passed values (optimizer=auto resolved) and what Ultralytics applied with them."""
+    base = resolve_reference(ref, opt_ref, notes.changed, notes.warnings)
     known = {"batch": ref.batch, "nbs": ref.nbs, "weight_decay": ref.weight_decay,
              "warmup_epochs": ref.warmup_epochs, **base}
     ref_passed = {key: known[key] for key in PASSED_KEYS}
-    ref_eff = effective_values(ref_passed, ref.world_size, ref.epochs, ref.dataset_size, drop_last=target.drop_last,
-                               formulas=ref.formulas, warmup_momentum=ref.warmup_momentum)
-    images_ref = ref.batch * um.accumulate(ref.nbs, ref.batch)  # uncapped: the plan, not tiny-data effects
+    return ref_passed, effective_values(ref_passed, ref.world_size, ref.epochs, ref.dataset_size,
+                                        drop_last=target.drop_last, formulas=ref.formulas,
+                                        warmup_momentum=ref.warmup_momentum)
 
-    # 2. the target's images per optimizer step and the batch/nbs split that gives them exactly
+
+def _images_and_split(policy: str, ref: ReferenceHyp, target: TargetHardware, total_req: int, batch_source: str,
+                      images_ref: int, notes: _Notes) -> tuple[int, int, int]:
+    """The target's images per step, total batch and nbs, with the reasons for the batch and nbs."""
+    world = target.devices.world_size
     images = plan_images(policy, images_ref, total_req, ref.nbs)
     keep_nbs = policy in STOCK_IMAGES or images == images_ref  # stock Ultralytics, or nothing rescaled
     total, nbs, lowered = split(images, total_req, world, target.max_batch_per_device, ref.nbs, keep_nbs)
-    reasons_for["batch"].append(_batch_reason(total_req, total, images, world, lowered, batch_source,
-                                              target.max_batch_per_device))
-    details = []
+    notes.changed["batch"].append(_batch_reason(total_req, total, images, world, lowered, batch_source,
+                                                target.max_batch_per_device))
     if nbs != ref.nbs:
-        reasons_for["nbs"].append(_nbs_reason(ref.nbs, nbs, total, images, world))
-        details.append(_nbs_detail(ref.nbs, nbs, total, world))
+        notes.changed["nbs"].append(_nbs_reason(ref.nbs, nbs, total, images, world))
+        notes.details.append(_nbs_detail(ref.nbs, nbs, total, world))
+    return images, total, nbs
 
-    # 3. the policy's rule: lr0, the weight decay, the warmup
-    rule = rule_for(policy, base["optimizer"], images, images_ref, world, ref.world_size,
-                    _step_growth(ref, images, images_ref, total, nbs, world), ref.task, ref.start)
-    passed = dict(ref_passed, batch=total, nbs=nbs)
-    passed["lr0"] = base["lr0"] if rule.lr_mult == 1 else clean(base["lr0"] * float(rule.lr_mult))
+
+def _apply(ref: ReferenceHyp, rule: Rule, passed: dict[str, Any], images: int, images_ref: int, warmup: str,
+           notes: _Notes) -> dict[str, Any]:
+    """The reference's passed values with the rule's lr0, weight decay and warmup; refused out of range."""
+    lr0 = passed["lr0"]
+    passed["lr0"] = lr0 if rule.lr_mult == 1 else clean(lr0 * float(rule.lr_mult))
     if rule.lr_reason:  # printed as "lr0 a -> b: ..." or "lr0 a kept: ..."
-        reasons_for["lr0"].append(rule.lr_reason)
-        kept_for["lr0"].append(rule.lr_reason)
-    passed["weight_decay"] = _weight_decay(ref, rule, images, images_ref, nbs, reasons_for, kept_for)
-    passed["warmup_epochs"] = _warmup(ref, rule, warmup, reasons_for, kept_for)
+        notes.changed["lr0"].append(rule.lr_reason)
+        notes.kept["lr0"].append(rule.lr_reason)
+    passed["weight_decay"] = _weight_decay(ref, rule, images, images_ref, passed["nbs"], notes.changed, notes.kept)
+    passed["warmup_epochs"] = _warmup(ref, rule, warmup, notes.changed, notes.kept)
     _refuse_out_of_range(passed, rule)
-    eff = effective_values(passed, world, ref.epochs, ref.dataset_size, target.devices.kind, target.drop_last,
-                           ref.formulas, ref.warmup_momentum)
-
-    # 4. the reasons and the warnings
-    warnings += _auto_pick_warning(ref, opt_ref, passed)
-    if policy == DEVICE_RULE:
-        warnings.append(advice.table_warning(rule, images, images_ref, _auto_alternative(ref, target)))
-    warnings += advice.per_step_warnings(passed["optimizer"], rule, passed, eff, ref_eff, images, images_ref, ref.start,
-                                         ref.task)
-    warnings += advice.target_warnings(ref, target.devices, passed, eff, ref_eff, images, target.sync_bn)
-    return ScaleResult(devices=str(target.devices) or target.devices.kind, policy=policy, passed=passed,
-                       effective=eff, reasons=_reason_lines(ref, passed, reasons_for, kept_for), warnings=warnings,
-                       reference_effective=ref_eff, k=rule.k,
-                       details=([rule.detail] if rule.detail else []) + details + advice.step_details(
-                           passed["optimizer"], eff, ref_eff, images / images_ref))
+    return passed
 
 
 def _step_growth(ref: ReferenceHyp, images: int, images_ref: int, total: int, nbs: int, world: int) -> Fraction:
