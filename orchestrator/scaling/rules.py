@@ -100,8 +100,9 @@ def _rule(policy: str, opt: str, images: int, images_ref: int, world: int, world
     sgd, mean_loss = family == "SGD", task in MEAN_LOSS_TASKS
     lr_mult, wd_mult = _multipliers(k_images, e, e + 1 if sgd else e, growth if sgd and mean_loss else None)
     k = float(k_images)
-    lr_reason = "" if lr_mult == 1 and k == 1 else _lr_reason(policy, applies, f"lr0 x {float(lr_mult):.4g}" + (
-        f" / {float(growth):.4g} micro-batches" if sgd and mean_loss and growth != 1 else f" = k^{e:g}"), k_text, decision)
+    how = (f"lr0 x {float(lr_mult):.4g} = k^{e + 1:g} over {float(growth):.4g} micro-batches per step"
+           if sgd and mean_loss and growth != 1 else f"lr0 x {float(lr_mult):.4g} = k^{e:g}")
+    lr_reason = "" if lr_mult == 1 and k == 1 else _lr_reason(policy, applies, how, k_text, decision)
     wd_reason = f"{policy} keeps the decay per epoch (steps x 1/{k:.4g}, lr0 x {float(lr_mult):.4g})"
     return Rule(policy, family, k, k_text, lr_mult, wd_mult, k >= WARMUP_K_THRESHOLD and not keep_warmup, lr_reason,
                 wd_reason, applies, decision)

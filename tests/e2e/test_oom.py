@@ -159,5 +159,5 @@ def test_classify_oom_restart_rescales_lr0_for_the_mean_loss(tmp_path):
     assert (args["batch"], args["nbs"], args["lr0"]) == (3, 18, 0.005)
     # x2 of what the reference applied (its Ultralytics factor 18/16); nbs 18 makes the target's factor 1
     assert args["weight_decay"] == pytest.approx(2 * wd * 18 / 16)
-    assert any("classify loss is a mean" in line for line in resolved["plan"]["scaling"]["reasons"])
+    assert any("classify loss is a mean" in line for line in resolved["plan"]["scaling"]["details"])
     assert json.loads((run_dir / "summary.json").read_text())["state"] == "finished"

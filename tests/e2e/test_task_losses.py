@@ -94,7 +94,7 @@ def test_task_trainer_applies_scaler_effective(task, tmp_path):
     result = scale(ref, TargetHardware(parse_devices("cpu"), batch=4), "auto")
     if task == "classify":  # 2 micro-batches per step instead of 1: the mean loss's step doubles at lr0
         assert result.passed["lr0"] == pytest.approx(ref.lr0 / 2) and "classify loss is a mean" in " ".join(
-            result.reasons)
+            result.details)
     else:
         assert result.passed["lr0"] == ref.lr0
     trainer = _trainer(task, tmp_path, epochs=4, **result.passed)
