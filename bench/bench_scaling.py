@@ -46,6 +46,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from orchestrator.doctor.cpu import cpuinfo_fields  # noqa: E402
 from orchestrator.rundir import load_resolved  # noqa: E402
+from orchestrator.scaling import stats  # noqa: E402
 from orchestrator.tasks import EXAMPLE_MODELS, HEADLINE, TASKS  # noqa: E402
 POLICIES = ("none", "auto", "linear", "sqrt", "table", "lr0-sqrt", "auto-warmup-kept", "linear-warmup-kept")
 # Arms that are no policy of the scaler: (the policy, lr0's exponent of k, scaling.warmup). lr0-sqrt passes
@@ -188,25 +189,31 @@ def policies_in(rows: list[dict]) -> list[str]:
 
 
 def summarize(rows: list[dict]) -> dict:
-    """Per (optimizer, k, policy): mean final mAP50-95, min..max over seeds, and the gap to the
-    reference's mean (k = 1: every policy is the reference there)."""
+    """Per (optimizer, k, policy): n, the mean final mAP50-95 (best.pt) and last epoch's, min..max over
+    seeds, and the gap to the reference paired by seed and machine, with its 95 % interval (stats.py;
+    k = 1: every policy is the reference there)."""
     ok = [r for r in rows if "final" in r]
     out: dict = {}
     for opt in sorted({r["optimizer"] for r in ok}):
-        ref = [r["final"] for r in ok if r["optimizer"] == opt and r["k"] == 1]
-        ref_mean = statistics.mean(ref) if ref else None
-        out[opt] = {"reference": {"mean": ref_mean, "min": min(ref, default=None), "max": max(ref, default=None),
-                                  "n": len(ref)}, "cells": {}}
+        refs = {(r["seed"], r.get("machine")): r["final"] for r in ok if r["optimizer"] == opt and r["k"] == 1}
+        ref = list(refs.values())
+        out[opt] = {"reference": {"mean": statistics.mean(ref) if ref else None, "min": min(ref, default=None),
+                                  "max": max(ref, default=None), "n": len(ref)}, "cells": {}}
         for k in sorted({r["k"] for r in ok if r["optimizer"] == opt and r["k"] != 1}):
             for policy in policies_in(ok):
-                vals = [r["final"] for r in ok if (r["optimizer"], r["k"], r["policy"]) == (opt, k, policy)]
-                if not vals:
-                    continue
-                mean = statistics.mean(vals)
-                out[opt]["cells"][f"k{k}-{policy}"] = {
-                    "k": k, "policy": policy, "mean": round(mean, 4), "min": min(vals), "max": max(vals),
-                    "n": len(vals), "gap_to_reference": None if ref_mean is None else round(mean - ref_mean, 4)}
+                cell = [r for r in ok if (r["optimizer"], r["k"], r["policy"]) == (opt, k, policy)]
+                if cell:
+                    out[opt]["cells"][f"k{k}-{policy}"] = _cell_summary(k, policy, cell, refs)
     return out
+
+
+def _cell_summary(k: int, policy: str, cell: list[dict], refs: dict) -> dict:
+    vals = [r["final"] for r in cell]
+    paired = [r["final"] - refs[r["seed"], r.get("machine")] for r in cell if (r["seed"], r.get("machine")) in refs]
+    gap = stats.mean_interval(paired).as_json() if paired else None
+    return {"k": k, "policy": policy, "mean": round(statistics.mean(vals), 4), "min": min(vals), "max": max(vals),
+            "last_mean": round(statistics.mean(r["curve"][-1] for r in cell), 4) if all(r.get("curve") for r in cell)
+            else None, "n": len(vals), "gap_to_reference": gap}
 
 
 def merge(saved: list[dict]) -> dict:
@@ -214,7 +221,7 @@ def merge(saved: list[dict]) -> dict:
     optimizer's gaps against its own references), each file's command and wall time kept. Runs of a file
     trained for other epochs than the first file's are their own cells ("auto, 60 epochs")."""
     if len(saved) == 1:
-        return saved[0]
+        return {**saved[0], "summary": summarize(saved[0]["runs"])}  # this version's statistics
     epochs = saved[0]["task"]["epochs"]
     runs = [r if s["task"]["epochs"] == epochs or "epochs" in r["policy"]
             else {**r, "policy": f"{r['policy']}, {s['task']['epochs']} epochs"} for s in saved for r in s["runs"]]
@@ -228,11 +235,14 @@ def print_table(summary: dict) -> None:
         ref_text = "-" if ref["mean"] is None else f"{ref['mean']:.4f} ({ref['min']:.4f}..{ref['max']:.4f})"
         print(f"\n{opt}: reference (k = 1) {ref_text}")
         width = max([7, *(len(cell["policy"]) for cell in block["cells"].values())])
-        print(f"  {'k':>2} {'policy':{width}} {'mean':>7} {'seeds min..max':>16} {'gap':>8}")
+        print(f"  {'k':>2} {'policy':{width}} {'best.pt':>7} {'last':>7} {'seeds min..max':>16}  gap, paired by seed (95 %)")
         for cell in block["cells"].values():
-            gap = "-" if cell["gap_to_reference"] is None else f"{cell['gap_to_reference']:+.4f}"
-            print(f"  {cell['k']:>2} {cell['policy']:{width}} {cell['mean']:>7.4f} "
-                  f"{cell['min']:>7.4f}..{cell['max']:<7.4f} {gap:>8}")
+            gap = cell["gap_to_reference"]
+            gap_text = "-" if not isinstance(gap, dict) else stats.Interval(
+                gap["n"], gap["mean"], *(gap["ci95"] or (None, None))).text()
+            last = "-" if cell.get("last_mean") is None else f"{cell['last_mean']:.4f}"
+            print(f"  {cell['k']:>2} {cell['policy']:{width}} {cell['mean']:>7.4f} {last:>7} "
+                  f"{cell['min']:>7.4f}..{cell['max']:<7.4f}  {gap_text}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,8 +24,8 @@ def test_merging_two_saved_tables_keeps_each_optimizers_reference():
     sgd = json.loads((SAVED / "bench_scaling_sgd_cpu.json").read_text())
     adamw = json.loads((SAVED / "bench_scaling_adamw_cpu.json").read_text())
     merged = bench.merge([sgd, adamw])
-    assert merged["summary"]["SGD"] == sgd["summary"]["SGD"]
-    assert merged["summary"]["AdamW"] == adamw["summary"]["AdamW"]
+    assert merged["summary"]["SGD"] == bench.summarize(sgd["runs"])["SGD"]  # the statistics of this version
+    assert merged["summary"]["AdamW"] == bench.summarize(adamw["runs"])["AdamW"]
     assert merged["commands"] == [sgd["command"], adamw["command"]]
     assert len(merged["runs"]) == len(sgd["runs"]) + len(adamw["runs"])
 
@@ -52,7 +52,7 @@ def test_runs_of_other_epochs_are_their_own_cells_when_merged():
               "runs": [r for r in saved["runs"] if (r["k"], r["policy"]) == (8, "auto")]}
     merged = bench.merge([saved, longer])
     cells = merged["summary"]["AdamW"]["cells"]
-    assert cells["k8-auto"] == saved["summary"]["AdamW"]["cells"]["k8-auto"]
+    assert cells["k8-auto"] == bench.summarize(saved["runs"])["AdamW"]["cells"]["k8-auto"]
     assert cells["k8-auto, 60 epochs"]["n"] == len(longer["runs"])
     again = bench.merge([merged, longer])["summary"]["AdamW"]["cells"]  # labelled rows are not labelled twice
     assert again["k8-auto, 60 epochs"]["n"] == 2 * len(longer["runs"])
@@ -61,3 +61,15 @@ def test_runs_of_other_epochs_are_their_own_cells_when_merged():
 def test_each_row_names_the_machine_that_trained_it():
     machine = _bench().machine("cpu")
     assert machine.endswith(" cores") and "unknown" not in machine
+
+
+def test_the_gap_is_paired_by_seed_with_its_interval():
+    """Each cell's gap is the mean of (run - the reference of the same seed and machine), with a 95 % interval."""
+    saved = json.loads((SAVED / "bench_scaling_k8_sgd_cpu.json").read_text())
+    cell = _bench().summarize(saved["runs"])["SGD"]["cells"]["k8-linear"]
+    ref = {r["seed"]: r["final"] for r in saved["runs"] if r["k"] == 1}
+    diffs = [r["final"] - ref[r["seed"]] for r in saved["runs"] if (r["k"], r["policy"]) == (8, "linear")]
+    assert cell["gap_to_reference"]["n"] == 3 and cell["gap_to_reference"]["mean"] == round(sum(diffs) / 3, 4)
+    lo, hi = cell["gap_to_reference"]["ci95"]
+    assert lo < cell["gap_to_reference"]["mean"] < hi and cell["last_mean"] is not None
+
