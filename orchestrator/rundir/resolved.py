@@ -124,7 +124,7 @@ class RunPlan:
     launcher: str
     policy: str
     train_args: dict[str, Any]  # Ultralytics' train() arguments, under its names
-    scaling: dict[str, Any]  # ScaleResult.as_json(): passed, effective, reasons, reference_effective, k
+    scaling: dict[str, Any]  # ScaleResult.as_json(): passed, effective, reasons, warnings, details, reference_effective, k
     hyp: dict[str, Any] = field(default_factory=dict)  # reference-scale hyperparameters
     data: dict[str, Any] = field(default_factory=dict)  # yaml, nc, train_images[, root]
     warnings: list[str] = field(default_factory=list)

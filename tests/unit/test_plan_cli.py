@@ -83,3 +83,19 @@ def test_verify_plan_says_what_one_cpu_process_cannot_verify(tmp_path):
         "images": 16, "val_images": 8, "classes": 2, "imgsz": 64}})))
     assert probe_model(cls) == "yolo11n.yaml"
     assert "the job's model yolo11n-cls.yaml" in scope_check(cls, "yolo11n.yaml").detail
+
+
+def test_the_plan_for_one_target_fits_a_screen_and_explain_adds_the_mechanisms(tmp_path):
+    """SGD from scratch, reference batch 8, target 64 on one GPU: each changed value one line of reasons,
+    the whole plan within 60 lines at 100 columns; --explain adds the mechanisms and every effective value."""
+    job = write_job(tmp_path, data={"synth": {"images": 2048, "imgsz": 64}}, epochs=30,
+                    hyp={"optimizer": "SGD", "lr0": 0.01}, reference={"batch": 8, "nbs": 8})
+    env = {"COLUMNS": "100"}
+    brief = run_cli("plan", job, "-d", "0", "--set", "target.batch=64", cwd=tmp_path, env=env)
+    assert brief.returncode == 0, brief.stderr
+    lines = brief.stdout.splitlines()
+    assert len(lines) <= 60 and max(len(line) for line in lines) <= 100
+    assert "why (0, auto):" in brief.stdout and "lr0 0.01 kept: auto takes linear" in brief.stdout
+    assert "summed loss grows" not in brief.stdout and "(--explain:" in brief.stdout
+    full = run_cli("plan", job, "-d", "0", "--set", "target.batch=64", "--explain", cwd=tmp_path, env=env)
+    assert "summed loss grows the SGD gradient" in full.stdout and "warmup_iterations" in full.stdout
