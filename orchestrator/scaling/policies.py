@@ -30,7 +30,8 @@ K_POLICIES = ("auto", "linear", "sqrt")
 ARMS = ("none", "linear", "sqrt", "table", "lr0-sqrt", "lr0 x k")
 POLICY_ARMS = ("none", "linear", "sqrt", "table")  # what a user can name as scaling.policy besides auto
 DEFAULT_RULE = {"SGD": "linear", "Adam": "linear"}  # auto's rule unless the evidence rejects it (measured.py)
-WARMUP_FROM_K = 4.0
+WARMUP_FROM_K = 4.0  # the k-rules lengthen a shorter warmup to WARMUP_MIN_EPOCHS from this k (Goyal et al. 2017)
+WARMUP_MIN_EPOCHS = 5.0  # Goyal et al. 2017: gradual warmup over 5 epochs for large minibatches
 WARMUP_KEPT = " (warmup kept)"  # an arm's suffix: a k-rule with the reference's warmup (scaling.warmup: keep)
 
 

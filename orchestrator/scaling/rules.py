@@ -16,8 +16,6 @@ from orchestrator.scaling import ultralytics_math as um
 from orchestrator.scaling.policies import DEVICE_RULE, K_RULES, WARMUP_FROM_K, split_rule
 from orchestrator.tasks import MEAN_LOSS_TASKS
 
-WARMUP_MIN_EPOCHS = 5.0  # Goyal et al. 2017: gradual warmup over 5 epochs for large minibatches
-WARMUP_K_THRESHOLD = WARMUP_FROM_K  # lengthen warmup when images per step grow at least this much
 
 
 @dataclass(frozen=True)
@@ -104,7 +102,7 @@ def _rule(policy: str, opt: str, images: int, images_ref: int, world: int, world
            if sgd and mean_loss and growth != 1 else f"lr0 x {float(lr_mult):.4g} = k^{e:g}")
     lr_reason = "" if lr_mult == 1 and k == 1 else _lr_reason(policy, applies, how, k_text, decision)
     wd_reason = f"{policy} keeps the decay per epoch (steps x 1/{k:.4g}, lr0 x {float(lr_mult):.4g})"
-    return Rule(policy, family, k, k_text, lr_mult, wd_mult, k >= WARMUP_K_THRESHOLD and not keep_warmup, lr_reason,
+    return Rule(policy, family, k, k_text, lr_mult, wd_mult, k >= WARMUP_FROM_K and not keep_warmup, lr_reason,
                 wd_reason, applies, decision)
 
 

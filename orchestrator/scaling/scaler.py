@@ -43,8 +43,8 @@ from orchestrator.scaling import ultralytics_math as um
 from orchestrator.scaling.batch import plan_images, split, target_batch
 from orchestrator.scaling.effective import clean, effective_values, fmt
 from orchestrator.scaling.reference import resolve_reference, validate_reference
-from orchestrator.scaling.policies import DEVICE_RULE, STOCK_IMAGES
-from orchestrator.scaling.rules import WARMUP_K_THRESHOLD, WARMUP_MIN_EPOCHS, Rule, rule_for
+from orchestrator.scaling.policies import DEVICE_RULE, STOCK_IMAGES, WARMUP_FROM_K, WARMUP_MIN_EPOCHS
+from orchestrator.scaling.rules import Rule, rule_for
 from orchestrator.scaling.types import POLICIES, WARMUPS, ReferenceHyp, ScaleResult, ScalingError, TargetHardware
 from orchestrator.tasks import MEAN_LOSS_TASKS
 
@@ -216,7 +216,7 @@ def _warmup(ref: ReferenceHyp, rule: Rule, warmup: str, reasons_for: dict[str, l
         return ref.warmup_epochs
     reasons_for["warmup_epochs"].append(
         f"gradual warmup of at least {WARMUP_MIN_EPOCHS:g} epochs (Goyal et al. 2017) because {rule.k_text} "
-        f"({'>= ' + format(WARMUP_K_THRESHOLD, 'g') if rule.name != 'table' else '> 1'})"
+        f"({'>= ' + format(WARMUP_FROM_K, 'g') if rule.name != DEVICE_RULE else '> 1'})"
     )
     return WARMUP_MIN_EPOCHS
 
