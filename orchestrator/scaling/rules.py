@@ -17,7 +17,6 @@ from orchestrator.scaling.policies import DEVICE_RULE, K_RULES, WARMUP_FROM_K, s
 from orchestrator.tasks import MEAN_LOSS_TASKS
 
 
-
 @dataclass(frozen=True)
 class Rule:
     """What a policy does at this target: the multipliers of the passed lr0 and of the effective
