@@ -614,8 +614,11 @@ def test_a_rule_that_lost_to_the_reference_names_the_best_measured_rule():
 def test_fine_tuning_quotes_what_more_epochs_did():
     """SGD fine-tuning at k = 8: no rule kept the 10-epoch reference; the warning gives the best rule's gap and
     what the rules trained for 20 epochs measured, with the epochs to set."""
+    from orchestrator.scaling import evidence
+
     gap = next(w for w in scale(FT_SGD, tgt("cpu", batch=64)).warnings if w.startswith("fine-tuning at k = 8"))
-    assert "lr0-sqrt -0.046 [" in gap and "the best rule measured there" in gap
+    row = next(g for g in evidence.rows_at("SGD", 8, "pretrained") if g.rule == "lr0-sqrt")  # auto's rule there
+    assert gap.startswith(f"fine-tuning at k = 8: {row.text()}")
     assert "measured with more epochs: lr0-sqrt, 20 epochs +0.080 [" in gap and gap.endswith("--set epochs=20, at 2x the cost")
     adam = ReferenceHyp(optimizer="AdamW", lr0=0.001429, momentum=0.9, batch=8, nbs=8, epochs=10, pretrained=True)
     r = scale(adam, tgt("cpu", batch=64))
@@ -652,3 +655,17 @@ def test_scaling_warmup_keep_keeps_the_references_warmup_and_says_so():
     assert reason(kept, "warmup_epochs") == "warmup_epochs 3 kept: scaling.warmup keep (the rule would lengthen it to 5)"
     with pytest.raises(ScalingError, match="scaling.warmup: 'short' is not one of auto, keep"):
         scale(adam, tgt("cpu", batch=64), "auto", "short")
+
+
+def test_sgd_fine_tuning_at_k4_takes_stock_ultralytics_values_where_they_beat_the_default():
+    """The fine-tuning warmup campaign (docs/scaling.md G5) with the H200's rows: for SGD at k = 4, linear with
+    the reference's warmup (which is stock Ultralytics' values) beat linear with an interval above 0."""
+    row = _decided("detect", "pretrained", "SGD", 4)
+    assert row["rule"] == "none" and row["basis"] == "measured" and row["versus"]["none"]["ci95"][0] > 0
+    r = scale(FT_SGD, tgt("cpu", batch=32))
+    stock = scale(FT_SGD, tgt("cpu", batch=32), "none")
+    keys = ("images_per_step", "lr0", "weight_decay", "warmup_epochs")  # the same training (nbs splits it otherwise)
+    assert [r.effective[k] for k in keys] == [pytest.approx(stock.effective[k]) for k in keys]
+    assert r.passed["warmup_epochs"] == 3.0
+    assert reason(r, "lr0").startswith("lr0 0.01 kept: auto takes stock Ultralytics' values here: beat the default "
+                                       "(fine-tuning at k = 4, ")
