@@ -46,6 +46,7 @@ SOURCES = {
     "bench_scaling_k8_sgd_cpu_s3-5.json": "",
     "bench_finetune_h200.json": "NVIDIA H200",
     "bench_finetune_warmup_cpu.json": "",
+    "bench_finetune_warmup_sgd_k8_cpu.json": "",
     "bench_scaling_k8_sgd_cpu_ref_s3-5.json": "",
 }
 

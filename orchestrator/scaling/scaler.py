@@ -18,7 +18,7 @@ auto    keep the reference's images per step when the target's total batch divid
         split between batch and accumulation changes); otherwise the rule the evidence decided for the
         job's task, start, optimizer family and k (evidence.decision, docs/scaling.md 7I): `linear`,
         the family's default, unless a measured alternative beat it with a 95 % interval above 0
-        (SGD-family fine-tuning from k = 8: lr0 x sqrt(k)). The device is never part of the key.
+        (so far only for SGD-family fine-tuning). The device is never part of the key.
 linear  the mean-gradient step x k (Goyal et al.): lr0 kept for SGD-family, lr0 x k for Adam-family.
 sqrt    the mean-gradient step x sqrt(k): lr0 / sqrt(k) for SGD-family, lr0 x sqrt(k) for Adam-family.
         For every k-rule the effective (optimizer) weight decay keeps the weight decay per epoch

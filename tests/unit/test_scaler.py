@@ -570,8 +570,8 @@ def test_auto_passes_the_same_values_on_every_device_at_the_same_images_per_step
 
 def test_auto_takes_the_rule_the_evidence_decided_and_quotes_its_row():
     """SGD from scratch at k = 8: linear (the family's default; lr0-sqrt did not beat it, pooled over the
-    CPUs and the H200); SGD fine-tuning at k = 8: lr0 x sqrt(k), which beat it. The reason quotes the
-    decision row's own interval, as evidence.json holds it."""
+    CPUs and the H200); SGD fine-tuning at k = 8: lr0 x sqrt(k) with the reference's warmup, which beat it
+    (G5). The reason quotes the decision row's own interval, as evidence.json holds it."""
     from orchestrator.scaling import evidence
 
     scratch = scale(SGD_K8_REF, tgt("0", batch=64))
@@ -581,10 +581,10 @@ def test_auto_takes_the_rule_the_evidence_decided_and_quotes_its_row():
     assert f"(from scratch at k = 8, {evidence.interval(row['gap']).text()} vs the reference" in reason(scratch, "lr0")
     tune = scale(FT_SGD, tgt("cpu", batch=64))
     row = _decided("detect", "pretrained", "SGD", 8)
-    assert row["rule"] == "lr0-sqrt" and row["basis"] == "measured"
-    assert tune.passed["lr0"] == pytest.approx(0.01 * 8 ** 0.5)
+    assert row["rule"] == "lr0-sqrt (warmup kept)" and row["basis"] == "measured"
+    assert tune.passed["lr0"] == pytest.approx(0.01 * 8 ** 0.5) and tune.passed["warmup_epochs"] == 3.0
     assert tune.effective["weight_decay"] == pytest.approx(0.0005 * 8 ** 0.5)  # the decay per epoch kept
-    assert "auto takes lr0-sqrt, lr0 x 2.828 = k^0.5: beat the default" in reason(tune, "lr0")
+    assert "auto takes lr0-sqrt (warmup kept), lr0 x 2.828 = k^0.5: beat the default" in reason(tune, "lr0")
 
 
 def test_auto_between_and_beyond_the_measured_k():
@@ -617,7 +617,8 @@ def test_fine_tuning_quotes_what_more_epochs_did():
     from orchestrator.scaling import evidence
 
     gap = next(w for w in scale(FT_SGD, tgt("cpu", batch=64)).warnings if w.startswith("fine-tuning at k = 8"))
-    row = next(g for g in evidence.rows_at("SGD", 8, "pretrained") if g.rule == "lr0-sqrt")  # auto's rule there
+    decided = _decided("detect", "pretrained", "SGD", 8)["rule"]
+    row = next(g for g in evidence.rows_at("SGD", 8, "pretrained") if g.rule == decided)  # auto's rule there
     assert gap.startswith(f"fine-tuning at k = 8: {row.text()}")
     assert "measured with more epochs: lr0-sqrt, 20 epochs +0.080 [" in gap and gap.endswith("--set epochs=20, at 2x the cost")
     adam = ReferenceHyp(optimizer="AdamW", lr0=0.001429, momentum=0.9, batch=8, nbs=8, epochs=10, pretrained=True)
