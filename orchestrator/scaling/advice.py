@@ -1,5 +1,6 @@
-"""The scaler's warnings: what changes with the images per optimizer step besides lr0 and weight
-decay, where a rule is an approximation or beyond what was measured, and what the target's
+"""The scaler's reasons and warnings, rendered from a policy's decision (rules.Rule): why lr0 and the
+weight decay change and what that does to the step (details), what else changes with the images per
+optimizer step, where a rule is an approximation or beyond what was measured, and what the target's
 hardware changes (per-device BatchNorm, short warmup, TPU, several nodes)."""
 
 from __future__ import annotations
@@ -14,6 +15,79 @@ from orchestrator.scaling.policies import DEVICE_RULE, K_POLICIES, POLICY_ARMS
 from orchestrator.scaling.rules import Rule
 
 LINEAR_LIMIT_IMAGES = 8192  # linear scaling held up to ~8k images per step on ImageNet (Goyal et al.)
+
+
+def k_text(rule: Rule) -> str:
+    """What the rule scales by: the devices for `table`, else the images per step."""
+    t = rule.target
+    if rule.name == DEVICE_RULE:
+        return f"k = {t.world}/{t.world_ref} = {rule.k:.2f} devices"
+    return f"k = {t.images}/{t.images_ref} = {float(t.k_images):.4g} images per step"
+
+
+def lr_reason(rule: Rule) -> str:
+    """The lr0 line's reason ('' where nothing changed): the rule, and for auto the row it rests on."""
+    t, lr = rule.target, float(rule.lr_mult)
+    if rule.name == DEVICE_RULE:
+        return "" if rule.k == 1 and t.growth == 1 else f"table rule lr0 x {rule.k:.4g} ({_devices(t)})"
+    if rule.stock:
+        if t.k_images == 1 and (t.growth == 1 or rule.family == "Adam"):
+            return ""
+        why = (f"auto takes stock Ultralytics' values here: {decision_text(rule.decision)}" if rule.decision
+               else "policy none: stock Ultralytics' values")
+        return f"{why}; {k_text(rule)}"
+    if rule.lr_mult == 1 and t.k_images == 1:
+        return ""
+    how = (f"lr0 x {lr:.4g} = k^{rule.exponent + 1:g} over {float(t.growth):.4g} micro-batches per step"
+           if rule.family == "SGD" and t.mean_loss and t.growth != 1 else f"lr0 x {lr:.4g} = k^{rule.exponent:g}")
+    if rule.decision is None:
+        return f"{rule.name} rule (forced by policy): {how}, {k_text(rule)}"
+    return f"auto takes {rule.applies}, {how}: {decision_text(rule.decision)}"
+
+
+def _devices(t) -> str:
+    return f"k = {t.world}/{t.world_ref} devices"
+
+
+def wd_reason(rule: Rule) -> str:
+    """The head of the weight_decay line's reason."""
+    t = rule.target
+    if rule.name == DEVICE_RULE:
+        return f"table rule effective weight decay x {rule.k:.4g} ({_devices(t)})"
+    if rule.stock:
+        return "Ultralytics multiplies weight decay by batch*accumulate/nbs"
+    return f"{rule.name} keeps the decay per epoch (steps x 1/{rule.k:.4g}, lr0 x {float(rule.lr_mult):.4g})"
+
+
+def decision_text(decision: evidence.Decision) -> str:
+    """Why auto takes its rule, with the measured gap it rests on, in one phrase."""
+    if decision.row is None:
+        return f"the family's default below the measured k ({evidence.SECTION})"
+    basis = "beat the default" if decision.basis == "measured" else "the family's default"
+    gap = f", {evidence.interval(decision.row['gap']).text()} vs the reference" if decision.row["gap"] else ""
+    start = "fine-tuning" if decision.row["start"] == "pretrained" else "from scratch"
+    where = f"{start} at k = {decision.k_measured:g}" + (", extrapolated beyond" if decision.extrapolated else "")
+    return f"{basis} ({where}{gap}; {evidence.SECTION})"
+
+
+def step_detail(rule: Rule) -> str:
+    """Why (or whether) the step grows with the batch at a fixed lr0, and what the rule's lr0 makes of it
+    (plan --explain); '' where the images per step and the step's growth are the reference's."""
+    t, lr = rule.target, float(rule.lr_mult)
+    k, growth = float(t.k_images), float(t.growth)
+    if t.images == t.images_ref and t.growth == 1:
+        return ""
+    if rule.family == "Adam":
+        return (f"lr0: the {t.opt} update ignores the gradient's scale, so lr0 x {lr:.4g} makes each step x {lr:.4g} "
+                f"and, with {k:.4g} x fewer steps, the movement per epoch x {lr / k:.4g}")
+    if t.mean_loss:
+        return (f"lr0: Ultralytics' classify loss is a mean per micro-batch, multiplied by the world size under DDP and "
+                f"added up over accumulation: the {t.opt} step grows with the micro-batches per step (x {growth:.4g}); "
+                f"lr0 x {lr:.4g} makes the mean-gradient step x {lr * growth:.4g}")
+    return (f"lr0: Ultralytics' summed loss grows the {t.opt} gradient with the images per step (x {growth:.4g}), but "
+            f"its clip at norm {um.CLIP_MAX_NORM:g} bound on {evidence.CLIP_BOUND}: the step is lr0 x "
+            f"{um.CLIP_MAX_NORM:g} long, so lr0 x {lr:.4g} makes the clipped step x {lr:.4g} and the movement per "
+            f"epoch x {lr / k:.4g}")
 
 
 def table_warning(rule: Rule, images: int, images_ref: int, auto_text: str) -> str:

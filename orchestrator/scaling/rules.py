@@ -1,5 +1,7 @@
-"""The policies' rules: by how much each multiplies lr0 and the optimizer's weight decay when the
-images per optimizer step change, and the reason for each, in one line (docs/scaling.md section 3).
+"""The policies, each an object that decides its rule: by how much the passed lr0 and the optimizer's
+weight decay are multiplied when the images per optimizer step change, whether the warmup is
+lengthened, and (for `auto`) the evidence row it rests on. The decision is a typed record (`Rule`);
+advice.py renders every reason and warning from it (docs/scaling.md section 3).
 
 The rules are data (policies.K_RULES: the passed lr0's exponent of k per family); `auto` takes the rule
 evidence.decision names for the job's task, start, family and k (docs/scaling.md 7I): the device is
@@ -8,37 +10,71 @@ never part of it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from fractions import Fraction
 
 from orchestrator.scaling import evidence
 from orchestrator.scaling import ultralytics_math as um
-from orchestrator.scaling.policies import DEVICE_RULE, K_RULES, WARMUP_FROM_K, split_rule
+from orchestrator.scaling.policies import DEVICE_RULE, K_RULES, POLICIES, WARMUP_FROM_K, split_rule
 from orchestrator.tasks import MEAN_LOSS_TASKS
 
 
 @dataclass(frozen=True)
+class Target:
+    """What a policy decides from: the optimizer, the images per step (reference -> target), the device
+    counts, by how much the SGD step grows at a fixed lr0 (scaler._step_growth), the task and the start."""
+
+    opt: str
+    images: int
+    images_ref: int
+    world: int
+    world_ref: int
+    growth: Fraction
+    task: str = "detect"
+    start: str = "scratch"
+
+    @property
+    def family(self) -> str:
+        """"SGD" or "Adam": whether the optimizer's step grows with Ultralytics' summed loss."""
+        return "SGD" if self.opt in um.SGD_FAMILY else "Adam"
+
+    @property
+    def k_images(self) -> Fraction:
+        return Fraction(self.images, self.images_ref)
+
+    @property
+    def mean_loss(self) -> bool:
+        return self.task in MEAN_LOSS_TASKS
+
+
+@dataclass(frozen=True)
 class Rule:
-    """What a policy does at this target: the multipliers of the passed lr0 and of the effective
-    (optimizer) weight decay, relative to the reference, and the reason for each."""
+    """A policy's decision at one target: the multipliers of the passed lr0 and of the effective
+    (optimizer) weight decay relative to the reference, the warmup, and what it rests on."""
 
     name: str  # the policy
-    family: str  # "SGD" or "Adam": whether the optimizer's step grows with Ultralytics' summed loss
-    k: float  # the factor the rule scales by (ScaleResult.k)
-    k_text: str
+    target: Target
+    k: float  # the factor the rule scales by (ScaleResult.k): images per step, or devices for `table`
     lr_mult: Fraction | float
     wd_mult: Fraction | float
     lengthen_warmup: bool
-    lr_reason: str
-    wd_reason: str
-    applies: str = ""  # the rule applied (K_RULES, or "none"): auto's decided one, else the policy's own
+    applies: str  # the arm applied (policies.ARMS, "... (warmup kept)"): auto's decided one, else the policy
+    exponent: float | None = None  # the passed lr0's exponent of k (k-rules)
     decision: evidence.Decision | None = None  # auto's, with the evidence row it rests on
-    detail: str = ""  # what the rule does to the step Ultralytics really takes (plan --explain)
+
+    @property
+    def family(self) -> str:
+        return self.target.family
+
+    @property
+    def stock(self) -> bool:
+        """Stock Ultralytics' values: policy none, or auto where the evidence chose them."""
+        return self.applies == Stock.name
 
     @property
     def rows_rule(self) -> str:
         """The arm whose measured rows are this rule's."""
-        return self.applies or self.name
+        return self.applies
 
 
 def power(k: Fraction, e: float) -> Fraction | float:
@@ -46,99 +82,67 @@ def power(k: Fraction, e: float) -> Fraction | float:
     return k ** int(e) if e == int(e) else float(k) ** e
 
 
+class Stock:
+    """`none`: stock Ultralytics: lr0 kept, its own weight-decay factor batch*accumulate/nbs, the warmup kept."""
+
+    name = "none"
+
+    def decide(self, t: Target, decision: evidence.Decision | None = None, name: str = "none") -> Rule:
+        same = t.k_images == 1 and (t.growth == 1 or t.family == "Adam")
+        return Rule(name, t, 1.0, Fraction(1), Fraction(1) if same else t.k_images, False, "none", None, decision)
+
+
+class DeviceCount:
+    """`table`, the practitioner rule: lr0 and the optimizer's weight decay x the device ratio."""
+
+    name = DEVICE_RULE
+
+    def decide(self, t: Target) -> Rule:
+        d = Fraction(t.world, t.world_ref)
+        return Rule(self.name, t, float(d), d, d, d > 1, self.name)
+
+
+class KRule:
+    """A k-rule (`linear`, `sqrt`, and auto's `lr0-sqrt`): lr0 x k**e (K_RULES, per family) and the
+    optimizer's weight decay x k**(1-e), which keeps the weight decay per epoch; the warmup lengthened from
+    k = 4 unless the arm keeps the reference's. Classify's mean loss: lr0 also / its micro-batch growth."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def decide(self, t: Target, decision: evidence.Decision | None = None, name: str | None = None,
+               keep_warmup: bool = False) -> Rule:
+        e = K_RULES[self.name][t.family]
+        sgd = t.family == "SGD"
+        lr_mult, wd_mult = _multipliers(t.k_images, e, e + 1 if sgd else e, t.growth if sgd and t.mean_loss else None)
+        k = float(t.k_images)
+        applies = self.name + (" (warmup kept)" if keep_warmup else "")
+        return Rule(name or self.name, t, k, lr_mult, wd_mult, k >= WARMUP_FROM_K and not keep_warmup, applies, e,
+                    decision)
+
+
+class Auto:
+    """`auto`: the rule the evidence decided for the task, start, family and k (evidence.decision)."""
+
+    name = "auto"
+
+    def decide(self, t: Target) -> Rule:
+        decision = evidence.decision(t.task, t.start, t.family, float(t.k_images))
+        base, keep_warmup = split_rule(decision.rule)
+        if base == Stock.name:
+            return Stock().decide(t, decision, self.name)
+        return KRule(base).decide(t, decision, self.name, keep_warmup)
+
+
+REGISTRY = {p.name: p for p in (Auto(), KRule("linear"), KRule("sqrt"), DeviceCount(), Stock())}
+assert tuple(sorted(REGISTRY)) == tuple(sorted(POLICIES)), "every policy the job spec accepts has its object"
+
+
 def rule_for(policy: str, opt: str, images: int, images_ref: int, world: int, world_ref: int,
              growth: Fraction | None = None, task: str = "detect", start: str = "scratch") -> Rule:
-    """The policy's rule (_rule) with what it does to the optimizer's real step (step_detail)."""
+    """The policy's decision for optimizer ``opt`` when images per optimizer step go images_ref -> images."""
     growth = Fraction(images, images_ref) if growth is None else growth
-    rule = _rule(policy, opt, images, images_ref, world, world_ref, growth, task, start)
-    if images != images_ref or growth != 1:
-        rule = replace(rule, detail=step_detail(opt, rule, float(Fraction(images, images_ref)), float(growth),
-                                                task in MEAN_LOSS_TASKS))
-    return rule
-
-
-def step_detail(opt: str, rule: Rule, k: float, growth: float, mean_loss: bool) -> str:
-    """Why (or whether) the step grows with the batch at a fixed lr0, and what the rule's lr0 makes of it."""
-    lr = float(rule.lr_mult)
-    if rule.family == "Adam":
-        return (f"lr0: the {opt} update ignores the gradient's scale, so lr0 x {lr:.4g} makes each step x {lr:.4g} "
-                f"and, with {k:.4g} x fewer steps, the movement per epoch x {lr / k:.4g}")
-    if mean_loss:
-        return (f"lr0: Ultralytics' classify loss is a mean per micro-batch, multiplied by the world size under DDP and "
-                f"added up over accumulation: the {opt} step grows with the micro-batches per step (x {growth:.4g}); "
-                f"lr0 x {lr:.4g} makes the mean-gradient step x {lr * growth:.4g}")
-    return (f"lr0: Ultralytics' summed loss grows the {opt} gradient with the images per step (x {growth:.4g}), but "
-            f"its clip at norm {um.CLIP_MAX_NORM:g} bound on {evidence.CLIP_BOUND}: the step is lr0 x "
-            f"{um.CLIP_MAX_NORM:g} long, so lr0 x {lr:.4g} makes the clipped step x {lr:.4g} and the movement per "
-            f"epoch x {lr / k:.4g}")
-
-
-def _rule(policy: str, opt: str, images: int, images_ref: int, world: int, world_ref: int,
-          growth: Fraction, task: str, start: str) -> Rule:
-    """The policy's rule for optimizer ``opt`` when images per optimizer step go images_ref -> images.
-
-    A k-rule passes lr0 x k**e (K_RULES, per family: Ultralytics' summed loss already grows the SGD
-    gradient k-fold, an Adam-family update ignores its scale) and gives the optimizer a weight decay
-    x k**(1-e), which keeps the weight decay per epoch (optimizer steps x lr0 x weight decay).
-    `growth` is by how much the SGD step grows at a fixed lr0 (scaler._step_growth): the images per step
-    for a summed loss; for classify's mean loss the micro-batches per step, so lr0 is divided by it on top.
-    """
-    k_images = Fraction(images, images_ref)
-    family = "SGD" if opt in um.SGD_FAMILY else "Adam"
-    k_text = f"k = {images}/{images_ref} = {float(k_images):.4g} images per step"
-    if policy == DEVICE_RULE:
-        return _table(family, world, world_ref, growth)
-    decision = evidence.decision(task, start, family, float(k_images)) if policy == "auto" else None
-    applies = decision.rule if decision else policy  # the arm, e.g. "linear (warmup kept)"
-    base, keep_warmup = split_rule(applies)
-    if base == "none":
-        return _none(policy, family, k_images, growth, k_text, decision)
-    e = K_RULES[base][family]
-    sgd, mean_loss = family == "SGD", task in MEAN_LOSS_TASKS
-    lr_mult, wd_mult = _multipliers(k_images, e, e + 1 if sgd else e, growth if sgd and mean_loss else None)
-    k = float(k_images)
-    how = (f"lr0 x {float(lr_mult):.4g} = k^{e + 1:g} over {float(growth):.4g} micro-batches per step"
-           if sgd and mean_loss and growth != 1 else f"lr0 x {float(lr_mult):.4g} = k^{e:g}")
-    lr_reason = "" if lr_mult == 1 and k == 1 else _lr_reason(policy, applies, how, k_text, decision)
-    wd_reason = f"{policy} keeps the decay per epoch (steps x 1/{k:.4g}, lr0 x {float(lr_mult):.4g})"
-    return Rule(policy, family, k, k_text, lr_mult, wd_mult, k >= WARMUP_FROM_K and not keep_warmup, lr_reason,
-                wd_reason, applies, decision)
-
-
-def _none(policy: str, family: str, k_images: Fraction, growth: Fraction, k_text: str,
-          decision: evidence.Decision | None) -> Rule:
-    """Stock Ultralytics: lr0 kept, its own weight-decay factor batch*accumulate/nbs, the warmup kept."""
-    if k_images == 1 and (growth == 1 or family == "Adam"):
-        return Rule(policy, family, 1.0, "no scaling", Fraction(1), Fraction(1), False, "", "", "none", decision)
-    why = (f"auto takes stock Ultralytics' values here: {decision_text(decision)}" if decision
-           else "policy none: stock Ultralytics' values")
-    return Rule(policy, family, 1.0, "no scaling", Fraction(1), k_images, False, f"{why}; {k_text}",
-                "Ultralytics multiplies weight decay by batch*accumulate/nbs", "none", decision)
-
-
-def _table(family: str, world: int, world_ref: int, growth: Fraction) -> Rule:
-    """The practitioner rule: lr0 and the optimizer's weight decay x the device ratio."""
-    d = Fraction(world, world_ref)
-    lr_text = "" if d == 1 and growth == 1 else f"table rule lr0 x {float(d):.4g} (k = {world}/{world_ref} devices)"
-    return Rule("table", family, float(d), f"k = {world}/{world_ref} = {float(d):.2f} devices", d, d, d > 1, lr_text,
-                f"table rule effective weight decay x {float(d):.4g} (k = {world}/{world_ref} devices)", "table")
-
-
-def _lr_reason(policy: str, applies: str, how: str, k_text: str, decision: evidence.Decision | None) -> str:
-    if decision is None:
-        return f"{policy} rule (forced by policy): {how}, {k_text}"
-    return f"auto takes {applies}, {how}: {decision_text(decision)}"
-
-
-def decision_text(decision: evidence.Decision) -> str:
-    """Why auto takes its rule, with the measured gap it rests on, in one phrase."""
-    if decision.row is None:
-        return f"the family's default below the measured k ({evidence.SECTION})"
-    basis = "beat the default" if decision.basis == "measured" else "the family's default"
-    gap = f", {evidence.interval(decision.row['gap']).text()} vs the reference" if decision.row["gap"] else ""
-    start = "fine-tuning" if decision.row["start"] == "pretrained" else "from scratch"
-    where = f"{start} at k = {decision.k_measured:g}" + (", extrapolated beyond" if decision.extrapolated else "")
-    return f"{basis} ({where}{gap}; {evidence.SECTION})"
+    return REGISTRY[policy].decide(Target(opt, images, images_ref, world, world_ref, growth, task, start))
 
 
 def _multipliers(k: Fraction, e: float, mean_exp: float, growth: Fraction | None):
@@ -149,3 +153,4 @@ def _multipliers(k: Fraction, e: float, mean_exp: float, growth: Fraction | None
     if growth is not None:
         lr_mult = power(k, mean_exp) / growth if e == int(e) else float(k) ** mean_exp / float(growth)
     return lr_mult, (k / lr_mult if isinstance(lr_mult, Fraction) else float(k) / lr_mult)
+

@@ -88,7 +88,7 @@ def scale(reference: ReferenceHyp, target: TargetHardware, policy: str = "auto",
     notes.warnings += advice.per_step_warnings(passed["optimizer"], rule, passed, eff, ref_eff, images, images_ref,
                                                ref.start, ref.task)
     notes.warnings += advice.target_warnings(ref, target.devices, passed, eff, ref_eff, images, target.sync_bn)
-    details = ([rule.detail] if rule.detail else []) + notes.details
+    details = [line for line in [advice.step_detail(rule)] if line] + notes.details
     return ScaleResult(devices=str(target.devices) or target.devices.kind, policy=policy, passed=passed,
                        effective=eff, reasons=_reason_lines(ref, passed, notes.changed, notes.kept),
                        warnings=notes.warnings, reference_effective=ref_eff, k=rule.k,
@@ -127,9 +127,10 @@ def _apply(ref: ReferenceHyp, rule: Rule, passed: dict[str, Any], images: int, i
     """The reference's passed values with the rule's lr0, weight decay and warmup; refused out of range."""
     lr0 = passed["lr0"]
     passed["lr0"] = lr0 if rule.lr_mult == 1 else clean(lr0 * float(rule.lr_mult))
-    if rule.lr_reason:  # printed as "lr0 a -> b: ..." or "lr0 a kept: ..."
-        notes.changed["lr0"].append(rule.lr_reason)
-        notes.kept["lr0"].append(rule.lr_reason)
+    lr_reason = advice.lr_reason(rule)
+    if lr_reason:  # printed as "lr0 a -> b: ..." or "lr0 a kept: ..."
+        notes.changed["lr0"].append(lr_reason)
+        notes.kept["lr0"].append(lr_reason)
     passed["weight_decay"] = _weight_decay(ref, rule, images, images_ref, passed["nbs"], notes.changed, notes.kept)
     passed["warmup_epochs"] = _warmup(ref, rule, warmup, notes.changed, notes.kept)
     _refuse_out_of_range(passed, rule)
@@ -197,12 +198,12 @@ def _weight_decay(ref: ReferenceHyp, rule: Rule, images: int, images_ref: int, n
     wd_target = float(wd_eff_ref) * float(rule.wd_mult)
     if wd != ref.weight_decay:
         reasons_for["weight_decay"].append(
-            f"{rule.wd_reason}: the optimizer's {fmt(float(wd_eff_ref))} -> {fmt(wd_target)}; passed / "
+            f"{advice.wd_reason(rule)}: the optimizer's {fmt(float(wd_eff_ref))} -> {fmt(wd_target)}; passed / "
             f"({images}/{nbs}), not applied twice"
         )
     elif rule.wd_mult != 1:  # the passed value stays, what the optimizer gets does not
         kept_for["weight_decay"].append(
-            f"{rule.wd_reason}; Ultralytics applies {fmt(wd_target)} (x batch*accumulate/nbs = {images}/{nbs})"
+            f"{advice.wd_reason(rule)}; Ultralytics applies {fmt(wd_target)} (x batch*accumulate/nbs = {images}/{nbs})"
         )
     return wd
 
@@ -215,7 +216,7 @@ def _warmup(ref: ReferenceHyp, rule: Rule, warmup: str, reasons_for: dict[str, l
         kept_for["warmup_epochs"].append(f"scaling.warmup keep (the rule would lengthen it to {WARMUP_MIN_EPOCHS:g})")
         return ref.warmup_epochs
     reasons_for["warmup_epochs"].append(
-        f"gradual warmup of at least {WARMUP_MIN_EPOCHS:g} epochs (Goyal et al. 2017) because {rule.k_text} "
+        f"gradual warmup of at least {WARMUP_MIN_EPOCHS:g} epochs (Goyal et al. 2017) because {advice.k_text(rule)} "
         f"({'>= ' + format(WARMUP_FROM_K, 'g') if rule.name != DEVICE_RULE else '> 1'})"
     )
     return WARMUP_MIN_EPOCHS
@@ -223,7 +224,7 @@ def _warmup(ref: ReferenceHyp, rule: Rule, warmup: str, reasons_for: dict[str, l
 
 def _refuse_out_of_range(passed: dict[str, Any], rule: Rule) -> None:
     problems = [
-        f"{key}: {fmt(passed[key])} after {rule.name} scaling ({rule.k_text}) is outside [0, 1], which "
+        f"{key}: {fmt(passed[key])} after {rule.name} scaling ({advice.k_text(rule)}) is outside [0, 1], which "
         f"Ultralytics' check_cfg rejects; use a smaller target batch, "
         + ("policy none, " if rule.name not in STOCK_IMAGES else "")
         + f"or a lower reference {key}"
