@@ -11,7 +11,7 @@ from typing import Any
 from orchestrator.scaling import evidence
 from orchestrator.scaling import ultralytics_math as um
 from orchestrator.scaling.effective import fmt
-from orchestrator.scaling.policies import DEVICE_RULE, K_POLICIES, POLICY_ARMS
+from orchestrator.scaling.policies import DEVICE_RULE, K_POLICIES, POLICY_ARMS, WARMUP_FROM_K, WARMUP_MIN_EPOCHS
 from orchestrator.scaling.rules import Rule
 
 LINEAR_LIMIT_IMAGES = 8192  # linear scaling held up to ~8k images per step on ImageNet (Goyal et al.)
@@ -43,6 +43,62 @@ def lr_reason(rule: Rule) -> str:
     if rule.decision is None:
         return f"{rule.name} rule (forced by policy): {how}, {k_text(rule)}"
     return f"auto takes {rule.applies}, {how}: {decision_text(rule.decision)}"
+
+
+def batch_reason(total_req: int, total: int, images: int, world: int, lowered: bool, source: str,
+                 max_b: int | None) -> str:
+    b = total // world
+    if lowered:
+        return (f"per-device batch {total_req // world} ({source}) is above max_batch_per_device "
+                f"{max_b}; lowered to {b} per device x {world} devices, accumulation "
+                f"({images // total} steps) makes up the planned {images} images per optimizer step")
+    return f"{b} per device x {world} devices ({source})"
+
+
+def nbs_reason(nbs: int, total: int, images: int) -> str:
+    acc = um.accumulate(nbs, total)
+    return (f"the planned {images} images per step: accumulate {acc} x batch {total}; Ultralytics' weight-decay "
+            f"factor batch*accumulate/nbs becomes 1")
+
+
+def nbs_detail(nbs_ref: int, nbs: int, total: int, world: int) -> str:
+    acc, stock = um.accumulate(nbs, total), um.accumulate(nbs_ref, total)
+    return (f"nbs: accumulate = max(round({nbs}/{total}), 1) = {acc}; nbs {nbs_ref} would give accumulate {stock} "
+            f"({total * stock} images per step)" + (
+                "; if Ultralytics halves the batch after an out-of-memory error (first epoch, one process only), "
+                "accumulation doubles and keeps the images per step" if world == 1 else ""))
+
+
+def wd_changed(rule: Rule, wd_eff_ref: float, wd_target: float, images: int, nbs: int) -> str:
+    return (f"{wd_reason(rule)}: the optimizer's {fmt(wd_eff_ref)} -> {fmt(wd_target)}; passed / ({images}/{nbs}), "
+            "not applied twice")
+
+
+def wd_kept(rule: Rule, wd_target: float, images: int, nbs: int) -> str:
+    """The passed weight decay stays, what the optimizer gets does not."""
+    return f"{wd_reason(rule)}; Ultralytics applies {fmt(wd_target)} (x batch*accumulate/nbs = {images}/{nbs})"
+
+
+def warmup_lengthened(rule: Rule) -> str:
+    return (f"gradual warmup of at least {WARMUP_MIN_EPOCHS:g} epochs (Goyal et al. 2017) because {k_text(rule)} "
+            f"({'>= ' + format(WARMUP_FROM_K, 'g') if rule.name != DEVICE_RULE else '> 1'})")
+
+
+def warmup_kept() -> str:
+    return f"scaling.warmup keep (the rule would lengthen it to {WARMUP_MIN_EPOCHS:g})"
+
+
+def reason_lines(ref, passed: dict[str, Any], changed: dict[str, list[str]], kept: dict[str, list[str]]) -> list[str]:
+    """One line per passed value that differs from the reference, and per value kept on purpose while
+    the images per step change (or whose applied value changes without it)."""
+    lines = []
+    for key in changed:
+        old = getattr(ref, key)
+        if passed[key] != old:
+            lines.append(f"{key} {fmt(old)} -> {fmt(passed[key])}: {'; '.join(changed[key]) or 'derived'}")
+        elif kept[key]:
+            lines.append(f"{key} {fmt(old)} kept: {'; '.join(kept[key])}")
+    return lines
 
 
 def _devices(t) -> str:

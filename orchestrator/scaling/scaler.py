@@ -43,7 +43,7 @@ from orchestrator.scaling import ultralytics_math as um
 from orchestrator.scaling.batch import plan_images, split, target_batch
 from orchestrator.scaling.effective import clean, effective_values, fmt
 from orchestrator.scaling.reference import resolve_reference, validate_reference
-from orchestrator.scaling.policies import DEVICE_RULE, STOCK_IMAGES, WARMUP_FROM_K, WARMUP_MIN_EPOCHS
+from orchestrator.scaling.policies import DEVICE_RULE, STOCK_IMAGES, WARMUP_MIN_EPOCHS
 from orchestrator.scaling.rules import Rule, rule_for
 from orchestrator.scaling.types import POLICIES, WARMUPS, ReferenceHyp, ScaleResult, ScalingError, TargetHardware
 from orchestrator.tasks import MEAN_LOSS_TASKS
@@ -90,7 +90,7 @@ def scale(reference: ReferenceHyp, target: TargetHardware, policy: str = "auto",
     notes.warnings += advice.target_warnings(ref, target.devices, passed, eff, ref_eff, images, target.sync_bn)
     details = [line for line in [advice.step_detail(rule)] if line] + notes.details
     return ScaleResult(devices=str(target.devices) or target.devices.kind, policy=policy, passed=passed,
-                       effective=eff, reasons=_reason_lines(ref, passed, notes.changed, notes.kept),
+                       effective=eff, reasons=advice.reason_lines(ref, passed, notes.changed, notes.kept),
                        warnings=notes.warnings, reference_effective=ref_eff, k=rule.k,
                        details=details + advice.step_details(passed["optimizer"], eff, ref_eff, images / images_ref))
 
@@ -114,11 +114,11 @@ def _images_and_split(policy: str, ref: ReferenceHyp, target: TargetHardware, to
     images = plan_images(policy, images_ref, total_req, ref.nbs)
     keep_nbs = policy in STOCK_IMAGES or images == images_ref  # stock Ultralytics, or nothing rescaled
     total, nbs, lowered = split(images, total_req, world, target.max_batch_per_device, ref.nbs, keep_nbs)
-    notes.changed["batch"].append(_batch_reason(total_req, total, images, world, lowered, batch_source,
-                                                target.max_batch_per_device))
+    notes.changed["batch"].append(advice.batch_reason(total_req, total, images, world, lowered, batch_source,
+                                                      target.max_batch_per_device))
     if nbs != ref.nbs:
-        notes.changed["nbs"].append(_nbs_reason(ref.nbs, nbs, total, images, world))
-        notes.details.append(_nbs_detail(ref.nbs, nbs, total, world))
+        notes.changed["nbs"].append(advice.nbs_reason(nbs, total, images))
+        notes.details.append(advice.nbs_detail(ref.nbs, nbs, total, world))
     return images, total, nbs
 
 
@@ -164,30 +164,6 @@ def _checked_inputs(ref: ReferenceHyp, target: TargetHardware, policy: str, warm
     return opt_ref, total, source
 
 
-def _batch_reason(total_req: int, total: int, images: int, world: int, lowered: bool, source: str,
-                  max_b: int | None) -> str:
-    b = total // world
-    if lowered:
-        return (f"per-device batch {total_req // world} ({source}) is above max_batch_per_device "
-                f"{max_b}; lowered to {b} per device x {world} devices, accumulation "
-                f"({images // total} steps) makes up the planned {images} images per optimizer step")
-    return f"{b} per device x {world} devices ({source})"
-
-
-def _nbs_reason(nbs_ref: int, nbs: int, total: int, images: int, world: int) -> str:
-    acc = um.accumulate(nbs, total)
-    return (f"the planned {images} images per step: accumulate {acc} x batch {total}; Ultralytics' weight-decay "
-            f"factor batch*accumulate/nbs becomes 1")
-
-
-def _nbs_detail(nbs_ref: int, nbs: int, total: int, world: int) -> str:
-    acc, stock = um.accumulate(nbs, total), um.accumulate(nbs_ref, total)
-    return (f"nbs: accumulate = max(round({nbs}/{total}), 1) = {acc}; nbs {nbs_ref} would give accumulate {stock} "
-            f"({total * stock} images per step)" + (
-                "; if Ultralytics halves the batch after an out-of-memory error (first epoch, one process only), "
-                "accumulation doubles and keeps the images per step" if world == 1 else ""))
-
-
 def _weight_decay(ref: ReferenceHyp, rule: Rule, images: int, images_ref: int, nbs: int,
                   reasons_for: dict[str, list[str]], kept_for: dict[str, list[str]]) -> float:
     """The weight_decay to pass so that Ultralytics' own factor batch*accumulate/nbs (= images/nbs)
@@ -197,14 +173,9 @@ def _weight_decay(ref: ReferenceHyp, rule: Rule, images: int, images_ref: int, n
     wd = ref.weight_decay if m == 1 else clean(ref.weight_decay * float(m))
     wd_target = float(wd_eff_ref) * float(rule.wd_mult)
     if wd != ref.weight_decay:
-        reasons_for["weight_decay"].append(
-            f"{advice.wd_reason(rule)}: the optimizer's {fmt(float(wd_eff_ref))} -> {fmt(wd_target)}; passed / "
-            f"({images}/{nbs}), not applied twice"
-        )
+        reasons_for["weight_decay"].append(advice.wd_changed(rule, float(wd_eff_ref), wd_target, images, nbs))
     elif rule.wd_mult != 1:  # the passed value stays, what the optimizer gets does not
-        kept_for["weight_decay"].append(
-            f"{advice.wd_reason(rule)}; Ultralytics applies {fmt(wd_target)} (x batch*accumulate/nbs = {images}/{nbs})"
-        )
+        kept_for["weight_decay"].append(advice.wd_kept(rule, wd_target, images, nbs))
     return wd
 
 
@@ -213,12 +184,9 @@ def _warmup(ref: ReferenceHyp, rule: Rule, warmup: str, reasons_for: dict[str, l
     if not rule.lengthen_warmup or ref.warmup_epochs >= WARMUP_MIN_EPOCHS:
         return ref.warmup_epochs
     if warmup == "keep":
-        kept_for["warmup_epochs"].append(f"scaling.warmup keep (the rule would lengthen it to {WARMUP_MIN_EPOCHS:g})")
+        kept_for["warmup_epochs"].append(advice.warmup_kept())
         return ref.warmup_epochs
-    reasons_for["warmup_epochs"].append(
-        f"gradual warmup of at least {WARMUP_MIN_EPOCHS:g} epochs (Goyal et al. 2017) because {advice.k_text(rule)} "
-        f"({'>= ' + format(WARMUP_FROM_K, 'g') if rule.name != DEVICE_RULE else '> 1'})"
-    )
+    reasons_for["warmup_epochs"].append(advice.warmup_lengthened(rule))
     return WARMUP_MIN_EPOCHS
 
 
@@ -253,17 +221,3 @@ def _auto_alternative(ref: ReferenceHyp, target: TargetHardware) -> str:
         return f"`auto` would refuse: {e}"
     return (f"`auto` would pass lr0 {fmt(auto.passed['lr0'])} and weight_decay "
             f"{fmt(auto.passed['weight_decay'])} (k = {auto.k:.2f})")
-
-
-def _reason_lines(ref: ReferenceHyp, passed: dict[str, Any], reasons_for: dict[str, list[str]],
-                  kept_for: dict[str, list[str]]) -> list[str]:
-    """One line per passed value that differs from the reference, and per value kept on purpose while
-    the images per step change (or whose applied value changes without it)."""
-    lines = []
-    for key in PASSED_KEYS:
-        old = getattr(ref, key)
-        if passed[key] != old:
-            lines.append(f"{key} {fmt(old)} -> {fmt(passed[key])}: {'; '.join(reasons_for[key]) or 'derived'}")
-        elif kept_for[key]:
-            lines.append(f"{key} {fmt(old)} kept: {'; '.join(kept_for[key])}")
-    return lines
