@@ -238,8 +238,7 @@ def print_table(summary: dict) -> None:
         print(f"  {'k':>2} {'policy':{width}} {'best.pt':>7} {'last':>7} {'seeds min..max':>16}  gap, paired by seed (95 %)")
         for cell in block["cells"].values():
             gap = cell["gap_to_reference"]
-            gap_text = "-" if not isinstance(gap, dict) else stats.Interval(
-                gap["n"], gap["mean"], *(gap["ci95"] or (None, None))).text()
+            gap_text = stats.Interval.from_json(gap).text() if isinstance(gap, dict) else "-"
             last = "-" if cell.get("last_mean") is None else f"{cell['last_mean']:.4f}"
             print(f"  {cell['k']:>2} {cell['policy']:{width}} {cell['mean']:>7.4f} {last:>7} "
                   f"{cell['min']:>7.4f}..{cell['max']:<7.4f}  {gap_text}")

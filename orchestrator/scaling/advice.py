@@ -13,6 +13,7 @@ from orchestrator.scaling import ultralytics_math as um
 from orchestrator.scaling.effective import fmt
 from orchestrator.scaling.policies import DEVICE_RULE, K_POLICIES, POLICY_ARMS, WARMUP_FROM_K, WARMUP_MIN_EPOCHS
 from orchestrator.scaling.rules import Rule
+from orchestrator.scaling.stats import Interval
 
 LINEAR_LIMIT_IMAGES = 8192  # linear scaling held up to ~8k images per step on ImageNet (Goyal et al.)
 
@@ -120,7 +121,7 @@ def decision_text(decision: evidence.Decision) -> str:
     if decision.row is None:
         return f"the family's default below the measured k ({evidence.SECTION})"
     basis = "beat the default" if decision.basis == "measured" else "the family's default"
-    gap = f", {evidence.interval(decision.row['gap']).text()} vs the reference" if decision.row["gap"] else ""
+    gap = f", {Interval.from_json(decision.row['gap']).text()} vs the reference" if decision.row["gap"] else ""
     start = "fine-tuning" if decision.row["start"] == "pretrained" else "from scratch"
     where = f"{start} at k = {decision.k_measured:g}" + (", extrapolated beyond" if decision.extrapolated else "")
     return f"{basis} ({where}{gap}; {evidence.SECTION})"
@@ -182,7 +183,7 @@ def few_steps_warning(eff: dict[str, Any], ref_eff: dict[str, Any], k: float) ->
     few = evidence.few_steps()
     return [
         f"{steps:.0f} optimizer steps in all (the reference: {steps_ref:.0f}), below the {KEPT_WITH_STEPS} with "
-        f"which auto kept the outcome; with {few['steps']}, auto lost {evidence.interval(few['gap']).text()} "
+        f"which auto kept the outcome; with {few['steps']}, auto lost {Interval.from_json(few['gap']).text()} "
         f"mAP50-95 (AdamW, k = 4), and at {few['longer']['epochs']} epochs ended {few['longer']['mean']:.3f} "
         f"against the reference's {few['reference']:.3f}: --set epochs={keep} keeps the reference's steps, at "
         f"{keep / epochs:.3g}x the cost"

@@ -32,10 +32,6 @@ def load() -> dict:
     return json.loads(EVIDENCE.read_text())
 
 
-def interval(d: dict) -> Interval:
-    return Interval(d["n"], d["mean"], *(d["ci95"] or (None, None)))
-
-
 @dataclass(frozen=True)
 class Gap:
     """One arm's paired difference to the reference at (task, start, family, k), pooled over machines."""
@@ -53,22 +49,26 @@ class Gap:
 
 @functools.cache
 def gaps_all() -> tuple[Gap, ...]:
-    return tuple(Gap(c["family"], c["k"], c["arm"], interval(c["best"]), c["task"], c["start"])
+    return tuple(Gap(c["family"], c["k"], c["arm"], Interval.from_json(c["best"]), c["task"], c["start"])
                  for c in load()["comparisons"] if c["versus"] == "reference")
 
 
 def gaps(family: str, k: float, rule: str, task: str = "detect", start: str = "scratch") -> list[Gap]:
     """The rule's gap to the reference at this (integer) k for the family: the task's own, else detect's;
     the start's own, else the other start's (whose text says which)."""
-    rows = [g for g in gaps_all() if (g.family, g.rule) == (family, rule) and abs(g.k - k) < 1e-9]
-    rows = [g for g in rows if g.task == task] or [g for g in rows if g.task == "detect"]
+    rows = _task_rows([g for g in gaps_all() if (g.family, g.rule) == (family, rule) and abs(g.k - k) < 1e-9], task)
     return [g for g in rows if g.start == start] or rows
 
 
 def rows_at(family: str, k: float, start: str, task: str = "detect") -> list[Gap]:
     """Every arm's gap at this k from this start (the task's own rows, else detect's)."""
-    rows = [g for g in gaps_all() if (g.family, g.start) == (family, start) and abs(g.k - k) < 1e-9]
-    return [g for g in rows if g.task == task] or [g for g in rows if g.task == "detect"]
+    return _task_rows([g for g in gaps_all() if (g.family, g.start) == (family, start) and abs(g.k - k) < 1e-9], task)
+
+
+def _task_rows(rows: list, task: str, task_of=lambda row: row.task) -> list:
+    """The task's own rows, else detect's: a task without measurements of its own takes detect's (the
+    procedure's step 5)."""
+    return [r for r in rows if task_of(r) == task] or [r for r in rows if task_of(r) == "detect"]
 
 
 def gaps_text(rows: list[Gap]) -> str:
@@ -89,19 +89,13 @@ class Decision:
 def decision(task: str, start: str, family: str, k: float) -> Decision:
     """auto's rule by the procedure's step 5: the task's own rows, else detect's; below the smallest
     measured k the default, between two the lower one's rule, beyond the largest its rule (extrapolated)."""
-    rows = [d for d in load()["decisions"] if (d["start"], d["family"]) == (start, family)]
-    rows = [d for d in rows if d["task"] == task] or [d for d in rows if d["task"] == "detect"]
+    rows = _task_rows([d for d in load()["decisions"] if (d["start"], d["family"]) == (start, family)], task,
+                      lambda d: d["task"])
     below = [d for d in rows if d["k"] <= k + 1e-9]
     if not below:
         return Decision(DEFAULT_RULE[family], "default, below the measured k", None, False, None)
     row = max(below, key=lambda d: d["k"])
     return Decision(row["rule"], row["basis"], row["k"], k > max(d["k"] for d in rows) + 1e-9, row)
-
-
-def measured_max_k(family: str, start: str = "scratch", task: str = "detect") -> float:
-    """The largest k with a decision row from this start; beyond it auto extrapolates."""
-    rows = [d for d in load()["decisions"] if (d["start"], d["family"]) == (start, family)]
-    return max(d["k"] for d in ([d for d in rows if d["task"] == task] or [d for d in rows if d["task"] == "detect"]))
 
 
 def longer(start: str, family: str, k: float) -> list[Gap]:

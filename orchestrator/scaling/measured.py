@@ -257,9 +257,7 @@ def build(folder: Path = RESULTS) -> dict:
 
 
 def _iv(d: dict | None) -> str:
-    if not d:
-        return "-"
-    return stats.Interval(d["n"], d["mean"], *(d["ci95"] or (None, None))).text()
+    return stats.Interval.from_json(d).text() if d else "-"
 
 
 def summary(evidence: dict) -> list[str]:

@@ -35,6 +35,11 @@ class Interval:
         where = f" [{self.lo:+.3f}, {self.hi:+.3f}]" if self.lo is not None else ""
         return f"{self.mean:+.3f}{where}, n = {self.n}"
 
+    @classmethod
+    def from_json(cls, d: dict) -> Interval:
+        """The interval as_json wrote (evidence.json, a bench's summary)."""
+        return cls(d["n"], d["mean"], *(d["ci95"] or (None, None)))
+
     def as_json(self) -> dict:
         return {"n": self.n, "mean": round(self.mean, 4),
                 "ci95": None if self.lo is None else [round(self.lo, 4), round(self.hi, 4)]}

@@ -11,6 +11,7 @@ import pytest
 from orchestrator.scaling import ultralytics_math as um
 from orchestrator.scaling.effective import effective_values
 from orchestrator.scaling.scaler import scale
+from orchestrator.scaling.stats import Interval
 from orchestrator.scaling.types import ReferenceHyp, ScalingError, TargetHardware
 from orchestrator.devices import parse_devices
 
@@ -530,11 +531,9 @@ def test_segment_quotes_its_own_rows_pose_detects():
         assert plan.passed["lr0"] == 0.01
         return next(x for x in plan.reasons if x.startswith("lr0"))
 
-    from orchestrator.scaling import evidence
-
     seg, det = _decided("segment", "scratch", "SGD", 2), _decided("detect", "scratch", "SGD", 2)
-    assert evidence.interval(seg["gap"]).text() in lr_reason("segment", 32)
-    assert evidence.interval(det["gap"]).text() in lr_reason("pose", 32)
+    assert Interval.from_json(seg["gap"]).text() in lr_reason("segment", 32)
+    assert Interval.from_json(det["gap"]).text() in lr_reason("pose", 32)
 
 
 SGD_K8_REF = ReferenceHyp(optimizer="SGD", batch=8, nbs=8)
@@ -571,13 +570,11 @@ def test_auto_takes_the_rule_the_evidence_decided_and_quotes_its_row():
     """SGD from scratch at k = 8: linear (the family's default; lr0-sqrt did not beat it, pooled over the
     CPUs and the H200); SGD fine-tuning at k = 8: lr0 x sqrt(k) with the reference's warmup, which beat it
     (G5). The reason quotes the decision row's own interval, as evidence.json holds it."""
-    from orchestrator.scaling import evidence
-
     scratch = scale(SGD_K8_REF, tgt("0", batch=64))
     row = _decided("detect", "scratch", "SGD", 8)
     assert row["rule"] == "linear" and scratch.passed["lr0"] == 0.01 and scratch.passed["warmup_epochs"] == 5.0
     assert scratch.passed == scale(SGD_K8_REF, tgt("0", batch=64), "linear").passed
-    assert f"(from scratch at k = 8, {evidence.interval(row['gap']).text()} vs the reference" in reason(scratch, "lr0")
+    assert f"(from scratch at k = 8, {Interval.from_json(row['gap']).text()} vs the reference" in reason(scratch, "lr0")
     tune = scale(FT_SGD, tgt("cpu", batch=64))
     row = _decided("detect", "pretrained", "SGD", 8)
     assert row["rule"] == "lr0-sqrt (warmup kept)" and row["basis"] == "measured"
