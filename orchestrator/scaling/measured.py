@@ -20,7 +20,7 @@ from pathlib import Path
 
 from orchestrator.scaling import stats
 from orchestrator.tasks import MEAN_LOSS_TASKS
-from orchestrator.scaling.policies import ARMS, DEFAULT_RULE, POLICY_ARMS, WARMUP_KEPT, arm_of
+from orchestrator.scaling.policies import ARMS, AUTO_RULES, DEFAULT_RULE, POLICY_ARMS, arm_of, family_of
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "docs" / "img"
@@ -80,10 +80,6 @@ def _setup(saved: dict) -> str:
     return f"{t.get('task', 'detect')}|{start}|{t['images']}|{t['imgsz']}|{t['epochs']}|{t['reference']['batch']}"
 
 
-def family(optimizer: str) -> str:
-    return "SGD" if optimizer in ("SGD", "MuSGD") else "Adam"
-
-
 def device_kind(machine: str) -> str:
     return "gpu" if "NVIDIA" in machine else "cpu"
 
@@ -108,7 +104,7 @@ def _arm(r: dict, ref: dict) -> str:
     passed lr0 says nothing of the rule in detect's terms, so its trainings keep their policy's name."""
     if r["setup"].split("|")[0] in MEAN_LOSS_TASKS:
         return next((label for label in r["labels"] if label in POLICY_ARMS), "")
-    return arm_of(family(r["optimizer"]), r["k"], _ratio(r, ref, "lr0", "passed"), _ratio(r, ref, "weight_decay", "effective"),
+    return arm_of(family_of(r["optimizer"]), r["k"], _ratio(r, ref, "lr0", "passed"), _ratio(r, ref, "weight_decay", "effective"),
                   r["passed"]["warmup_epochs"] > ref["passed"]["warmup_epochs"])
 
 
@@ -124,7 +120,7 @@ def score(row: dict, which: str) -> float:
 def _key(row: dict) -> tuple:
     """What a comparison pools over machines and optimizers of one family: task, start, family, k."""
     task, start = row["setup"].split("|")[:2]
-    return task, start, family(row["optimizer"]), row["k"]
+    return task, start, family_of(row["optimizer"]), row["k"]
 
 
 def _pairs(rows: list[dict]) -> dict[tuple, dict[str, dict[tuple, dict]]]:
@@ -146,27 +142,29 @@ def cells(pairs: dict) -> list[dict]:
     means, and the paired gap to the reference of the same seeds."""
     out = []
     for (task, start, fam, k), arms in sorted(pairs.items()):
-        for arm, runs in sorted(arms.items(), key=lambda a: (ARMS.index(a[0]) if a[0] in ARMS else
-                                                            -1 if a[0] == "reference" else len(ARMS), a[0])):
-            groups = defaultdict(list)
-            for (setup, opt, machine, seed), r in runs.items():
-                groups[opt, machine].append((seed, r))
-            for (opt, machine), seeds in sorted(groups.items()):
-                ref = arms.get("reference", {})
+        for arm in _arm_order(arms):
+            groups = defaultdict(dict)
+            for key, r in arms[arm].items():
+                groups[key[1:3]][key] = r  # (optimizer, machine)
+            for (opt, machine), runs in sorted(groups.items()):
+                seeds = sorted(runs.items(), key=lambda item: item[0][3])
                 out.append({"task": task, "start": start, "family": fam, "k": k, "arm": arm, "optimizer": opt,
-                            "machine": machine, "seeds": {str(s): [score(r, "best"), score(r, "last")]
-                                                          for s, r in sorted(seeds, key=lambda x: x[0])},
-                            "best": stats.mean_interval([score(r, "best") for _, r in seeds]).as_json(),
-                            "last": stats.mean_interval([score(r, "last") for _, r in seeds]).as_json(),
-                            **_gaps(seeds, ref, opt, machine)})
+                            "machine": machine, "seeds": {str(key[3]): [score(r, "best"), score(r, "last")]
+                                                          for key, r in seeds},
+                            "best": stats.mean_interval([score(r, "best") for r in runs.values()]).as_json(),
+                            "last": stats.mean_interval([score(r, "last") for r in runs.values()]).as_json(),
+                            **(_gaps(runs, arms["reference"]) if arm != "reference" and "reference" in arms else {})})
     return out
 
 
-def _gaps(seeds: list, ref: dict, opt: str, machine: str) -> dict:
-    if not ref:
-        return {}
-    pairs = [(r, ref[key]) for s, r in seeds
-             for key in [next((x for x in ref if x[1:] == (opt, machine, s)), None)] if key and r is not ref[key]]
+def _arm_order(arms: dict) -> list[str]:
+    """The reference first, then the arms in policies.ARMS order, then any other (longer runs) by name."""
+    return [a for a in ("reference", *ARMS) if a in arms] + sorted(set(arms) - {"reference", *ARMS})
+
+
+def _gaps(runs: dict, ref: dict) -> dict:
+    """The runs' gap to the reference of the same setup, optimizer, machine and seed (best.pt, last epoch)."""
+    pairs = [(r, ref[key]) for key, r in runs.items() if key in ref]
     if not pairs:
         return {}
     return {f"gap_{w}": stats.mean_interval([score(a, w) - score(b, w) for a, b in pairs]).as_json()
@@ -175,9 +173,14 @@ def _gaps(seeds: list, ref: dict, opt: str, machine: str) -> dict:
 
 def compare(arms: dict, a: str, b: str, which: str = "best", kind: str | None = None) -> stats.Interval | None:
     """arm a minus arm b, paired by (setup, optimizer, machine, seed), pooled; on one kind of device if given."""
-    diffs = [score(arms[a][key], which) - score(arms[b][key], which) for key in arms.get(a, {})
-             if key in arms.get(b, {}) and (kind is None or device_kind(key[2]) == kind)]
+    diffs = _diffs(arms, a, b, which, kind)
     return stats.mean_interval(diffs) if diffs else None
+
+
+def _diffs(arms: dict, a: str, b: str, which: str = "best", kind: str | None = None) -> list[float]:
+    """arm a minus arm b, one value per (setup, optimizer, machine, seed) both have; on one kind of device if given."""
+    return [score(arms[a][key], which) - score(arms[b][key], which) for key in arms.get(a, {})
+            if key in arms.get(b, {}) and (kind is None or device_kind(key[2]) == kind)]
 
 
 def comparisons(pairs: dict) -> list[dict]:
@@ -185,7 +188,7 @@ def comparisons(pairs: dict) -> list[dict]:
     differences and their interaction (GPU minus CPU) where both kinds have two pairs or more."""
     out = []
     for (task, start, fam, k), arms in sorted(pairs.items()):
-        names = [a for a in ("reference", *ARMS) if a in arms] + sorted(set(arms) - {"reference", *ARMS})
+        names = _arm_order(arms)
         for i, a in enumerate(names[1:], 1):
             for b in names[:i]:
                 pooled = compare(arms, a, b)
@@ -199,8 +202,7 @@ def comparisons(pairs: dict) -> list[dict]:
 
 
 def _interaction(arms: dict, a: str, b: str) -> dict:
-    by_kind = {kind: [score(arms[a][key], "best") - score(arms[b][key], "best") for key in arms[a]
-                      if key in arms[b] and device_kind(key[2]) == kind] for kind in ("gpu", "cpu")}
+    by_kind = {kind: _diffs(arms, a, b, kind=kind) for kind in ("gpu", "cpu")}
     if min(len(v) for v in by_kind.values()) < 2:
         return {}
     return {"by_kind": {kind: stats.mean_interval(v).as_json() for kind, v in by_kind.items()},
@@ -215,7 +217,7 @@ def decisions(pairs: dict) -> list[dict]:
     for (task, start, fam, k), arms in sorted(pairs.items()):
         default = DEFAULT_RULE[fam]
         versus = {alt: compare(arms, alt, default) for alt in arms if alt not in ("reference", default)}
-        beat = {alt: iv for alt, iv in versus.items() if iv and iv.lo is not None and iv.lo > 0 and alt in AUTO_CAN}
+        beat = {alt: iv for alt, iv in versus.items() if iv and iv.lo is not None and iv.lo > 0 and alt in AUTO_RULES}
         rule = max(beat, key=lambda alt: beat[alt].mean) if beat else default
         gap = compare(arms, rule, "reference")
         out.append({"task": task, "start": start, "family": fam, "k": k, "rule": rule,
@@ -223,10 +225,6 @@ def decisions(pairs: dict) -> list[dict]:
                     "gap": gap.as_json() if gap else None,
                     "versus": {alt: iv.as_json() for alt, iv in sorted(versus.items()) if iv}})
     return out
-
-
-# the rules auto can take: stock Ultralytics, the k-rules (policies.K_RULES), and those with the reference's warmup
-AUTO_CAN = ("none", "linear", "sqrt", "lr0-sqrt", *(r + WARMUP_KEPT for r in ("linear", "sqrt", "lr0-sqrt")))
 
 
 FEW_STEPS = ("bench_scaling_fewsteps_cpu.json", "bench_scaling_fewsteps_long_cpu.json")
@@ -314,9 +312,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--write", action="store_true", help="write evidence.json and docs/scaling.md's tables")
     ap.add_argument("--check", action="store_true", help="exit 1 where either differs from the saved results")
     args = ap.parse_args(argv)
-    evidence = json.dumps(build(), indent=1) + "\n"
+    built = build()
+    evidence = json.dumps(built, indent=1) + "\n"
     doc = DOC.read_text()
-    new_doc = replace_tables(doc, json.loads(evidence))
+    new_doc = replace_tables(doc, built)
     stale = [str(p.relative_to(REPO)) for p, old, new in ((EVIDENCE, _read(EVIDENCE), evidence), (DOC, doc, new_doc))
              if old != new]
     if args.write:

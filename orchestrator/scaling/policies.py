@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 
+from orchestrator.scaling.ultralytics_math import SGD_FAMILY
+
 # e of the passed lr0 x k**e per family; every k-rule keeps the weight decay per epoch (optimizer
 # weight decay x k**(1 - e)) and lengthens a short warmup from k >= 4 (Goyal et al. 2017)
 K_RULES = {
@@ -33,6 +35,13 @@ DEFAULT_RULE = {"SGD": "linear", "Adam": "linear"}  # auto's rule unless the evi
 WARMUP_FROM_K = 4.0  # the k-rules lengthen a shorter warmup to WARMUP_MIN_EPOCHS from this k (Goyal et al. 2017)
 WARMUP_MIN_EPOCHS = 5.0  # Goyal et al. 2017: gradual warmup over 5 epochs for large minibatches
 WARMUP_KEPT = " (warmup kept)"  # an arm's suffix: a k-rule with the reference's warmup (scaling.warmup: keep)
+# the rules auto can take (rules.Auto): stock Ultralytics, the k-rules it can pass, those with the reference's warmup
+AUTO_RULES = ("none", "linear", "sqrt", "lr0-sqrt", *(r + WARMUP_KEPT for r in ("linear", "sqrt", "lr0-sqrt")))
+
+
+def family_of(optimizer: str) -> str:
+    """"SGD" or "Adam": whether the optimizer's step grows with Ultralytics' summed loss."""
+    return "SGD" if optimizer in SGD_FAMILY else "Adam"
 
 
 def split_rule(rule: str) -> tuple[str, bool]:

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from orchestrator.scaling import evidence
-from orchestrator.scaling import ultralytics_math as um
-from orchestrator.scaling.policies import DEVICE_RULE, K_RULES, POLICIES, WARMUP_FROM_K, split_rule
+from orchestrator.scaling.policies import DEVICE_RULE, K_RULES, POLICIES, WARMUP_FROM_K, family_of, split_rule
 from orchestrator.tasks import MEAN_LOSS_TASKS
 
 
@@ -35,8 +34,7 @@ class Target:
 
     @property
     def family(self) -> str:
-        """"SGD" or "Adam": whether the optimizer's step grows with Ultralytics' summed loss."""
-        return "SGD" if self.opt in um.SGD_FAMILY else "Adam"
+        return family_of(self.opt)
 
     @property
     def k_images(self) -> Fraction:
