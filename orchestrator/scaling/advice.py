@@ -281,7 +281,7 @@ def per_step_warnings(
     return out
 
 
-def step_details(opt: str, eff: dict[str, Any], ref_eff: dict[str, Any], k: float) -> list[str]:
+def ema_and_clip_details(opt: str, eff: dict[str, Any], ref_eff: dict[str, Any], k: float) -> list[str]:
     """What else changes with the images per step (plan --explain): the EMA's horizon and the clip."""
     if k == 1:
         return []

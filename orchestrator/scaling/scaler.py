@@ -88,11 +88,11 @@ def scale(reference: ReferenceHyp, target: TargetHardware, policy: str = "auto",
     notes.warnings += advice.per_step_warnings(passed["optimizer"], rule, passed, eff, ref_eff, images, images_ref,
                                                ref.start, ref.task)
     notes.warnings += advice.target_warnings(ref, target.devices, passed, eff, ref_eff, images, target.sync_bn)
-    details = [line for line in [advice.step_detail(rule)] if line] + notes.details
+    details = [line for line in [advice.step_detail(rule)] if line] + notes.details + advice.ema_and_clip_details(
+        passed["optimizer"], eff, ref_eff, images / images_ref)
     return ScaleResult(devices=str(target.devices) or target.devices.kind, policy=policy, passed=passed,
                        effective=eff, reasons=advice.reason_lines(ref, passed, notes.changed, notes.kept),
-                       warnings=notes.warnings, reference_effective=ref_eff, k=rule.k,
-                       details=details + advice.step_details(passed["optimizer"], eff, ref_eff, images / images_ref))
+                       warnings=notes.warnings, reference_effective=ref_eff, k=rule.k, details=details)
 
 
 def _reference_as_trained(ref: ReferenceHyp, opt_ref: str, target: TargetHardware,
