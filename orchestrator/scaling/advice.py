@@ -11,7 +11,8 @@ from typing import Any
 from orchestrator.scaling import evidence
 from orchestrator.scaling import ultralytics_math as um
 from orchestrator.scaling.effective import fmt
-from orchestrator.scaling.policies import DEVICE_RULE, K_POLICIES, POLICY_ARMS, WARMUP_FROM_K, WARMUP_MIN_EPOCHS
+from orchestrator.scaling.policies import (DEVICE_RULE, K_POLICIES, POLICY_ARMS, WARMUP_FROM_K, WARMUP_MIN_EPOCHS,
+                                          is_longer)
 from orchestrator.scaling.rules import Rule
 from orchestrator.scaling.stats import Interval
 
@@ -194,7 +195,7 @@ def _measured_loss(rule: Rule, k: float, start: str, task: str) -> tuple[list[ev
                                                                      evidence.Gap | None]:
     """The rows at k from this start; where the rule lost more than KEPT_GAP to the reference (pooled),
     its row and the best rule's (else None, None)."""
-    rows = [g for g in evidence.rows_at(rule.family, k, start, task) if ", " not in g.rule]
+    rows = [g for g in evidence.rows_at(rule.family, k, start, task) if not is_longer(g.rule)]
     mine = next((g for g in rows if g.rule == rule.rows_rule), None)
     if mine is None or mine.gap.mean >= -evidence.KEPT_GAP:
         return rows, None, None

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.scaling.policies import DEFAULT_RULE
+from orchestrator.scaling.policies import DEFAULT_RULE, is_longer
 from orchestrator.scaling.stats import Interval
 
 EVIDENCE = Path(__file__).with_name("evidence.json")
@@ -101,7 +101,7 @@ def decision(task: str, start: str, family: str, k: float) -> Decision:
 def longer(start: str, family: str, k: float) -> list[Gap]:
     """Where a rule trained for more epochs than the reference was measured at this k, its gap."""
     return [g for g in gaps_all() if (g.start, g.family) == (start, family) and abs(g.k - k) < 1e-9
-            and ", " in g.rule and g.task == "detect"]
+            and is_longer(g.rule) and g.task == "detect"]
 
 
 def few_steps() -> dict:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from orchestrator.scaling import stats
 from orchestrator.tasks import MEAN_LOSS_TASKS
-from orchestrator.scaling.policies import ARMS, AUTO_RULES, DEFAULT_RULE, POLICY_ARMS, arm_of, family_of
+from orchestrator.scaling.policies import ARMS, AUTO_RULES, DEFAULT_RULE, LONGER, POLICY_ARMS, arm_of, family_of
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "docs" / "img"
@@ -90,12 +90,12 @@ def name_arms(rows: list[dict]) -> list[dict]:
     named = []
     for r in rows:
         ref = refs.get((r["setup"], r["optimizer"]))
-        longer = r["policy"].partition(", ")[2]  # "auto, 20 epochs": a rule trained for more epochs
+        longer = r["policy"].partition(LONGER)[2]  # "auto, 20 epochs": a rule trained for more epochs
         if ref is None:
             continue  # no reference to read the rule from
         arm = "reference" if r["k"] == 1 else _arm(r, ref)
         if arm:
-            named.append({**r, "arm": f"{arm}, {longer}" if longer else arm})
+            named.append({**r, "arm": f"{arm}{LONGER}{longer}" if longer else arm})
     return named
 
 

@@ -44,6 +44,14 @@ def family_of(optimizer: str) -> str:
     return "SGD" if optimizer in SGD_FAMILY else "Adam"
 
 
+LONGER = ", "  # "lr0-sqrt, 20 epochs": an arm trained for more epochs than its reference (the bench's label)
+
+
+def is_longer(arm: str) -> bool:
+    """An arm trained for more epochs than the reference: what more epochs did, no rule auto can pass."""
+    return LONGER in arm
+
+
 def split_rule(rule: str) -> tuple[str, bool]:
     """('linear', True) for 'linear (warmup kept)': the rule and whether it keeps the reference's warmup."""
     return (rule.removesuffix(WARMUP_KEPT), True) if rule.endswith(WARMUP_KEPT) else (rule, False)
