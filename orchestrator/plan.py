@@ -227,6 +227,68 @@ def accumulate_warning(eff: dict[str, Any], release: str) -> list[str]:
             "formulas by release)"]
 
 
+def refuse_xla_task(task: str | None, target_spec: DeviceSpec) -> None:
+    """The XLA backend's fixed-shape loss is the detection loss: another task is refused on its devices."""
+    if target_spec.xla and task != "detect":
+        raise SpecError(f"target.devices: {target_spec.text} runs the XLA backend, which trains detect models only "
+                        f"(its fixed-shape loss is the detection loss); task {task} trains on cpu, cpu:N or GPUs")
+
+
+def checked_release(optimizer: str | None, target_spec: DeviceSpec) -> str:
+    """The installed Ultralytics release, when it can run this optimizer on this launcher (else a
+    SpecError saying which release can): the plan's check, and a resume's on the run's own devices."""
+    release = ultralytics_cfg.version()
+    refused = releases.refusal(release, optimizer, target_spec.backend, target_spec.text)
+    if refused:
+        raise SpecError(refused)
+    return release
+
+
+@dataclass(frozen=True)
+class Assembled:
+    """What the one assembler makes of a job for a target: the scaler's record (its warnings include the
+    release's), Ultralytics' exact arguments, and the installed release it checked them against."""
+
+    scaled: ScaleResult
+    train_args: dict[str, Any]
+    release: str
+
+
+def assemble(spec, hyp: dict[str, Any], nc: int | None, train_images: int | None, target_spec: DeviceSpec,
+             policy: str, base_args: dict[str, Any], overrides: dict[str, Any] | None = None,
+             max_batch_per_device: int | None = None) -> Assembled:
+    """The one place a plan's arguments are put together and checked, for a new run (make_plan), a
+    resume onto other devices and an OOM restart (replan.py): the task the backend trains, the scaler,
+    `base_args | passed | overrides` with the target's device, the installed release's refusal for the
+    launcher and optimizer, and its warnings (accumulate after warmup, an untested release)."""
+    refuse_xla_task(spec.task, target_spec)
+    scaled = scale_for(spec, hyp, nc, train_images, target_spec, policy, max_batch_per_device)
+    args = {**base_args, **scaled.passed, **(overrides or {})}
+    args["device"] = target_spec.ultralytics_device()
+    release = checked_release(args.get("optimizer"), target_spec)
+    scaled.warnings += accumulate_warning(scaled.effective, release) + releases.untested(release)
+    return Assembled(scaled, args, release)
+
+
+def base_train_args(job: LoadedJob, data: DataInfo, hyp: dict[str, Any], target_spec: DeviceSpec) -> dict[str, Any]:
+    """A new run's arguments before the scaler's: the job's own and its reference-scale hyperparameters.
+    Offline by design: Ultralytics' plots need a font it would download; the worker provisions one, so
+    plots stay on. Integrations are switched off in the worker."""
+    spec = job.spec
+    model = job.resolve_path(spec.model)
+    return {"model": str(model) if model.is_file() else spec.model, "data": str(data.yaml_path),
+            "epochs": spec.epochs, "imgsz": spec.imgsz, "seed": spec.seed, "deterministic": spec.deterministic,
+            "device": target_spec.ultralytics_device(), **hyp}
+
+
+def job_overrides(job: LoadedJob) -> dict[str, Any]:
+    """The job's `overrides:`, a `pretrained` file made absolute where the plan found it (as `model`)."""
+    overrides = dict(job.spec.overrides)
+    if isinstance(overrides.get("pretrained"), str) and job.resolve_path(overrides["pretrained"]).is_file():
+        overrides["pretrained"] = str(job.resolve_path(overrides["pretrained"]))
+    return overrides
+
+
 def make_plan(job: LoadedJob, devices: DeviceSpec | None = None, policy: str | None = None,
               data: DataInfo | None = None, node: NodeLaunch | None = None) -> Plan:
     """`data`: this job's data already described (`describe_data` counts the training images, a
@@ -235,43 +297,20 @@ def make_plan(job: LoadedJob, devices: DeviceSpec | None = None, policy: str | N
     kept in the plan's `launch` (docs/distributed.md)."""
     spec = job.spec
     target_spec = devices or spec.target.devices
-    if target_spec.xla and spec.task != "detect":
-        raise SpecError(f"target.devices: {target_spec.text} runs the XLA backend, which trains detect models only "
-                        f"(its fixed-shape loss is the detection loss); task {spec.task} trains on cpu, cpu:N or GPUs")
+    refuse_xla_task(spec.task, target_spec)  # before the data walk: the cheaper refusal first
     hyp = resolve_hyp(job)
     data = data or describe_data(job)
-    scaled = scale_for(spec, hyp, data.nc, data.train_images, target_spec, policy or spec.scaling.policy)
-
-    args: dict[str, Any] = {
-        "model": str(job.resolve_path(spec.model)) if job.resolve_path(spec.model).is_file() else spec.model,
-        "data": str(data.yaml_path),
-        "epochs": spec.epochs,
-        "imgsz": spec.imgsz,
-        "seed": spec.seed,
-        "deterministic": spec.deterministic,
-        "device": target_spec.ultralytics_device(),
-        # Offline by design: Ultralytics' plots need a font it would download; the worker
-        # provisions one, so plots stay on. Integrations are switched off in the worker.
-    }
-    args.update(hyp)
-    args.update(scaled.passed)
-    args.update(spec.overrides)
-    if isinstance(args.get("pretrained"), str) and job.resolve_path(args["pretrained"]).is_file():
-        args["pretrained"] = str(job.resolve_path(args["pretrained"]))  # where the plan found it, as `model`
-    release = ultralytics_cfg.version()
-    refused = releases.refusal(release, args.get("optimizer"), target_spec.backend, target_spec.text)
-    if refused:
-        raise SpecError(refused)
-    scaled.warnings += accumulate_warning(scaled.effective, release) + releases.untested(release)
+    made = assemble(spec, hyp, data.nc, data.train_images, target_spec, policy or spec.scaling.policy,
+                    base_train_args(job, data, hyp, target_spec), job_overrides(job))
     return Plan(
         job=job,
         devices=target_spec,
         launcher=target_spec.backend,
         hyp=hyp,
         data=data,
-        scaled=scaled,
-        train_args=args,
-        warnings=list(scaled.warnings) + data.warnings,
+        scaled=made.scaled,
+        train_args=made.train_args,
+        warnings=list(made.scaled.warnings) + data.warnings,
         launch=node.options(target_spec) if node is not None else {},
-        ultralytics=release,
+        ultralytics=made.release,
     )

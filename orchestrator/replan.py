@@ -35,9 +35,10 @@ def save_resolved(run_dir: Path, resolved: ResolvedRun) -> None:
 
 
 def replan(resolved: ResolvedRun, devices: str | None = None, max_batch_per_device: int | None = None) -> RunPlan:
-    """A new plan for `devices` (default: the run's) under the run's stored job, hyp and policy. The
-    per-device batch cap is the tighter of the job's, any earlier OOM cap, and the one given. Raises
-    SpecError (field-named) when the scaler refuses."""
+    """A new plan for `devices` (default: the run's) under the run's stored job, hyp and policy, put
+    together and checked by the plan's own assembler (plan.assemble): a launcher or optimizer the
+    installed release cannot run is refused here as `plan` refuses it. The per-device batch cap is the
+    tighter of the job's, any earlier OOM cap, and the one given. Raises SpecError (field-named)."""
     old = resolved.plan
     spec = JobSpec.model_validate(resolved.job.document)
     try:
@@ -45,13 +46,12 @@ def replan(resolved: ResolvedRun, devices: str | None = None, max_batch_per_devi
     except DeviceSpecError as exc:
         raise SpecError(f"--devices: {exc}") from None
     caps = [c for c in (max_batch_per_device, resolved.oom_max_batch_per_device) if c]
-    scaled = planmod.scale_for(spec, old.hyp, old.nc, old.train_images, target_spec,
-                               old.policy or spec.scaling.policy, min(caps) if caps else None)
-    args = {**old.train_args, **scaled.passed, "device": target_spec.ultralytics_device()}
+    made = planmod.assemble(spec, old.hyp, old.nc, old.train_images, target_spec, old.policy or spec.scaling.policy,
+                            old.train_args, max_batch_per_device=min(caps) if caps else None)
     moved = target_spec.nodes == 1 and target_spec.text != old.devices  # multi-node options: the old spec's
     return replace(old, devices=target_spec.text, world_size=target_spec.world_size, launcher=target_spec.backend,
-                   train_args=args, scaling=scaled.as_json(), warnings=list(scaled.warnings),
-                   launch=None if moved else old.launch)
+                   train_args=made.train_args, scaling=made.scaled.as_json(), warnings=list(made.scaled.warnings),
+                   ultralytics=made.release, launch=None if moved else old.launch)
 
 
 def plan_oom_restart(run_dir: Path, retries_used: int, oom_event: dict | None = None) -> OomStep:

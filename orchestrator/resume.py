@@ -255,14 +255,14 @@ def rewind_damaged(run_id: str, run_dir: Path, weights_dir: Path, restart_ok: bo
 
 def move_to(resolved: ResolvedRun, devices: str | None) -> bool:
     """Re-plan the run for `devices` when they differ from its own (checked launchable here); True when
-    it was re-planned."""
-    if devices is None:
-        return False
+    it was re-planned. On its own devices the installed release is checked as the plan checks it (it
+    may have changed since the run started)."""
     try:
-        wanted = parse_devices(devices)
+        wanted = parse_devices(devices or resolved.plan.devices)
     except DeviceSpecError as exc:
-        raise SpecError(f"--devices: {exc}") from None
+        raise SpecError(f"--devices: {exc}" if devices else f"plan.devices in {RESOLVED}: {exc}") from None
     if wanted.text == resolved.plan.devices:
+        planmod.checked_release(resolved.plan.train_args.get("optimizer"), wanted)
         return False
     new = replan(resolved, devices=wanted.text)
     missing = launch.unavailable(new.launcher, wanted)

@@ -131,3 +131,38 @@ def test_each_launcher_from_its_first_release(launcher, devices, sets, job):
                 cwd=job.parent, env=env, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     assert json.loads(r.stdout)["summary"]["epochs_completed"] == 2
+
+
+def test_a_resume_onto_a_launcher_the_release_cannot_run_is_refused_and_claims_nothing(job, tmp_path, monkeypatch):
+    """The plan's release check runs on a resume too (plan.assemble, replan.py): a killed `cpu` run with a
+    checkpoint, resumed on 8.3.228 (one before torchrun's first release) onto `cpu:2`, is refused in one
+    line as `plan -d cpu:2` is; its registry row and job.resolved.yaml stay as they were. On its own devices,
+    a release older than the training process works with (8.3.199) is refused as `plan` refuses it."""
+    from orchestrator import runner
+    from orchestrator.jobspec.loader import load_job
+    from orchestrator.plan import make_plan
+    from orchestrator.registry import Registry
+    from tests.helpers.checkpoints import write_checkpoint
+
+    monkeypatch.setenv("YOLO_ORCH_REGISTRY", "")
+    runs = tmp_path / "runs"
+    run_id, run_dir = runner.create_run(make_plan(load_job(job)), runs_dir=runs)
+    write_checkpoint(run_dir / "weights" / "last.pt", 1)
+    with Registry.open(runs) as reg:
+        reg.update(run_id, state="killed")
+    contract = (run_dir / "job.resolved.yaml").read_bytes()
+    first = releases.LAUNCHER_MINIMUM["torchrun"][0]
+    before = releases.text((first[0], first[1], first[2] - 1))
+    env = cli_env({"YOLO_ORCH_REGISTRY": "", "PYTHONPATH": os.pathsep.join([str(REPO), str(_installed(before))])})
+    r = run_cli("resume", run_id, "--devices", "cpu:2", "--runs-dir", runs, env=env, timeout=120)
+    assert r.returncode == 2, r.stdout + r.stderr
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and f"target.devices: cpu:2 needs Ultralytics {releases.text(first)}" in lines[0], lines
+    assert (run_dir / "job.resolved.yaml").read_bytes() == contract
+    with Registry.open(runs) as reg:
+        assert reg.get(run_id)["state"] == "killed"
+    oldest = releases.text((8, 3, releases.OLDEST_WORKING[2] - 1))
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(_installed(oldest))])
+    r = run_cli("resume", run_id, "--runs-dir", runs, env=env, timeout=120)
+    assert r.returncode == 2 and f"ultralytics {oldest} is installed" in r.stderr, r.stdout + r.stderr
+    assert (run_dir / "job.resolved.yaml").read_bytes() == contract
