@@ -6,8 +6,6 @@ build the same Plan, so what is shown is what runs."""
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,40 +16,10 @@ from orchestrator.scaling.types import ReferenceHyp, ScaleResult, ScalingError, 
 from orchestrator.devices import DeviceSpec
 from orchestrator.launch.torchrun import NodeLaunch
 from orchestrator.jobspec.errors import SpecError
-from orchestrator.jobspec import dataset, ultralytics_cfg
-from orchestrator.jobspec.loader import LoadedJob, read_yaml_file, resolve_hyp
-from orchestrator.jobspec.job import SynthData
-from orchestrator.data import dataset_path
-from orchestrator.rundir import ResolvedRun, RunJob, RunPlan, cache_dir
-
-
-def synth_dir(cfg: SynthData, task: str = "detect") -> Path:
-    """The cache folder of a generated dataset (the same config and task: the same folder)."""
-    key = cfg.model_dump() if task == "detect" else dict(cfg.model_dump(), task=task)  # detect's folders kept
-    digest = hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
-    return cache_dir() / "datasets" / f"synth-{digest}"
-
-
-def make_synth_data(cfg: SynthData, task: str = "detect") -> Path:
-    """The generated dataset's data.yaml (classify: its folder), generated first when it is not there
-    (the same config and seed give the same images: a cleaned cache or another node loses nothing)."""
-    folder = synth_dir(cfg, task)
-    if not dataset_path(folder, task).exists():
-        from orchestrator.data.synth import generate_dataset
-
-        generate_dataset(folder, images=cfg.images, val_images=cfg.val_images, classes=cfg.classes,
-                         imgsz=cfg.imgsz, seed=cfg.seed, task=task)
-    return dataset_path(folder, task)
-
-
-@dataclass
-class DataInfo:
-    yaml_path: Path  # the data.yaml (classify: the dataset folder); synth data: generated at submit
-    nc: int | None
-    train_images: int | None
-    synth: SynthData | None = None
-    root: Path | None = None  # set when the yaml's `path:` is relative: the run's data.yaml makes it absolute
-    warnings: list[str] = field(default_factory=list)  # e.g. images without labels (background)
+from orchestrator.jobspec import ultralytics_cfg
+from orchestrator.jobspec.job_data import DataInfo, describe_data
+from orchestrator.jobspec.loader import LoadedJob, resolve_hyp
+from orchestrator.rundir import ResolvedRun, RunJob, RunPlan
 
 
 @dataclass(frozen=True)
@@ -100,29 +68,6 @@ class Plan:
         return ResolvedRun(run_id=run_id, run_dir=str(run_dir) if run_dir is not None else None,
                            job_file=str(self.job.path) if self.job.path else None, wandb_mode=wandb_mode,
                            job=RunJob(self.job.spec.model_dump(mode="json")), plan=RunPlan.from_dict(plan_json))
-
-
-def describe_data(job: LoadedJob) -> DataInfo:
-    """The job's dataset: classes, training images and a label check (jobspec/dataset.py). Label problems
-    are SpecErrors here, before anything is written, not a failure mid-run."""
-    data, task = job.spec.data, job.spec.task
-    if not isinstance(data, str):
-        cfg = data.synth
-        return DataInfo(dataset_path(synth_dir(cfg, task), task), cfg.classes, cfg.images, synth=cfg)
-    path = job.resolve_path(data).resolve()
-    if task == "classify":
-        found = dataset.scan_folders(path)
-        if found.problems:
-            raise SpecError(found.problems)
-        return DataInfo(path, found.nc, found.train_images, warnings=found.warnings)
-    cfg = read_yaml_file(path, "dataset yaml")
-    names = cfg.get("names")
-    nc = len(names) if isinstance(names, (list, dict)) else cfg.get("nc")
-    found = dataset.scan(cfg, path, nc, task)
-    if found.problems:
-        raise SpecError(found.problems)
-    root = found.root if dataset.relative_root(cfg) else None
-    return DataInfo(path, nc, found.train_images, root=root, warnings=found.warnings)
 
 
 def images_trained(train_images: int | None, fraction: Any) -> int | None:

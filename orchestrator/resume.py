@@ -21,6 +21,7 @@ from typing import Callable
 
 from orchestrator import launch
 from orchestrator import plan as planmod
+from orchestrator.data.cache import make_synth_data
 from orchestrator.devices import DeviceSpecError, parse_devices
 from orchestrator.jobspec.errors import SpecError
 from orchestrator.registry import RESUMABLE, Registry
@@ -284,7 +285,7 @@ def restore_data(resolved: ResolvedRun, run_id: str) -> str | None:
             return None
         from orchestrator.jobspec.job import SynthData
 
-        made = planmod.make_synth_data(SynthData.model_validate(synth), resolved.job.task)
+        made = make_synth_data(SynthData.model_validate(synth).model_dump(), resolved.job.task)
         resolved.plan.train_args["data"] = str(made)
         return f"its generated dataset ({data}) was missing here: generated again as {made}"
     missing = _missing_data(data)

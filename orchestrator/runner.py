@@ -21,7 +21,8 @@ from orchestrator.rundir import (BEST, DEADLINE_STOP, ENV, ENV_SUPERVISOR_PID, E
                                  failure_cause,
                                  load_resolved, new_run_id, process_identity, write_json_atomic,
                                  write_text_atomic)
-from orchestrator.plan import Plan, make_synth_data
+from orchestrator.data.cache import make_synth_data
+from orchestrator.plan import Plan
 from orchestrator.registry import Registry
 from orchestrator.jobspec.errors import SpecError
 from orchestrator.wandb_mode import resolve_mode
@@ -63,7 +64,7 @@ def check_launchable(plan: Plan) -> None:
 
 def ensure_data(plan: Plan) -> None:
     if plan.data.synth is not None and not plan.data.yaml_path.exists():
-        make_synth_data(plan.data.synth, plan.job.spec.task)
+        make_synth_data(plan.data.synth.model_dump(), plan.job.spec.task)
 
 
 DATA_YAML = "data.yaml"

@@ -31,7 +31,8 @@ def plan_cmd(
     """Show how the job's hyperparameters map to each target: passed, effective, why."""
     # Imported here so `yolo-orch --help` does not pay for pydantic models and rich tables.
     from orchestrator.cli.render import scaling_table, why_lines
-    from orchestrator.plan import describe_data, make_plan
+    from orchestrator.jobspec.job_data import describe_data
+    from orchestrator.plan import make_plan
     from orchestrator.jobspec.loader import load_job
 
     problems = []

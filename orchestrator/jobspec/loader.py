@@ -229,7 +229,7 @@ def check_data(job: LoadedJob) -> list[str]:
     path = job.resolve_path(data)
     if job.spec.task == "classify":
         if path.is_dir():
-            return []  # its folders are read with the images (dataset.scan_folders, plan.describe_data)
+            return []  # its folders are read with the images (dataset.scan_folders, job_data.describe_data)
         return [f"data: a classify dataset is a folder with train/ and val/, one folder per class in each; "
                 f"'{data}' is {'a file' if path.exists() else 'not found'}"]
     if not path.is_file():

@@ -67,7 +67,8 @@ class RunJob:
 
     @property
     def xla_max_boxes(self) -> int:
-        return int((self.document.get("xla") or {}).get("max_boxes") or 32)
+        """The job's `xla.max_boxes` (its default's one home: jobspec/job.py; the plan writes every field)."""
+        return int(self.document["xla"]["max_boxes"])
 
     @property
     def wandb(self) -> dict[str, Any]:
@@ -162,7 +163,7 @@ class RunPlan:
 
     @property
     def nbs(self) -> int:
-        return int(self.train_args.get("nbs") or 64)
+        return int(self.train_args["nbs"])  # the scaler passes nbs on every plan (Ultralytics' default: scaling/)
 
     @property
     def batch_per_device(self) -> int:

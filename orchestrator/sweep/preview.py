@@ -20,7 +20,8 @@ from orchestrator.sweep.study import is_sqlite, redact
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from orchestrator.plan import DataInfo, Plan
+    from orchestrator.jobspec.job_data import DataInfo
+    from orchestrator.plan import Plan
     from orchestrator.sweep.loader import LoadedSweep, Param
 
 

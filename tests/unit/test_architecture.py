@@ -17,7 +17,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "rundir": set(),
     "devices": set(),
     "tasks": set(),
-    "data": {"tasks"},
+    "data": {"rundir", "tasks"},  # rundir: where the cache of generated datasets is
     "urls": set(),
     "sqlite_wal": set(),
     "errors": set(),  # the two kinds of failure and the exit codes
@@ -34,7 +34,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "replan": {"rundir", "devices", "scaling", "jobspec", "launch", "plan"},
     "watchdog": {"rundir"},
     "runner": {"rundir", "data", "devices", "jobspec", "launch", "plan", "replan", "registry", "wandb_mode", "watchdog"},
-    "resume": {"rundir", "urls", "devices", "jobspec", "launch", "plan", "replan", "registry", "runner"},
+    "resume": {"rundir", "urls", "data", "devices", "jobspec", "launch", "plan", "replan", "registry", "runner"},
     # the pruning callback runs inside the training process, on the worker's epoch bookkeeping
     "sweep": {"rundir", "sqlite_wal", "urls", "devices", "tasks", "jobspec", "launch", "plan", "registry", "runner",
               "worker.callbacks", "errors"},
