@@ -6,7 +6,7 @@ build the same Plan, so what is shown is what runs."""
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,41 +19,56 @@ from orchestrator.jobspec.errors import SpecError
 from orchestrator.jobspec import ultralytics_cfg
 from orchestrator.jobspec.job_data import DataInfo, describe_data
 from orchestrator.jobspec.loader import LoadedJob, resolve_hyp
-from orchestrator.rundir import ResolvedRun, RunJob, RunPlan
+from orchestrator.rundir import NodeOptions, ResolvedRun, RunJob, RunPlan
 
 
 @dataclass(frozen=True)
 class Plan:
     """What `plan` prints is what runs: made whole by make_plan (the launcher's options are an input
-    to it) and never changed after; where a run lives is added only to the document the run reads."""
+    to it) and never changed after. `run` is the contract's plan itself (job.resolved.yaml's `plan`,
+    rundir.RunPlan), made once; the rest is what the orchestrator also knows: the loaded job, the
+    parsed devices, the dataset description and the scaler's typed record. Where a run lives is added
+    only to the document the run reads."""
 
     job: LoadedJob
     devices: DeviceSpec
-    launcher: str
-    hyp: dict[str, Any]  # reference-scale hyperparameters (defaults <- preset <- inline)
     data: DataInfo
     scaled: ScaleResult
-    train_args: dict[str, Any]  # exact Ultralytics train() arguments, minus run-dir placement
-    warnings: list[str] = field(default_factory=list)
-    launch: dict[str, Any] = field(default_factory=dict)  # multi-node torchrun options (launch/torchrun.py)
-    ultralytics: str = ""  # the installed release the plan modelled (scaling/releases.py)
+    run: RunPlan
+
+    # the contract's values, under the names the orchestrator's callers use
+    @property
+    def launcher(self) -> str:
+        return self.run.launcher
+
+    @property
+    def hyp(self) -> dict[str, Any]:
+        """Reference-scale hyperparameters (defaults <- preset <- inline)."""
+        return self.run.hyp
+
+    @property
+    def train_args(self) -> dict[str, Any]:
+        """Ultralytics' exact train() arguments, minus the run-directory placement."""
+        return self.run.train_args
+
+    @property
+    def warnings(self) -> list[str]:
+        return self.run.warnings
+
+    @property
+    def launch(self) -> NodeOptions | None:
+        """This node's torchrun options for a multi-node run (launch/torchrun.py)."""
+        return self.run.launch
+
+    @property
+    def ultralytics(self) -> str:
+        """The installed release the plan modelled (scaling/releases.py)."""
+        return self.run.ultralytics
 
     def as_json(self) -> dict[str, Any]:
-        out = {
-            "job": self.job.spec.name,
-            "devices": self.devices.text,
-            "world_size": self.devices.world_size,
-            "launcher": self.launcher,
-            "policy": self.scaled.policy,
-            "data": {"yaml": str(self.data.yaml_path), "nc": self.data.nc, "train_images": self.data.train_images,
-                     **({"root": str(self.data.root)} if self.data.root else {})},
-            "train_args": self.train_args,
-            "scaling": self.scaled.as_json(),
-            "warnings": self.warnings,
-            "ultralytics": self.ultralytics,
-        }
-        if self.launch:
-            out["launch"] = self.launch
+        """`plan --json` and `submit --dry-run --json`: the contract's plan without the reference-scale hyp."""
+        out = copy.deepcopy(self.run.to_dict())
+        out.pop("hyp")
         return out
 
     def resolved_document(self, run_id: str, run_dir: Path | None, wandb_mode: str,
@@ -61,13 +76,18 @@ class Plan:
         """The run contract (job.resolved.yaml) for a run of this plan: the job, the plan with the
         reference-scale hyperparameters, and where the run lives; `data_yaml`: the run's own copy of
         the dataset yaml (runner.write_data_yaml), which Ultralytics then reads."""
-        plan_json = copy.deepcopy(self.as_json())  # the run owns its copy
-        plan_json["hyp"] = dict(self.hyp)
+        run = copy.deepcopy(self.run)  # the run owns its copy
         if data_yaml is not None:
-            plan_json["train_args"]["data"] = str(data_yaml)
+            run.train_args["data"] = str(data_yaml)
         return ResolvedRun(run_id=run_id, run_dir=str(run_dir) if run_dir is not None else None,
                            job_file=str(self.job.path) if self.job.path else None, wandb_mode=wandb_mode,
-                           job=RunJob(self.job.spec.model_dump(mode="json")), plan=RunPlan.from_dict(plan_json))
+                           job=RunJob(self.job.spec.model_dump(mode="json")), plan=run)
+
+
+def data_record(data: DataInfo) -> dict[str, Any]:
+    """The contract's `plan.data`: the dataset yaml, classes, training images[, the absolute root]."""
+    return {"yaml": str(data.yaml_path), "nc": data.nc, "train_images": data.train_images,
+            **({"root": str(data.root)} if data.root else {})}
 
 
 def images_trained(train_images: int | None, fraction: Any) -> int | None:
@@ -247,15 +267,9 @@ def make_plan(job: LoadedJob, devices: DeviceSpec | None = None, policy: str | N
     data = data or describe_data(job)
     made = assemble(spec, hyp, data.nc, data.train_images, target_spec, policy or spec.scaling.policy,
                     base_train_args(job, data, hyp, target_spec), job_overrides(job))
-    return Plan(
-        job=job,
-        devices=target_spec,
-        launcher=target_spec.backend,
-        hyp=hyp,
-        data=data,
-        scaled=made.scaled,
-        train_args=made.train_args,
-        warnings=list(made.scaled.warnings) + data.warnings,
-        launch=node.options(target_spec) if node is not None else {},
-        ultralytics=made.release,
-    )
+    run = RunPlan(job=spec.name, devices=target_spec.text, world_size=target_spec.world_size,
+                  launcher=target_spec.backend, policy=made.scaled.policy, train_args=made.train_args,
+                  scaling=made.scaled.as_json(), hyp=hyp, data=data_record(data),
+                  warnings=list(made.scaled.warnings) + data.warnings, ultralytics=made.release,
+                  launch=NodeOptions.from_dict(node.options(target_spec)) if node is not None else None)
+    return Plan(job=job, devices=target_spec, data=data, scaled=made.scaled, run=run)

@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from orchestrator.devices import parse_devices
 from orchestrator.rundir.contract import SCHEMA_VERSION, contract_problems, is_int
 from orchestrator.rundir.files import dump_yaml, load_own_yaml, write_text_atomic
 
@@ -218,13 +219,18 @@ class RunPlan:
         return self.launch.node_rank if self.launch else 0
 
     @property
+    def device_kind(self) -> str:
+        """The devices' kind (devices.KINDS: cpu, cuda, tpu, xla_cpu), by the one parser of device specs."""
+        return parse_devices(self.devices).kind
+
+    @property
     def on_cpu(self) -> bool:
         """CPUs: cpu, cpu:N, MxN on CPU nodes (Mxcpu:N)."""
-        return self.devices == "cpu" or self.devices.startswith("cpu:") or "xcpu:" in self.devices
+        return self.device_kind == "cpu"
 
     @property
     def on_tpu(self) -> bool:
-        return self.devices.startswith("tpu")
+        return self.device_kind == "tpu"
 
 
 @dataclass

@@ -14,8 +14,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "orchestrator"
 # The root package (`orchestrator`: its version) may be imported by any.
 MAY_IMPORT: dict[str, set[str]] = {
     # the contract between the two processes, and leaves that import nothing of the tool
-    "rundir": set(),
     "devices": set(),
+    "rundir": {"devices"},  # the plan's devices read by the one parser of device specs
     "tasks": set(),
     "data": {"rundir", "tasks"},  # rundir: where the cache of generated datasets is
     "urls": set(),
