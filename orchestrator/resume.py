@@ -3,7 +3,7 @@ registry row, as `yolo-orch resume`, `submit --resume-existing` and a requeued S
 
     close_recorded_run(row)   a run that recorded every epoch before it stopped is closed as finished
     prepare(row, devices)     claim the row (compare-and-set), check the run can continue, re-plan it
-                              for other devices (replan.py), make again what can be made again (a
+                              for other devices (plan/replan.py), make again what can be made again (a
                               generated dataset), write the resume order into job.resolved.yaml
     run(row, prepared)        hand it to the runner, which supervises the training process
 
@@ -25,7 +25,7 @@ from orchestrator.data.cache import make_synth_data
 from orchestrator.devices import DeviceSpecError, parse_devices
 from orchestrator.jobspec.errors import SpecError
 from orchestrator.registry import RESUMABLE, Registry
-from orchestrator.replan import replan, save_resolved
+from orchestrator.plan.replan import replan, save_resolved
 from orchestrator.rundir import (EVENTS, LAST, RESOLVED, SUMMARY, WEIGHTS, EventTail, EventWriter, NodeOptions,
                                  ResolvedRun, ResolvedRunError, ResumeOrder, ResumeRecord, RunPlan, completed_epochs,
                                  end_torn_line, load_own_yaml, load_resolved, missing_epochs, run_summary,

@@ -1,6 +1,6 @@
 """Run a plan on this machine: create the run directory and its registry row, start the training
 process through its launcher, tail its events, and restart it after an out-of-memory exit with a
-re-planned batch (replan.py). `yolo-orch submit`, `resume` (resume.py) and every sweep trial come
+re-planned batch (plan/replan.py). `yolo-orch submit`, `resume` (resume.py) and every sweep trial come
 through here."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from orchestrator import launch, replan
+from orchestrator import launch
+from orchestrator.plan import replan
 from orchestrator.launch import process
 from orchestrator.rundir import (BEST, DEADLINE_STOP, ENV, ENV_SUPERVISOR_PID, ENV_SUPERVISOR_START, EVENTS,
                                  EXIT_NOT_RESUMABLE, EXIT_OOM, HEARTBEATS, LAST, LOG, RESOLVED, RESULTS, STACKS, SUMMARY,
@@ -39,7 +40,7 @@ class RunOutcome:
     exit_code: int
     summary: dict | None = None
     events: list[dict] = field(default_factory=list)
-    oom_recoveries: list[OomStep] = field(default_factory=list)  # one record per OOM restart (replan.py)
+    oom_recoveries: list[OomStep] = field(default_factory=list)  # one record per OOM restart (plan/replan.py)
     note: str | None = None  # why it failed, and how to continue (also the registry row's note)
     epochs: int | None = None  # the plan's epochs, and how many were checkpointed (a killed run has no
     epochs_done: int | None = None  # summary.json, yet its epochs and best.pt are there)

@@ -88,7 +88,7 @@ def summary_table(job: str, outcome, devices: str) -> Table:
         ("run dir", str(outcome.run_dir)),
     ]
     for step in (summary or {}).get("oom_recoveries") or []:
-        from orchestrator.replan import describe_oom_step
+        from orchestrator.plan.replan import describe_oom_step
         from orchestrator.rundir import OomStep
 
         rows.append(("oom recovery", describe_oom_step(OomStep(**step))))

@@ -213,7 +213,7 @@ def show_cmd(
         shown = f"{value:.4f}" if isinstance(value, (int, float)) else "-"
         rows.append((f"epoch {info['last_epoch'].get('epoch')}", f"{label} {shown}"))
     for step in (info["recoveries"] or {}).get("oom", []):
-        from orchestrator.replan import describe_oom_step
+        from orchestrator.plan.replan import describe_oom_step
 
         rows.append(("oom recovery", describe_oom_step(OomStep(**step))))
     for note in row.get("notes") or []:

@@ -1,14 +1,20 @@
-"""A generated dataset's folder in the tool's cache, keyed by its settings and task, made when missing."""
+"""The tool's cache, and a generated dataset's folder in it, keyed by its settings and task, made when missing."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 from orchestrator.data import dataset_path
-from orchestrator.rundir import cache_dir
+
+
+def cache_dir() -> Path:
+    """The tool's cache (generated datasets, the training process's Ultralytics config, the XLA
+    compile cache; YOLO_ORCH_CACHE moves it)."""
+    return Path(os.environ.get("YOLO_ORCH_CACHE", Path.home() / ".cache" / "yolo-orch")).expanduser()
 
 
 def synth_dir(settings: dict[str, Any], task: str = "detect") -> Path:

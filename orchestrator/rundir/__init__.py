@@ -78,9 +78,6 @@ def float_or_none(value: Any) -> float | None:
         return None
 
 
-def cache_dir() -> Path:
-    """The tool's cache (generated datasets, the training process's Ultralytics config)."""
-    return Path(os.environ.get("YOLO_ORCH_CACHE", Path.home() / ".cache" / "yolo-orch")).expanduser()
 
 
 def completed_epochs(run_dir: Path) -> int:

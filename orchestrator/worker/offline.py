@@ -14,7 +14,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from orchestrator.rundir import cache_dir
+from orchestrator.data.cache import cache_dir
 
 INTEGRATIONS = ("clearml", "comet", "dvc", "mlflow", "raytune", "tensorboard", "wandb")
 FONTS = ("Arial.ttf", "Arial.Unicode.ttf")

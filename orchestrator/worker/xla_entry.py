@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from orchestrator.rundir import ResolvedRun, cache_dir
+from orchestrator.data.cache import cache_dir
+from orchestrator.rundir import ResolvedRun
 from orchestrator.worker.startup import Started, Trained, environment_info, run_dir_main, run_worker
 
 

@@ -105,7 +105,8 @@ def test_oom_retries_exhausted(tmp_path):
 def test_plan_oom_restart_keeps_images_per_step(tmp_path, monkeypatch):
     """Pure: successive halvings through the scaler, images per step fixed, stops at batch 1."""
     monkeypatch.setenv("YOLO_ORCH_REGISTRY", "")
-    from orchestrator import replan, runner
+    from orchestrator import runner
+    from orchestrator.plan import replan
     from orchestrator.plan import make_plan
     from orchestrator.jobspec.errors import SpecError
     from orchestrator.jobspec.loader import load_job

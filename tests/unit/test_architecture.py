@@ -17,7 +17,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "devices": set(),
     "rundir": {"devices"},  # the plan's devices read by the one parser of device specs
     "tasks": set(),
-    "data": {"rundir", "tasks"},  # rundir: where the cache of generated datasets is
+    "data": {"tasks"},
     "urls": set(),
     "sqlite_wal": set(),
     "errors": set(),  # the two kinds of failure and the exit codes
@@ -27,14 +27,14 @@ MAY_IMPORT: dict[str, set[str]] = {
     "scaling": {"devices", "tasks"},
     "jobspec": {"rundir", "data", "devices", "tasks", "scaling", "errors"},
     "launch": {"rundir", "devices", "jobspec"},
+    # the plan, and a run re-planned (a resume onto other devices, an OOM restart) by the same assembler
     "plan": {"rundir", "data", "devices", "tasks", "scaling", "jobspec", "launch"},
     # the orchestrator side: runs, their registry and recovery, sweeps, Kaggle, diagnostics
     "registry": {"rundir", "sqlite_wal", "errors"},
     "wandb_mode": {"jobspec"},
-    "replan": {"rundir", "devices", "scaling", "jobspec", "launch", "plan"},
     "watchdog": {"rundir"},
-    "runner": {"rundir", "data", "devices", "jobspec", "launch", "plan", "replan", "registry", "wandb_mode", "watchdog"},
-    "resume": {"rundir", "urls", "data", "devices", "jobspec", "launch", "plan", "replan", "registry", "runner"},
+    "runner": {"rundir", "data", "devices", "jobspec", "launch", "plan", "registry", "wandb_mode", "watchdog"},
+    "resume": {"rundir", "urls", "data", "devices", "jobspec", "launch", "plan", "registry", "runner"},
     # the pruning callback runs inside the training process, on the worker's epoch bookkeeping
     "sweep": {"rundir", "sqlite_wal", "urls", "devices", "tasks", "jobspec", "launch", "plan", "registry", "runner",
               "worker.callbacks", "errors"},
@@ -49,7 +49,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "application": {"rundir", "urls", "devices", "jobspec", "launch", "plan", "registry", "runner", "resume", "sweep",
                     "errors"},
     # the command line on top
-    "cli": {"rundir", "urls", "data", "devices", "tasks", "scaling", "jobspec", "launch", "plan", "registry", "wandb_mode", "replan",
+    "cli": {"rundir", "urls", "data", "devices", "tasks", "scaling", "jobspec", "launch", "plan", "registry", "wandb_mode",
             "runner", "application", "sweep", "kaggle", "doctor", "ui", "errors"},
     "__main__": {"cli"},
 }

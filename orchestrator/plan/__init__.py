@@ -114,7 +114,7 @@ def starts_from_weights(model: str, pretrained: Any = None) -> bool:
 def scaler_inputs(spec, hyp: dict[str, Any], nc: int | None, train_images: int | None, target_spec: DeviceSpec,
                   max_batch_per_device: int | None = None) -> tuple[ReferenceHyp, TargetHardware]:
     """The scaler's inputs for a job (also used to re-plan a resume or an OOM restart,
-    orchestrator/replan.py). `max_batch_per_device` tightens the job's own cap."""
+    plan/replan.py). `max_batch_per_device` tightens the job's own cap."""
     reference = ReferenceHyp(
         world_size=spec.reference.devices.world_size,
         batch=spec.reference.batch,
@@ -165,7 +165,7 @@ def check_xla_data(effective: dict[str, Any], devices: DeviceSpec) -> None:
 
 def scale_for(spec, hyp: dict[str, Any], nc: int | None, train_images: int | None, target_spec: DeviceSpec,
               policy: str, max_batch_per_device: int | None = None) -> ScaleResult:
-    """The scaler's result for a job on `target_spec` (make_plan; replan.py for a resume or an OOM
+    """The scaler's result for a job on `target_spec` (make_plan; plan/replan.py for a resume or an OOM
     restart): on XLA targets with the data checked against the fixed batches and the precision the
     XLA worker trains with (it reads `effective.precision`)."""
     reference, target = scaler_inputs(spec, hyp, nc, train_images, target_spec, max_batch_per_device)
@@ -223,7 +223,7 @@ def assemble(spec, hyp: dict[str, Any], nc: int | None, train_images: int | None
              policy: str, base_args: dict[str, Any], overrides: dict[str, Any] | None = None,
              max_batch_per_device: int | None = None) -> Assembled:
     """The one place a plan's arguments are put together and checked, for a new run (make_plan), a
-    resume onto other devices and an OOM restart (replan.py): the task the backend trains, the scaler,
+    resume onto other devices and an OOM restart (plan/replan.py): the task the backend trains, the scaler,
     `base_args | passed | overrides` with the target's device, the installed release's refusal for the
     launcher and optimizer, and its warnings (accumulate after warmup, an untested release)."""
     refuse_xla_task(spec.task, target_spec)
