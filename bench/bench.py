@@ -19,7 +19,6 @@ Sections:
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import platform
@@ -30,22 +29,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from orchestrator.harness.cli import COMMAND, REPO
+from orchestrator.harness.runs import results_rows
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 QUICKSTART = REPO / "examples" / "quickstart.yaml"
 PY = sys.executable
 
-PLAIN = r"""
-import json, sys, time
-from orchestrator.worker.offline import prepare_env, disable_integrations
-prepare_env()
-from ultralytics import YOLO
-disable_integrations()
-args = json.loads(sys.argv[1])
-model = YOLO(args.pop("model"))
-model.train(**args)
-"""
+PLAIN = [PY, "-m", "orchestrator.harness.plain", "train"]  # yolo train's work, offline as the worker runs it
 
 
 def env_for(cache: Path) -> dict:
@@ -67,7 +57,7 @@ def timed(cmd: list[str], env: dict, cwd: Path, cpu: list[float] | None = None) 
 
 
 def train_images_per_s(results_csv: Path, images: int) -> float:
-    rows = list(csv.DictReader(results_csv.open()))
+    rows = results_rows(results_csv)
     return images * len(rows) / float(rows[-1]["time"])
 
 
@@ -106,9 +96,9 @@ def bench_overhead(reps: int, epochs: int, work: Path, cache: Path, together: bo
     for rep in range(reps):
         runs, project = work / f"orch{rep}", work / f"plain{rep}"
         cmds = {
-            "orch": [PY, "-m", "orchestrator", "submit", str(QUICKSTART), "--json",
+            "orch": [*COMMAND, "submit", str(QUICKSTART), "--json",
                      *[a for s in sets for a in ("--set", s)], "--set", f"runs_dir={runs}"],
-            "plain": [PY, "-c", PLAIN, json.dumps(dict(plan.train_args, project=str(project), name="run",
+            "plain": [*PLAIN, json.dumps(dict(plan.train_args, project=str(project), name="run",
                                                        exist_ok=True))],
         }
         if together:
@@ -144,7 +134,7 @@ def bench_overhead(reps: int, epochs: int, work: Path, cache: Path, together: bo
 
 def bench_cli(n: int, work: Path, cache: Path) -> dict:
     env = env_for(cache)
-    exe = [PY, "-m", "orchestrator"]
+    exe = COMMAND
     cases = {
         "python -c pass": [PY, "-c", "pass"],
         "yolo-orch --help": [*exe, "--help"],
@@ -169,7 +159,7 @@ def bench_dp(epochs: int, work: Path, cache: Path) -> dict:
     images = make_plan(load_job(QUICKSTART)).data.train_images
     for devices in ("cpu", "cpu:2"):
         runs = work / f"dp-{devices.replace(':', '')}"
-        cmd = [PY, "-m", "orchestrator", "submit", str(QUICKSTART), "--devices", devices, "--set", f"epochs={epochs}",
+        cmd = [*COMMAND, "submit", str(QUICKSTART), "--devices", devices, "--set", f"epochs={epochs}",
                "--set", "wandb.mode=disabled", "--set", f"runs_dir={runs}", "--json"]
         wall = timed(cmd, env, work)
         summary = json.loads(next(runs.rglob("summary.json")).read_text())

@@ -33,11 +33,9 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
 import bench_scaling  # noqa: E402
 from orchestrator.data.synth import generate_dataset  # noqa: E402
+from orchestrator.harness.cli import COMMAND, REPO
 
 # The pretraining domain (the default look; the first 4 shapes) and the fine-tuning one (3 other shapes,
 # striped backgrounds, saturated colours): what a COCO model meets in a user's own data, in small.
@@ -79,7 +77,7 @@ def pretrained_weights(args) -> tuple[Path, dict]:
     job_path.write_text(yaml.safe_dump(job, sort_keys=False))
     print(f"pretraining the stand-in: {args.pretrain_epochs} epochs on {args.pretrain_images} images", flush=True)
     started = time.time()
-    out = subprocess.run([sys.executable, "-m", "orchestrator", "submit", str(job_path), "--json", "--set",
+    out = subprocess.run([*COMMAND, "submit", str(job_path), "--json", "--set",
                           f"runs_dir={args.cache / 'pretrain-runs'}"], cwd=REPO, capture_output=True, text=True)
     if out.returncode != 0:
         raise SystemExit(f"pretraining failed: {out.stderr.strip().splitlines()[-1:]}")

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import csv
 import functools
 import itertools
 import json
@@ -42,12 +41,12 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 from orchestrator.doctor.cpu import cpuinfo_fields  # noqa: E402
 from orchestrator.rundir import load_resolved  # noqa: E402
 from orchestrator.scaling import stats  # noqa: E402
 from orchestrator.tasks import EXAMPLE_MODELS, HEADLINE, TASKS  # noqa: E402
+from orchestrator.harness.cli import COMMAND, REPO
+from orchestrator.harness.runs import results_column
 POLICIES = ("none", "auto", "linear", "sqrt", "table", "lr0-sqrt", "auto-warmup-kept", "linear-warmup-kept")
 # Arms that are no policy of the scaler: (the policy, lr0's exponent of k, scaling.warmup). lr0-sqrt passes
 # lr0 x sqrt(k) and keeps the weight decay per epoch with the k-rules' warmup: `linear` on a reference with
@@ -105,7 +104,7 @@ def training_key(args, optimizer: str, k: int, policy: str, seed: int) -> tuple:
     (e.g. AdamW auto and sqrt; SGD linear and none at k = 2, where they differ only in how nbs and
     the passed weight decay split the same optimizer weight decay)."""
     job = args.work / f"{optimizer}.yaml"
-    out = subprocess.run([sys.executable, "-m", "orchestrator", "plan", str(job), "--json",
+    out = subprocess.run([*COMMAND, "plan", str(job), "--json",
                           *cell_overrides(job, args.ref_batch, k, policy, seed)], cwd=REPO, capture_output=True,
                          text=True, check=True)
     eff = json.loads(out.stdout)[0]["effective"]
@@ -116,7 +115,7 @@ def training_key(args, optimizer: str, k: int, policy: str, seed: int) -> tuple:
 def train(args, work: Path, optimizer: str, k: int, policy: str, seed: int) -> dict:
     job = work / f"{optimizer}.yaml"
     runs = work / "runs" / f"{optimizer}-k{k}-{policy}-s{seed}"
-    cmd = [sys.executable, "-m", "orchestrator", "submit", str(job), "--json", "--set", f"runs_dir={runs}",
+    cmd = [*COMMAND, "submit", str(job), "--json", "--set", f"runs_dir={runs}",
            *cell_overrides(job, args.ref_batch, k, policy, seed)]
     started = time.time()
     out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
@@ -155,8 +154,7 @@ def read_run(run_dir: Path, task: str = "detect") -> dict:
     plan = load_resolved(run_dir).plan
     summary = json.loads((run_dir / "summary.json").read_text())
     key = metric_key(task)
-    with open(run_dir / "results.csv") as f:
-        curve = [float(r[key]) for r in csv.DictReader(f)]
+    curve = results_column(run_dir, key)
     passed, eff = plan.passed, plan.effective
     return {
         "final": float(summary["metrics"][key]),

@@ -19,14 +19,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from orchestrator.harness.cli import COMMAND, REPO
 
-REPO = Path(__file__).resolve().parents[1]
 
 
 def run(job: Path, devices: str, runs_dir: Path) -> dict:
     env = dict(os.environ, PJRT_DEVICE="CPU", YOLO_OFFLINE="1")
     started = time.time()
-    res = subprocess.run([sys.executable, "-m", "orchestrator", "submit", str(job), "--devices", devices, "--json",
+    res = subprocess.run([*COMMAND, "submit", str(job), "--devices", devices, "--json",
                           "--set", f"runs_dir={runs_dir}"], cwd=REPO, env=env, capture_output=True, text=True)
     wall = time.time() - started
     if res.returncode != 0:

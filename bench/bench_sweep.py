@@ -50,9 +50,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import yaml
+from orchestrator.harness.cli import COMMAND, REPO
+from orchestrator.harness.runs import results_rows
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 # Bounds from Ultralytics' Tuner default space (ultralytics/engine/tuner.py), 8 of its keys.
 SPACE = {
@@ -122,48 +122,11 @@ def pruner_spec(args) -> dict:
     return {"name": "median", "n_startup_trials": 1, "n_warmup_steps": args.warmup_steps}
 
 
-INIT_SNIPPET = r"""
-import sys
-from orchestrator.worker.offline import prepare_env, disable_integrations
-prepare_env()
-import torch
-from ultralytics import YOLO
-disable_integrations()
-torch.manual_seed(0)
-YOLO("yolo11n.yaml").save(sys.argv[1])  # half precision, as the tuner's MultiTrainer saves its base model
-"""
-
-# --pretrain: the seed-0 init trained on a different generated task (other seed, 4x the images, its
-# own classes), Ultralytics' defaults with AdamW at 0.002; its best.pt (half precision) becomes the
-# initial weights of every trial of both sides: fine-tuning, the usual real case.
-PRETRAIN_SNIPPET = r"""
-import json, shutil, sys
-from orchestrator.worker.offline import prepare_env, disable_integrations
-prepare_env()
-from ultralytics import YOLO
-disable_integrations()
-cfg = json.loads(sys.argv[1])
-model, out = YOLO(cfg.pop("model")), cfg.pop("out")
-model.train(**cfg)
-shutil.copyfile(model.trainer.best, out)
-"""
-
-TUNE_SNIPPET = r"""
-import json, sys
-from orchestrator.worker.offline import prepare_env, disable_integrations
-prepare_env()
-from ultralytics import YOLO
-disable_integrations()
-from ultralytics.engine.tuner import Tuner
-cfg = json.loads(sys.argv[1])
-space = {k: tuple(v) for k, v in cfg.pop("space").items()}
-iterations = cfg.pop("iterations")
-model = YOLO(cfg.pop("model"))
-# What model.tune(space=space, iterations=iterations, **cfg) does (ultralytics/engine/model.py), except
-# cleanup=False: the tuner keeps every iteration's folder, so its per-epoch results.csv can be read.
-args = {**model.overrides, **cfg, "space": space, "mode": "train"}
-Tuner(args=args, model=model.model, _callbacks=model.callbacks)(iterations=iterations, cleanup=False)
-"""
+# Plain Ultralytics offline (orchestrator/harness/plain.py): the seed-0 init, the tuner, and for
+# --pretrain the seed-0 init trained on a different generated task (other seed, 4x the images, its own
+# classes), Ultralytics' defaults with AdamW at 0.002, whose best.pt (half precision) becomes the initial
+# weights of every trial of both sides: fine-tuning, the usual real case.
+PLAIN = [sys.executable, "-m", "orchestrator.harness.plain"]
 
 
 def run(cmd: list[str], log: Path, cwd: Path, env: dict | None = None) -> tuple[int, float]:
@@ -189,12 +152,8 @@ def epochs_to_reach(curve: list[tuple[int, float]], target: float) -> int | None
 
 def per_epoch_fitness(run_dir: str | None) -> list[float] | None:
     """The fitness of every epoch's validation (detect: mAP50-95) from a run's results.csv."""
-    csv = Path(run_dir) / "results.csv" if run_dir else None
-    if csv is None or not csv.exists():
-        return None
-    lines = csv.read_text().splitlines()
-    column = [h.strip() for h in lines[0].split(",")].index("metrics/mAP50-95(B)")
-    return [float(line.split(",")[column]) for line in lines[1:] if line.strip()]
+    rows = results_rows(Path(run_dir)) if run_dir else []
+    return [float(row["metrics/mAP50-95(B)"]) for row in rows] or None
 
 
 def train_args(args) -> dict:
@@ -216,7 +175,7 @@ def pretrain(args, root: Path) -> tuple[Path, dict]:
     cfg = {"model": str(args.init), "out": str(out), "data": str(data_yaml), "epochs": done["epochs"],
            **train_args(args), "optimizer": "AdamW", "lr0": 0.002, "project": str(root / "pretrain"), "name": "train"}
     print(f"pretraining {done['epochs']} epochs on {done['images']} images of {done['classes']} classes", flush=True)
-    code, wall = run([sys.executable, "-c", PRETRAIN_SNIPPET, json.dumps(cfg)], root / "pretrain.log", root)
+    code, wall = run([*PLAIN, "pretrain", json.dumps(cfg)], root / "pretrain.log", root)
     if code != 0:
         raise SystemExit(f"pretraining failed; see {root / 'pretrain.log'}")
     return out, {**done, "wall_s": wall}
@@ -230,7 +189,7 @@ def run_ultralytics(args, work: Path, data_yaml: Path) -> dict:
         "space": {k: list(v) for k, v in SPACE.items()}, **train_args(args), "val": True,
         "project": str(folder), "name": "tune", "exist_ok": False, **tuner_hyp(args),
     }
-    code, wall = run([sys.executable, "-c", TUNE_SNIPPET, json.dumps(cfg)], folder / "tune.log", folder)
+    code, wall = run([*PLAIN, "tune", json.dumps(cfg)], folder / "tune.log", folder)
     return {**read_ultralytics(folder, args.epochs), "wall_s": round(wall, 1), "exit_code": code}
 
 
@@ -272,7 +231,7 @@ def run_sweep(args, work: Path, data_yaml: Path, budget: int, seed: int) -> dict
         "enqueue": [{"hyp": start_point(args)}],  # trial 0 = the tuner's first iteration
     }
     (folder / "sweep.yaml").write_text(yaml.safe_dump(sweep, sort_keys=False))
-    code, wall = run([sys.executable, "-m", "orchestrator", "sweep", "sweep.yaml", "--json"], folder / "sweep.log",
+    code, wall = run([*COMMAND, "sweep", "sweep.yaml", "--json"], folder / "sweep.log",
                      folder, env={"COLUMNS": "160"})
     if code != 0:
         raise SystemExit(f"yolo-orch sweep failed (exit {code}); see {folder / 'sweep.log'}")
@@ -573,7 +532,7 @@ def main() -> None:
     data_yaml = generate_dataset(root / "data", images=args.images, val_images=args.val_images,
                                  classes=args.classes, imgsz=args.imgsz, seed=0)
     args.init = root / "init.pt"
-    code, _ = run([sys.executable, "-c", INIT_SNIPPET, str(args.init)], root / "init.log", root)
+    code, _ = run([*PLAIN, "init", str(args.init)], root / "init.log", root)
     if code != 0:
         raise SystemExit(f"could not build the initial weights; see {root / 'init.log'}")
     pretrained = None

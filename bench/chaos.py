@@ -39,16 +39,16 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import chaos_slurm  # noqa: E402
-import chaos_sweep  # noqa: E402
-from chaos_common import (EPOCHS, SECRET, Episode, children, epoch_events, finish, glued_records,  # noqa: E402
-                          processes_naming, ranks_of, resume_until_done, row_of, signal_pid, start_cli, stop_started,
-                          wait_point, wait_point_of)
-from orchestrator.rundir import EventTail, completed_epochs, resolved_or_none, trained_epochs  # noqa: E402
-from orchestrator.rundir.checkpoints import results_epochs  # noqa: E402
+import chaos_slurm
+import chaos_sweep
+from chaos_common import (EPOCHS, SECRET, Episode, finish, glued_records, resume_until_done, row_of, start_cli,
+                          stop_started, wait_point, wait_point_of)
+from orchestrator.harness import Unavailable
+from orchestrator.harness.processes import children, command_line, processes_naming, ranks_of, signal_pid
+from orchestrator.harness.runs import epoch_events
+from orchestrator.harness.services import PrivateServer, SlurmCluster, mount_small_disk, postgres_bin, unmount
+from orchestrator.rundir import EventTail, completed_epochs, resolved_or_none, trained_epochs
+from orchestrator.rundir.checkpoints import results_epochs
 
 STALL_TIMEOUT = 20
 
@@ -82,18 +82,6 @@ def strike(kind: str, row: dict, proc: subprocess.Popen | None, notes: list[str]
 
 
 SMALL_DISK, FILLER = "small-disk", "filler.bin"  # a tmpfs the disk-full episodes run on
-
-
-def mount_small_disk(work: Path) -> Path:
-    """A real filesystem that fills up (root: it mounts a tmpfs)."""
-    disk = work / SMALL_DISK
-    disk.mkdir(exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=300m", "tmpfs", str(disk)], check=True, capture_output=True)
-    return disk
-
-
-def unmount_small_disk(work: Path) -> None:
-    subprocess.run(["umount", "-l", str(work / SMALL_DISK)], capture_output=True)
 
 
 def fill(disk: Path, notes: list[str]) -> None:
@@ -303,7 +291,7 @@ def registry_agrees(work: Path, runs: list[Episode]) -> tuple[bool, list[str]]:
 
 
 def no_survivors(work: Path) -> tuple[bool, list[str]]:
-    alive = [f"pid {p.pid}: {' '.join(p.info['cmdline'])[:160]}" for p in processes_naming(work)]
+    alive = [f"pid {pid}: {(command_line(pid) or '')[:160]}" for pid in processes_naming(str(work))]
     return not alive, alive
 
 
@@ -375,18 +363,18 @@ class Services:
     @property
     def pg(self):
         if self._pg is None:
-            self._pg = chaos_sweep.Postgres()
+            self._pg = PrivateServer()
         return self._pg
 
     @property
     def cluster(self):
         if self._cluster is None:
-            self._cluster = chaos_slurm.Cluster(self.work / "slurm")
+            self._cluster = SlurmCluster(self.work / "slurm")
         return self._cluster
 
     def small_disk(self) -> None:
         if not self._disk:
-            mount_small_disk(self.work)
+            mount_small_disk(self.work / SMALL_DISK, 300)
             self._disk = True
 
     def stop_daemons(self) -> None:
@@ -401,7 +389,7 @@ class Services:
         """Everything started, stopped; the tmpfs last (the invariants read the runs on it)."""
         self.stop_daemons()
         if self._disk:
-            unmount_small_disk(self.work)
+            unmount(self.work / SMALL_DISK)
         self._disk = False
 
 
@@ -524,7 +512,7 @@ def main(argv: list[str] | None = None) -> int:
         if set(kinds) & set(chaos_slurm.KINDS) and chaos_slurm.usable():
             raise SystemExit2(f"--kinds: the Slurm faults need a Slurm cluster of the campaign's own: "
                               f"{chaos_slurm.usable()} (or leave out {', '.join(chaos_slurm.KINDS)})")
-        if set(kinds) & set(chaos_sweep.KINDS) and not chaos_sweep.postgres_binaries():
+        if set(kinds) & set(chaos_sweep.KINDS) and postgres_bin() is None:
             raise SystemExit2("--kinds: the sweep faults need a PostgreSQL server of the campaign's own, and there are "
                               "no PostgreSQL server binaries under /usr/lib/postgresql (apt-get install postgresql, or "
                               f"leave out {', '.join(chaos_sweep.KINDS)})")
@@ -535,7 +523,7 @@ def main(argv: list[str] | None = None) -> int:
     say = (lambda m: print(m, file=sys.stderr, flush=True)) if args.json else (lambda m: print(m, flush=True))
     try:
         report = campaign(args.faults, args.seed, kinds, work, say)
-    except chaos_slurm.NoSlurm as exc:
+    except Unavailable as exc:
         print(f"chaos: --kinds: the campaign could not start its Slurm cluster: {exc} (or leave out "
               f"{', '.join(chaos_slurm.KINDS)})", file=sys.stderr)
         return 2

@@ -1,6 +1,7 @@
-"""What the chaos campaign's parts share (bench/chaos.py, chaos_sweep.py, chaos_slurm.py): commands run
-as a user runs them, the processes they start, a run's state as the registry and its events say it,
-and the campaign's one wait."""
+"""What the chaos campaign's parts share (bench/chaos.py, chaos_sweep.py, chaos_slurm.py): its episodes,
+its environment, the commands it started, a run's state as the registry and its events say it, and the
+user's part after a fault. Commands, processes, events and the one wait are the harness's
+(orchestrator/harness/)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,15 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrator.rundir import EventTail
+from orchestrator.harness.cli import cli_env, run_cli
+from orchestrator.harness.cli import start_cli as harness_start_cli
+from orchestrator.harness.processes import processes_naming, signal_pid
+from orchestrator.harness.runs import epoch_events, wait_for
 
-REPO = Path(__file__).resolve().parents[1]
 SECRET = "chaos-secret-3f9a1c"  # in every process's environment: it must appear in no file or output
 EPOCHS = 5  # of every run the campaign trains (its sweeps' trials: chaos_sweep.SWEEP_EPOCHS)
 MAX_RESUMES = 3
@@ -41,22 +43,12 @@ class Episode:
         return self.state == "finished" and (self.kind != "stop-run" or self.resumes == 0)
 
 
-def wait_for(predicate, timeout: float = 300, poll: float = 0.2) -> bool:
-    """Poll `predicate` until it holds (True) or `timeout` seconds pass (False); the campaign's one wait."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(poll)
-    return False
-
-
 # ---------------------------------------------------------------- processes
 
 
 def cli(*args: str, work: Path, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "orchestrator", *args], cwd=work, env=env_for(work),
-                          capture_output=True, text=True, timeout=timeout)
+    """A command run to its end in the campaign's environment."""
+    return run_cli(*args, cwd=work, env=env_for(work), timeout=timeout)
 
 
 STARTED: list[subprocess.Popen] = []  # every command start_cli started (stop_started ends those left)
@@ -65,11 +57,7 @@ STARTED: list[subprocess.Popen] = []  # every command start_cli started (stop_st
 def start_cli(*args: str, work: Path) -> subprocess.Popen:
     """A command in its own session, as a user's terminal would hold it; its output and errors go to
     files of the work dir (`proc.out_path`, `proc.err_path`)."""
-    stem = work / "outputs" / str(time.time_ns())
-    with open(f"{stem}.out", "w") as out, open(f"{stem}.err", "w") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "orchestrator", *args], cwd=work, env=env_for(work),
-                                stdout=out, stderr=err, start_new_session=True)
-    proc.out_path, proc.err_path = f"{stem}.out", f"{stem}.err"
+    proc = harness_start_cli(*args, cwd=work, env=env_for(work), outputs=work / "outputs")
     STARTED.append(proc)
     return proc
 
@@ -77,8 +65,6 @@ def start_cli(*args: str, work: Path) -> subprocess.Popen:
 def stop_started(work: Path) -> None:
     """The campaign's commands still running (an interrupted or failed campaign) and every process that
     names its folder (their trainings, in sessions of their own): SIGKILLed, so nothing outlives it."""
-    import psutil
-
     for proc in STARTED:
         if proc.poll() is None:
             try:
@@ -86,61 +72,14 @@ def stop_started(work: Path) -> None:
             except ProcessLookupError:
                 pass
             proc.wait()
-    for p in processes_naming(work):
-        try:
-            p.kill()
-        except psutil.Error:
-            continue
-
-
-def processes_naming(work: Path) -> list:
-    """psutil processes whose command line names the campaign's folder (its commands, trainings, Slurm
-    daemons), but this one and its parents."""
-    import psutil
-
-    mine, found = {os.getpid(), *(p.pid for p in psutil.Process().parents())}, []
-    for p in psutil.process_iter(["pid", "cmdline"]):
-        if p.pid not in mine and str(work) in " ".join(p.info["cmdline"] or []):
-            found.append(p)
-    return found
+    for pid in processes_naming(str(work)):
+        signal_pid(pid, signal.SIGKILL)
 
 
 def env_for(work: Path) -> dict[str, str]:
-    env = dict(os.environ, YOLO_OFFLINE="1", YOLO_ORCH_CACHE=str(work / "cache"), WANDB_API_KEY=SECRET,
-               YOLO_ORCH_REGISTRY=str(work / "runs" / "registry.db"))
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    return env
-
-
-def children(pid: int) -> list[int]:
-    import psutil
-
-    try:
-        return [p.pid for p in psutil.Process(pid).children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return []
-
-
-def ranks_of(worker_pid: int) -> list[int]:
-    """The torchrun ranks (processes running orchestrator.worker.ddp) under the launcher."""
-    import psutil
-
-    out = []
-    for pid in children(worker_pid):
-        try:
-            if "orchestrator.worker.ddp" in " ".join(psutil.Process(pid).cmdline()):
-                out.append(pid)
-        except psutil.NoSuchProcess:
-            continue
-    return out
-
-
-def signal_pid(pid: int | None, sig: int) -> None:
-    if pid:
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            pass
+    """The campaign's environment: offline, its own cache and registry, a secret that must leak nowhere."""
+    return cli_env({"YOLO_OFFLINE": "1", "YOLO_ORCH_CACHE": str(work / "cache"), "WANDB_API_KEY": SECRET,
+                    "YOLO_ORCH_REGISTRY": str(work / "runs" / "registry.db")})
 
 
 # ---------------------------------------------------------------- the run's state
@@ -156,11 +95,6 @@ def row_of(work: Path, run_id: str | None = None) -> dict | None:
         rows = reg.list()
     rows = [r for r in rows if run_id is None or r["id"] == run_id]
     return max(rows, key=lambda r: r["created_at"]) if rows else None
-
-
-def epoch_events(run_dir: Path) -> list[int]:
-    """The epochs events.jsonl holds an `epoch` event for, in order (whole lines only)."""
-    return [int(e["epoch"]) for e in EventTail(run_dir / "events.jsonl").read_new() if e.get("event") == "epoch"]
 
 
 def glued_records(run_dir: Path) -> list[str]:

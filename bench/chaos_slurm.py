@@ -16,11 +16,12 @@ requeues itself; `yolo-orch resume` if it ended with the run unfinished."""
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from pathlib import Path
 
-from chaos_common import REPO, Episode, cli, env_for, resume_until_done, row_of, wait_for, wait_point
+from chaos_common import Episode, cli, env_for, resume_until_done, row_of, wait_point
+from orchestrator.harness.runs import wait_for
+from orchestrator.harness.services import SlurmCluster, slurm_command, slurm_job
 
 KINDS = ("slurm-requeue", "slurm-time-limit")
 ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE",
@@ -28,48 +29,15 @@ ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEM
 LONG_IMAGES = 1280  # the time-limit job's training set: its 5 epochs last longer than a 1-minute allocation
 
 
-class NoSlurm(Exception):
-    """The campaign could not start its Slurm cluster (the reason, one line)."""
-
-
-class Cluster:
-    """A one-node Slurm cluster of the campaign's own, configured in `folder`."""
-
-    def __init__(self, folder: Path):
-        self.folder = folder
-        start = subprocess.run(["bash", str(REPO / "scripts" / "slurm_cluster.sh"), "start", str(folder)],
-                               capture_output=True, text=True, timeout=600)
-        if start.returncode != 0:
-            lines = (start.stderr or start.stdout).strip().splitlines()
-            raise NoSlurm(lines[-1] if lines else f"scripts/slurm_cluster.sh exit {start.returncode}")
-        self.conf = str(folder / "slurm.conf")
-
-    def env(self, work: Path) -> dict[str, str]:
-        return dict(env_for(work), SLURM_CONF=self.conf)
-
-    def run(self, work: Path, *args: str) -> str:
-        out = subprocess.run(list(args), env=self.env(work), capture_output=True, text=True, timeout=60)
-        if out.returncode != 0:
-            raise RuntimeError(f"{' '.join(args)}: {out.stderr.strip()}")
-        return out.stdout.strip()
-
-    def job(self, work: Path, job_id: str) -> dict:
-        line = self.run(work, "scontrol", "show", "job", "-o", job_id)
-        return dict(part.split("=", 1) for part in line.split() if "=" in part)
-
-    def stop(self) -> None:
-        subprocess.run(["bash", str(REPO / "scripts" / "slurm_cluster.sh"), "stop", str(self.folder)],
-                       capture_output=True, timeout=120)
-
-
 class SlurmJob:
     """A submitted job seen as a process: `poll()` is None while it has not ended."""
 
-    def __init__(self, cluster: Cluster, work: Path, job_id: str):
+    def __init__(self, cluster: SlurmCluster, work: Path, job_id: str):
         self.cluster, self.work, self.id = cluster, work, job_id
+        self.env = cluster.env(env_for(work))
 
     def record(self) -> dict:
-        return self.cluster.job(self.work, self.id)
+        return slurm_job(self.env, self.id)
 
     def poll(self) -> str | None:
         state = self.record().get("JobState")
@@ -89,14 +57,14 @@ class SlurmJob:
             elif not held_since:
                 held_since.append(time.time())
             elif time.time() - held_since[0] > 5:
-                self.cluster.run(self.work, "scontrol", "update", f"JobId={self.id}", "StartTime=now")
+                slurm_command(self.env, "scontrol", "update", f"JobId={self.id}", "StartTime=now")
             return False
 
         wait_for(ended, timeout=timeout, poll=1.0)
         return self.record()
 
 
-def submit(cluster: Cluster, work: Path, episode: Episode, warn_s: int) -> SlurmJob:
+def submit(cluster: SlurmCluster, work: Path, episode: Episode, warn_s: int) -> SlurmJob:
     """`yolo-orch slurm` for the campaign's job (the time-limit kind: its longer twin), then sbatch."""
     job_file = "job.yaml" if episode.kind == "slurm-requeue" else write_long_job(work)
     flags = ["--time", "1", "--warn-seconds", str(warn_s)] if episode.kind == "slurm-time-limit" else []
@@ -105,7 +73,7 @@ def submit(cluster: Cluster, work: Path, episode: Episode, warn_s: int) -> Slurm
         raise RuntimeError(f"yolo-orch slurm: {out.stderr.strip()[-300:]}")
     script = work / f"{episode.kind}-{episode.number}.sbatch"
     script.write_text(out.stdout)
-    return SlurmJob(cluster, work, cluster.run(work, "sbatch", "--parsable", str(script)).split(";")[0])
+    return SlurmJob(cluster, work, slurm_command(cluster.env(env_for(work)), "sbatch", "--parsable", str(script)).split(";")[0])
 
 
 def write_long_job(work: Path) -> str:
@@ -117,7 +85,7 @@ def write_long_job(work: Path) -> str:
     return "long-job.yaml"
 
 
-def run_slurm_episode(work: Path, cluster: Cluster, episode: Episode, rng) -> Episode:
+def run_slurm_episode(work: Path, cluster: SlurmCluster, episode: Episode, rng) -> Episode:
     started = time.time()
     warn_s = rng.randint(15, 35)
     job = submit(cluster, work, episode, warn_s)
@@ -131,7 +99,7 @@ def run_slurm_episode(work: Path, cluster: Cluster, episode: Episode, rng) -> Ep
     episode.run_id, episode.run_dir = row["id"], row["run_dir"]
     if episode.kind == "slurm-requeue" and job.poll() is None:
         running = (row_of(work, episode.run_id) or {}).get("state") == "running"
-        cluster.run(work, "scontrol", "requeue", job.id)
+        slurm_command(cluster.env(env_for(work)), "scontrol", "requeue", job.id)
         episode.struck = running
     record = job.wait_end()
     restarts = int(record.get("Restarts") or 0)

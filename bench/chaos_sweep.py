@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
-import socket
-import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from chaos_common import row_of, wait_for
+from chaos_common import row_of
+from orchestrator.harness.processes import descendants_running
+from orchestrator.harness.runs import wait_for
+from orchestrator.harness.services import PrivateServer
 from orchestrator.rundir import trained_epochs
 
 TRIALS = 3
@@ -25,61 +24,6 @@ SWEEP_EPOCHS = 3
 KINDS = ("kill-sweep-parent", "kill-sweep-worker", "pg-restart-trial", "pg-restart-report")
 KILLS = ("kill-sweep-parent", "kill-sweep-worker")
 OUTAGE_S = 8  # longer than the sweep heartbeat's grace period (4 s)
-
-
-class NoPostgres(Exception):
-    """No PostgreSQL server binaries here."""
-
-
-def postgres_binaries() -> Path | None:
-    bins = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))
-    return bins[-1].parent if bins else None
-
-
-class Postgres:
-    """A PostgreSQL server of the campaign's own: initdb in a temporary folder (outside the campaign's,
-    which may be 0700: the server runs as `postgres`), trust auth on loopback, a free port."""
-
-    def __init__(self):
-        folder = Path(tempfile.mkdtemp(prefix="yolo-orch-chaos-pg-"))
-        folder.chmod(0o755)
-        self.folder = folder
-        self.bin = postgres_binaries()
-        if self.bin is None:
-            raise NoPostgres("no PostgreSQL server binaries under /usr/lib/postgresql (apt-get install postgresql)")
-        self.data, self.sock = folder / "pgdata", folder / "pgsock"
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.sock.mkdir(parents=True)
-        self.as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-        if self.as_postgres:
-            for path in (folder, self.sock):
-                shutil.chown(path, "postgres")
-        subprocess.run([*self.as_postgres, str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U",
-                        "postgres"], check=True, capture_output=True)
-        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
-        self.start()
-
-    def ctl(self, *args: str) -> None:
-        subprocess.run([*self.as_postgres, str(self.bin / "pg_ctl"), "-D", str(self.data), "-w", *args],
-                       check=True, capture_output=True)
-
-    def start(self) -> None:
-        self.ctl("-o", f"-p {self.port} -k {self.sock} -c listen_addresses=127.0.0.1", "-l",
-                 str(self.data.parent / "server.log"), "start")
-
-    def kill(self) -> None:
-        """As a crash would: no shutdown checkpoint (the server recovers from its WAL on start)."""
-        self.ctl("-m", "immediate", "stop")
-
-    def remove(self) -> None:
-        """Stopped (if it runs) and its folder gone."""
-        try:
-            self.kill()
-        except subprocess.CalledProcessError:
-            pass  # not running
-        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 @dataclass
@@ -159,23 +103,11 @@ def epochs_reported(url: str, study: str) -> int:
 
 
 def sweep_workers(pid: int) -> list[int]:
-    import psutil
-
-    try:
-        kids = psutil.Process(pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        return []
-    out = []
-    for p in kids:
-        try:
-            if "orchestrator.sweep.trial_loop" in " ".join(p.cmdline()):
-                out.append(p.pid)
-        except psutil.NoSuchProcess:
-            continue
-    return out
+    """The sweep's worker processes under the sweep command."""
+    return descendants_running(pid, "orchestrator.sweep.trial_loop")
 
 
-def run_sweep_episode(work: Path, pg: Postgres, episode: SweepEpisode, start_cli, finish, rng) -> SweepEpisode:
+def run_sweep_episode(work: Path, pg: PrivateServer, episode: SweepEpisode, start_cli, finish, rng) -> SweepEpisode:
     started = time.time()
     episode.study = f"chaos-{episode.number}"
     sweep = write_sweep(work, episode.study)
@@ -201,7 +133,7 @@ def run_sweep_episode(work: Path, pg: Postgres, episode: SweepEpisode, start_cli
     return episode
 
 
-def start_sweep(work: Path, sweep: Path, pg: Postgres, start_cli):
+def start_sweep(work: Path, sweep: Path, pg: PrivateServer, start_cli):
     return start_cli("sweep", str(sweep), "--storage", pg.url, "--workers", "2", "--json", work=work)
 
 
@@ -216,7 +148,7 @@ def outputs(proc) -> tuple[str, dict]:
     return out + err, summary
 
 
-def strike_sweep(episode: SweepEpisode, proc, pg: Postgres) -> bool:
+def strike_sweep(episode: SweepEpisode, proc, pg: PrivateServer) -> bool:
     if episode.kind == "kill-sweep-parent":
         os.kill(proc.pid, signal.SIGKILL)
     elif episode.kind == "kill-sweep-worker":
@@ -225,13 +157,13 @@ def strike_sweep(episode: SweepEpisode, proc, pg: Postgres) -> bool:
             return False
         os.kill(workers[-1], signal.SIGKILL)
     elif episode.kind == "pg-restart-trial":
-        pg.kill()
+        pg.stop("immediate")  # as a crash: recovered from its WAL on start
         time.sleep(OUTAGE_S)
         pg.start()
     elif episode.kind == "pg-restart-report":  # the moment a trial reports its next epoch
         before = epochs_reported(pg.url, episode.study)
         wait_for(lambda: epochs_reported(pg.url, episode.study) > before or proc.poll() is not None, poll=0.05)
-        pg.kill()
+        pg.stop("immediate")  # as a crash: recovered from its WAL on start
         time.sleep(OUTAGE_S)
         pg.start()
     return True

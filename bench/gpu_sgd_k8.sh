@@ -6,7 +6,7 @@
 # stock Ultralytics (`none`) seeds 2-4. Every training through `yolo-orch submit` (bench/bench_scaling.py).
 set -uo pipefail
 W=/tmp/i48; mkdir -p "$W"
-export PYTHONPATH=/tmp/site YOLO_OFFLINE=1
+export PYTHONPATH=/tmp/site:$PWD YOLO_OFFLINE=1  # the repository: the benches import orchestrator (and its harness)
 keep() { cp -f "$W"/*.json "$W"/*.log "$OUT"/ 2>/dev/null; true; }
 running() { pgrep -f "bench/bench_scaling.py" >/dev/null; }
 if [ "$1" = start ]; then

@@ -24,31 +24,21 @@ Numbers in docs/distributed.md come from this script.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 from orchestrator.rundir import load_resolved  # noqa: E402
+from orchestrator.harness.cli import REPO, submit_on
+from orchestrator.harness.runs import results_rows
 TARGET_MAP_DIFF = 0.03
 
 
 def run_job(job: Path, devices: str, runs_dir: Path, sets: list[str]) -> Path:
-    cmd = [sys.executable, "-m", "orchestrator", "submit", str(job), "--devices", devices, "--json",
-           "--set", f"runs_dir={runs_dir}", "--set", "wandb.mode=disabled"]
-    for s in sets:
-        cmd += ["--set", s]
-    print(f"$ {' '.join(cmd)}", flush=True)
     started = time.time()
-    out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
-    if out.returncode != 0:
-        sys.stderr.write(out.stderr[-4000:])
-        raise SystemExit(f"{devices}: submit failed with exit code {out.returncode}")
-    result = json.loads(out.stdout)
+    result = submit_on(job, devices, runs_dir, sets)
     print(f"  {devices}: {result['state']} in {time.time() - started:.0f}s -> {result['run_dir']}", flush=True)
     return Path(result["run_dir"])
 
@@ -56,8 +46,7 @@ def run_job(job: Path, devices: str, runs_dir: Path, sets: list[str]) -> Path:
 def read_run(run_dir: Path) -> dict:
     resolved = load_resolved(run_dir)
     summary = json.loads((run_dir / "summary.json").read_text())
-    with open(run_dir / "results.csv") as f:
-        rows = [{k.strip(): float(v) for k, v in row.items()} for row in csv.DictReader(f)]
+    rows = [{k: float(v) for k, v in row.items()} for row in results_rows(run_dir)]
     per_epoch = {key: [r[key] for r in rows] for key in rows[0] if key != "epoch"} if rows else {}
     m = summary["metrics"]
     return {

@@ -15,17 +15,16 @@ have finished well (docs/sweeps.md, "Where to prune").
 from __future__ import annotations
 
 import argparse
-import csv
 from pathlib import Path
 
 from bench_sweep import read_sweep, read_ultralytics, rank_correlation  # the benchmark's own readers
+from orchestrator.harness.runs import results_rows
 
 DFL_GAIN = 1.5  # Ultralytics' default; not searched by the benchmark
 
 
 def read_curve(results_csv: Path) -> list[dict[str, float]]:
-    with open(results_csv) as f:
-        return [{k.strip(): float(v) for k, v in row.items()} for row in csv.DictReader(f)]
+    return [{k: float(v) for k, v in row.items()} for row in results_rows(results_csv)]
 
 
 def complete_curves(work: Path) -> list[tuple[list[dict[str, float]], float, float]]:

@@ -6,10 +6,7 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from orchestrator.scaling.scaler import scale  # noqa: E402
 from orchestrator.scaling.types import ReferenceHyp, TargetHardware  # noqa: E402

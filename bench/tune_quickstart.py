@@ -18,11 +18,9 @@ import ast
 import json
 import os
 import resource
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from orchestrator.data.synth import generate_dataset  # noqa: E402
 

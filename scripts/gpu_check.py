@@ -20,9 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 from orchestrator.rundir import load_resolved  # noqa: E402
+from orchestrator.harness.cli import REPO, submit_on
 
 
 def gpu_count() -> int:
@@ -35,16 +34,7 @@ def gpu_count() -> int:
 
 
 def train(job: Path, devices: str, runs_dir: Path, sets: list[str]) -> Path:
-    cmd = [sys.executable, "-m", "orchestrator", "submit", str(job), "--devices", devices, "--json",
-           "--set", f"runs_dir={runs_dir}", "--set", "wandb.mode=disabled"]
-    for s in sets:
-        cmd += ["--set", s]
-    print(f"$ {' '.join(cmd)}", flush=True)
-    out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
-    if out.returncode != 0:
-        sys.stderr.write(out.stderr[-4000:])
-        raise SystemExit(f"devices {devices}: training failed (exit {out.returncode})")
-    return Path(json.loads(out.stdout)["run_dir"])
+    return Path(submit_on(job, devices, runs_dir, sets)["run_dir"])
 
 
 def throughput(run_dir: Path) -> dict:

@@ -24,16 +24,16 @@ COVERED_ELSEWHERE = ("stop-rank", "pg-restart-trial", "slurm-time-limit")
 def kinds_here() -> list[str]:
     """Every kind but COVERED_ELSEWHERE; in CI all of them must run (root, PostgreSQL and Slurm are
     there), elsewhere the ones this machine allows."""
-    sys.path.insert(0, str(REPO / "bench"))
     import chaos_slurm
     import chaos_sweep
     from chaos import KINDS
+    from orchestrator.harness.services import postgres_bin
 
     kinds = [k for k in KINDS if k not in COVERED_ELSEWHERE]
     if os.environ.get("CI", "").lower() == "true":
         return kinds
     return [k for k in kinds if (k != "disk-full" or os.geteuid() == 0)
-            and (k not in chaos_sweep.KINDS or chaos_sweep.postgres_binaries())
+            and (k not in chaos_sweep.KINDS or postgres_bin() is not None)
             and (k not in chaos_slurm.KINDS or not chaos_slurm.usable())]
 
 

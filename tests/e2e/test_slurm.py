@@ -9,14 +9,15 @@ the tests shorten that wait with `scontrol update JobId=N StartTime=now`, as an 
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import DEFAULT_WANDB, REPO, TINY_JOB, cli_env, no_links, read_events, run_cli, wandb_epochs, write_job
+from conftest import (DEFAULT_WANDB, REPO, TINY_JOB, cli_env, no_links, read_events, run_cli, unavailable, wandb_epochs,
+                      write_job)
+from orchestrator.harness import Unavailable
+from orchestrator.harness.services import SlurmCluster, slurm_command, slurm_job
 from orchestrator.registry import Registry
 
 pytestmark = pytest.mark.slow
@@ -24,17 +25,19 @@ ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEM
 
 
 @pytest.fixture(scope="module")
-def slurm(tmp_path_factory) -> dict:
-    folder = tmp_path_factory.mktemp("slurm")
-    start = subprocess.run(["bash", str(REPO / "scripts" / "slurm_cluster.sh"), "start", str(folder)],
-                           capture_output=True, text=True, timeout=600)
-    if start.returncode != 0:
-        why = f"no Slurm cluster here: {(start.stderr or start.stdout).strip()[-500:]}"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"the Slurm tests cannot run in CI: {why}")
-        pytest.skip(why)
-    yield cli_env({"SLURM_CONF": str(folder / "slurm.conf"), "YOLO_ORCH_REGISTRY": ""})
-    subprocess.run(["bash", str(REPO / "scripts" / "slurm_cluster.sh"), "stop", str(folder)], timeout=120)
+def cluster(tmp_path_factory) -> SlurmCluster:
+    try:
+        cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"))
+    except Unavailable as exc:
+        unavailable(str(exc))
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def slurm(cluster) -> dict:
+    """The environment of a command on the cluster (its SLURM_CONF; the runs folder's own registry)."""
+    return cluster.env(cli_env({"YOLO_ORCH_REGISTRY": ""}))
 
 
 def _script(tmp_path: Path, env: dict, epochs: int, *flags: str, images: int = 16, **changes) -> Path:
@@ -48,30 +51,19 @@ def _script(tmp_path: Path, env: dict, epochs: int, *flags: str, images: int = 1
     return script
 
 
-def _slurm(env: dict, *args: str) -> str:
-    out = subprocess.run(list(args), env=env, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, f"{' '.join(args)}: {out.stderr}"
-    return out.stdout.strip()
-
-
-def _job(env: dict, job_id: str) -> dict:
-    line = _slurm(env, "scontrol", "show", "job", "-o", job_id)
-    return dict(part.split("=", 1) for part in line.split() if "=" in part)
-
-
 def _wait_end(env: dict, job_id: str, timeout: float = 600) -> dict:
     """The job's record once it ended; a requeued job held by Slurm is let go at once."""
     deadline, held_since = time.time() + timeout, None
     while time.time() < deadline:
-        job = _job(env, job_id)
+        job = slurm_job(env, job_id)
         if job["JobState"] in ENDED:
             return job
         held = job["JobState"] == "PENDING" and job.get("Reason") == "BeginTime"
         held_since = (held_since or time.time()) if held else None
         if held and time.time() - held_since > 5:  # the old allocation's cleanup first: else "credential revoked"
-            _slurm(env, "scontrol", "update", f"JobId={job_id}", "StartTime=now")
+            slurm_command(env, "scontrol", "update", f"JobId={job_id}", "StartTime=now")
         time.sleep(1)
-    raise AssertionError(f"job {job_id} did not end within {timeout} s: {_job(env, job_id)}")
+    raise AssertionError(f"job {job_id} did not end within {timeout} s: {slurm_job(env, job_id)}")
 
 
 def _run(tmp_path: Path, job_id: str) -> tuple[dict, Path]:
@@ -90,12 +82,12 @@ def test_an_option_slurm_rejects_is_slurms_own_message(slurm, tmp_path):
     assert "Invalid partition name specified" in out.stderr
     out = run_cli("slurm", job, "--time", "bogus", cwd=tmp_path, env=slurm)  # refused before Slurm is asked
     assert out.returncode == 2 and out.stdout == "" and "--time: 'bogus' is not a Slurm time" in out.stderr
-    assert _slurm(slurm, "squeue", "-h") == ""  # nothing was submitted
+    assert slurm_command(slurm, "squeue", "-h") == ""  # nothing was submitted
 
 
 def test_an_sbatch_script_trains_on_two_processes_to_the_end(slurm, tmp_path):
     script = _script(tmp_path, slurm, 2)
-    job_id = _slurm(slurm, "sbatch", "--parsable", str(script))
+    job_id = slurm_command(slurm, "sbatch", "--parsable", str(script))
     job = _wait_end(slurm, job_id)
     log = (tmp_path / f"tiny-{job_id}.out").read_text()
     assert job["JobState"] == "COMPLETED", log[-3000:]
@@ -110,13 +102,13 @@ def test_a_requeued_job_resumes_its_run(slurm, tmp_path):
     marks the run killed; the requeued job resumes the same run from its last checkpoint and continues
     its W&B run (the default: offline), each epoch once."""
     script = _script(tmp_path, slurm, 6, wandb=DEFAULT_WANDB)
-    job_id = _slurm(slurm, "sbatch", "--parsable", str(script))
+    job_id = slurm_command(slurm, "sbatch", "--parsable", str(script))
     deadline = time.time() + 300
     while not list((tmp_path / "runs").glob("tiny/*/events.jsonl")) or \
             '"event": "epoch"' not in next((tmp_path / "runs").glob("tiny/*/events.jsonl")).read_text():
-        assert time.time() < deadline and _job(slurm, job_id)["JobState"] not in ENDED, "no epoch ended"
+        assert time.time() < deadline and slurm_job(slurm, job_id)["JobState"] not in ENDED, "no epoch ended"
         time.sleep(0.3)
-    _slurm(slurm, "scontrol", "requeue", job_id)
+    slurm_command(slurm, "scontrol", "requeue", job_id)
     job = _wait_end(slurm, job_id)
     log = (tmp_path / f"tiny-{job_id}.out").read_text()
     assert job["JobState"] == "COMPLETED" and job["Restarts"] == "1", log[-3000:]
@@ -135,7 +127,7 @@ def test_a_time_limit_shorter_than_the_training_requeues_until_done(slurm, tmp_p
     the job, and the next allocation resumes, until all epochs are done."""
     # 8 steps an epoch: about 55 s of training here; Slurm signals at most 40 s into a 1-minute allocation
     script = _script(tmp_path, slurm, 100, "--time", "1", "--warn-seconds", "20", images=128)
-    job_id = _slurm(slurm, "sbatch", "--parsable", str(script))
+    job_id = slurm_command(slurm, "sbatch", "--parsable", str(script))
     job = _wait_end(slurm, job_id, timeout=900)
     log = (tmp_path / f"tiny-{job_id}.out").read_text()
     assert job["JobState"] == "COMPLETED", log[-3000:]
@@ -160,7 +152,7 @@ def test_a_stalled_run_requeues_its_job_and_resumes(slurm, tmp_path):
     stall_timeout, submit exits 124, the script requeues the job, and the next allocation resumes."""
     script = _script(tmp_path, slurm, 3, stall_timeout=15)
     env = {**slurm, "YOLO_ORCH_FAULT_HANG": "epoch=2,batch=1,rank=1"}
-    job_id = _slurm(env, "sbatch", "--parsable", str(script))
+    job_id = slurm_command(env, "sbatch", "--parsable", str(script))
     job = _wait_end(slurm, job_id)
     log = (tmp_path / f"tiny-{job_id}.out").read_text()
     assert job["JobState"] == "COMPLETED" and job["Restarts"] == "1", log[-3000:]
@@ -190,7 +182,7 @@ def test_a_sweep_array_shares_one_postgres_study_and_retries_a_cancelled_tasks_t
     assert "#SBATCH --array=0-1" in out.stdout and "#SBATCH --cpus-per-task=1" in out.stdout
     (tmp_path / "sweep.sbatch").write_text(out.stdout)
     # every trial holds 5 s at the start of epoch 2: the cancel lands inside the trial, not after it
-    job_id = _slurm({**slurm, "YOLO_ORCH_FAULT_SLEEP": "epoch=2,seconds=5"}, "sbatch", "--parsable",
+    job_id = slurm_command({**slurm, "YOLO_ORCH_FAULT_SLEEP": "epoch=2,seconds=5"}, "sbatch", "--parsable",
                     str(tmp_path / "sweep.sbatch"))
     storage = make_storage(check_url(pg_url))
     victim, deadline = None, time.time() + 300
@@ -208,10 +200,10 @@ def test_a_sweep_array_shares_one_postgres_study_and_retries_a_cancelled_tasks_t
                 victim = (t.number, task)
         time.sleep(0.5)
     assert victim is not None, "no array task reached the middle of a trial"
-    _slurm(slurm, "scancel", f"{job_id}_{victim[1]}")
+    slurm_command(slurm, "scancel", f"{job_id}_{victim[1]}")
     other = f"{job_id}_{1 - int(victim[1])}"
     assert _wait_end(slurm, other)["JobState"] == "COMPLETED", (tmp_path / f"arr-{job_id}_{other[-1]}.out").read_text()[-3000:]
-    assert _job(slurm, f"{job_id}_{victim[1]}")["JobState"] == "CANCELLED"
+    assert slurm_job(slurm, f"{job_id}_{victim[1]}")["JobState"] == "CANCELLED"
     trials = optuna.load_study(study_name="arr", storage=storage).get_trials()
     states = {t.number: t.state.name for t in trials}
     assert states[victim[0]] == "FAIL" and sum(s == "COMPLETE" for s in states.values()) >= 3, states

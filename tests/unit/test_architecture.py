@@ -6,6 +6,7 @@ included."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "orchestrator"
@@ -52,6 +53,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     "cli": {"rundir", "urls", "data", "devices", "tasks", "scaling", "jobspec", "launch", "plan", "registry", "wandb_mode",
             "runner", "application", "sweep", "kaggle", "doctor", "ui", "errors"},
     "__main__": {"cli"},
+    # the tests' and benches' one harness, on top beside the command line: nothing of the tool imports it
+    "harness": {"rundir", "worker.offline", "worker.wandb_history"},
 }
 MAX_FUNCTION_LINES = 80
 MAX_MODULE_LINES = 450
@@ -170,3 +173,30 @@ def test_functions_and_modules_stay_short():
                 if n > MAX_FUNCTION_LINES:
                     long.append(f"{name}.{node.name}: {n} lines (at most {MAX_FUNCTION_LINES})")
     assert not long, "\n".join(long)
+
+
+def documented_rules() -> dict[str, set[str]]:
+    """docs/architecture.md's layer table: each row's parts (first column) and the parts its last column
+    names (in backticks; a name that is no part, such as a flag, is prose)."""
+    doc = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    names = set(MAY_IMPORT) | {dep for deps in MAY_IMPORT.values() for dep in deps}
+    rules: dict[str, set[str]] = {}
+    for line in doc.splitlines():
+        if not line.startswith("| `orchestrator/"):
+            continue
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        parts = [re.sub(r"^orchestrator/|/$|\.py$", "", t) for t in re.findall(r"`([^`]+)`", cells[0])]
+        may = {t for t in re.findall(r"`([^`]+)`", cells[-1]) if t in names}
+        for part in parts:
+            rules[part] = may
+    return rules
+
+
+def test_the_documented_layers_are_the_rules():
+    """Every part has its row in docs/architecture.md, and the row names exactly what MAY_IMPORT allows."""
+    documented = documented_rules()
+    missing = sorted(set(MAY_IMPORT) - set(documented) - {"__main__"})
+    assert not missing, f"docs/architecture.md has no row for {missing}"
+    wrong = [f"{part}: the docs say {sorted(documented[part])}, the rule is {sorted(MAY_IMPORT[part])}"
+             for part in sorted(documented) if documented[part] != MAY_IMPORT.get(part)]
+    assert not wrong, "\n".join(wrong)

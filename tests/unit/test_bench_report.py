@@ -13,8 +13,7 @@ SAVED = REPO / "docs" / "img"
 
 
 def _bench():
-    sys.path.insert(0, str(REPO / "bench"))
-    import bench_scaling
+    import bench_scaling  # bench/bench_scaling.py (pyproject: pytest's pythonpath)
 
     return bench_scaling
 

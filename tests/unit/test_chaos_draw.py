@@ -4,15 +4,11 @@ kind twice)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _chaos():
-    sys.path.insert(0, str(REPO / "bench"))
-    import chaos
+    import chaos  # bench/chaos.py (pyproject: pytest's pythonpath)
 
     return chaos
 

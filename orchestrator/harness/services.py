@@ -1,0 +1,136 @@
+"""The real services the tests and campaigns start for themselves: a PostgreSQL server of their own (an
+outage is a stop), a one-node Slurm cluster on loopback (scripts/slurm_cluster.sh), a small tmpfs disk
+that fills up, a read-only bind mount. Each that cannot start here raises `Unavailable` (one line)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+
+from orchestrator.harness import Unavailable
+from orchestrator.harness.cli import REPO
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def postgres_bin() -> Path | None:
+    """The newest installed PostgreSQL server's bin folder (Debian's layout), None when there is none."""
+    bins = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))
+    return bins[-1].parent if bins else None
+
+
+class PrivateServer:
+    """A PostgreSQL server of its own: initdb in a temporary folder outside any 0700 one (the server runs
+    as `postgres` when this is root), its own port, trust auth on loopback. `.url`, `.stop(mode)`
+    (`immediate`: as a crash, recovered from the WAL on start), `.start()`, `.remove()`."""
+
+    def __init__(self):
+        self.bin = postgres_bin()
+        if self.bin is None:
+            raise Unavailable("no PostgreSQL server binaries under /usr/lib/postgresql (apt-get install postgresql)")
+        self.folder = Path(tempfile.mkdtemp(prefix="yolo-orch-pg-"))
+        self.folder.chmod(0o755)
+        self.data, self.sock, self.port = self.folder / "pgdata", self.folder / "pgsock", _free_port()
+        self.sock.mkdir()
+        self._as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        if self._as_postgres:
+            for path in (self.folder, self.sock):
+                shutil.chown(path, "postgres")
+        subprocess.run([*self._as_postgres, str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U",
+                        "postgres"], check=True, capture_output=True)
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        self.start()
+
+    def _ctl(self, *args: str) -> None:
+        subprocess.run([*self._as_postgres, str(self.bin / "pg_ctl"), "-D", str(self.data), "-w", *args],
+                       check=True, capture_output=True)
+
+    def start(self) -> None:
+        self._ctl("-o", f"-p {self.port} -k {self.sock} -c listen_addresses=127.0.0.1", "-l",
+                  str(self.folder / "server.log"), "start")
+
+    def stop(self, mode: str = "fast") -> None:
+        self._ctl("-m", mode, "stop")
+
+    def remove(self) -> None:
+        """Stopped (if it runs) and its folder gone."""
+        try:
+            self.stop("immediate")
+        except subprocess.CalledProcessError:
+            pass  # not running
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def slurm_command(env: dict[str, str], *args: str) -> str:
+    """A Slurm command (sbatch, scontrol, ...) under `env`'s SLURM_CONF: its output; RuntimeError when it fails."""
+    out = subprocess.run(list(args), env=env, capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)}: {out.stderr.strip()}")
+    return out.stdout.strip()
+
+
+def slurm_job(env: dict[str, str], job_id: str) -> dict[str, str]:
+    """`scontrol show job`'s record of a job."""
+    line = slurm_command(env, "scontrol", "show", "job", "-o", job_id)
+    return dict(part.split("=", 1) for part in line.split() if "=" in part)
+
+
+class SlurmCluster:
+    """A one-node Slurm cluster configured in `folder` (scripts/slurm_cluster.sh: Debian's slurm-wlm and
+    munge, installed when missing). `env(base)`: `base` with its SLURM_CONF, for slurm_command/slurm_job
+    and the commands that submit to it."""
+
+    SCRIPT = REPO / "scripts" / "slurm_cluster.sh"
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        start = subprocess.run(["bash", str(self.SCRIPT), "start", str(folder)], capture_output=True, text=True,
+                               timeout=600)
+        if start.returncode != 0:
+            lines = (start.stderr or start.stdout).strip().splitlines()
+            raise Unavailable(f"no Slurm cluster here: {lines[-1] if lines else f'exit {start.returncode}'}")
+        self.conf = str(folder / "slurm.conf")
+
+    def env(self, base: dict[str, str]) -> dict[str, str]:
+        return dict(base, SLURM_CONF=self.conf)
+
+    def stop(self) -> None:
+        subprocess.run(["bash", str(self.SCRIPT), "stop", str(self.folder)], capture_output=True, timeout=120)
+
+
+def mount(args: list[str], what: str) -> None:
+    """`mount ARGS`; Unavailable (root is needed) when it fails."""
+    r = subprocess.run(["mount", *args], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise Unavailable(f"cannot mount {what} here ({(r.stderr or r.stdout).strip()}); this needs root")
+
+
+def mount_small_disk(folder: Path, mib: int) -> Path:
+    """A real filesystem of `mib` MiB that fills up (a tmpfs) at `folder`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    mount(["-t", "tmpfs", "-o", f"size={mib}m", "tmpfs", str(folder)], "a tmpfs")
+    return folder
+
+
+def resize_small_disk(folder: Path, mib: int) -> None:
+    subprocess.run(["mount", "-o", f"remount,size={mib}m", str(folder)], check=True)
+
+
+def mount_read_only(folder: Path, view: Path) -> Path:
+    """`folder` seen through a read-only bind mount at `view` (a colleague's runs folder)."""
+    view.mkdir(parents=True, exist_ok=True)
+    mount(["--bind", str(folder), str(view)], "a bind mount")
+    mount(["-o", "remount,bind,ro", str(view)], "a read-only bind mount")
+    return view
+
+
+def unmount(folder: Path) -> None:
+    subprocess.run(["umount", "-l", str(folder)], capture_output=True, check=False)
