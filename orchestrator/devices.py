@@ -22,12 +22,14 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
+from orchestrator.errors import UserError
+
 KINDS = ("cpu", "cuda", "tpu", "xla_cpu")
 XLA_KINDS = ("tpu", "xla_cpu")  # driven by torch-xla in one process: SPMD over the devices
 
 
-class DeviceSpecError(ValueError):
-    pass
+class DeviceSpecError(UserError):
+    """Text that is no device spec (the caller puts it under its field: `exc.under("--devices")`)."""
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,10 @@
-"""The tool's two kinds of failure and its exit codes, in one place. A leaf: it imports nothing of the tool.
+"""The tool's kinds of failure and its exit codes, in one place. A leaf: it imports nothing of the tool,
+and every part may import it, so each part's own errors derive from these and say their kind.
 
 - UserError: bad input (a job or sweep file, a flag, a file, a dataset, a run id). One line per
   problem, naming the field and what was expected; exit 2; nothing was started or overwritten.
+- RunStateError: a UserError about a run's state (still running, finished, stopped before its first
+  checkpoint, its job.resolved.yaml damaged or newer): what to do instead; exit 2.
 - EnvError: the machine or a service kept a correct command from working (a storage that stays away,
   a registry that cannot be written, a full disk). One line saying what to do; exit 1.
 
@@ -22,15 +25,36 @@ EXIT_INTERRUPTED = 130  # Ctrl-C, SIGTERM, a killed run
 RUN_EXIT_CODES = {"finished": EXIT_OK, "killed": EXIT_INTERRUPTED, "stalled": EXIT_STALLED}
 
 
-class UserError(Exception):
-    """Bad user input: the CLI prints one line per problem and exits EXIT_BAD_INPUT."""
+class ToolError(Exception):
+    """A failure the command line reports in lines, never as a traceback: `problems` (one line each),
+    `kind` (what kind of failure, for the reader and `--json`) and the exit code."""
+
+    kind = "failure"
+    exit_code = EXIT_FAILED
 
     def __init__(self, problems: list[str] | str):
-        if isinstance(problems, str):
-            problems = [problems]
-        self.problems = list(problems)
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
         super().__init__("\n".join(self.problems))
 
+    def under(self, field: str):
+        """The same failure with each line under `field` (`--devices: ...`, `RUN: r1: ...`), of the same kind."""
+        return type(self)([f"{field}: {line}" for line in self.problems])
 
-class EnvError(Exception):
+
+class UserError(ToolError):
+    """Bad user input: the CLI prints one line per problem and exits EXIT_BAD_INPUT."""
+
+    kind = "user"
+    exit_code = EXIT_BAD_INPUT
+
+
+class RunStateError(UserError):
+    """A run's state keeps a command from it (resume a running or finished run, read a damaged run)."""
+
+    kind = "run state"
+
+
+class EnvError(ToolError):
     """The machine or a service kept the command from working: the CLI prints the line, exits EXIT_FAILED."""
+
+    kind = "environment"

@@ -72,8 +72,8 @@ JSON_COLUMNS = {"metrics", "tags", "notes"}
 UPDATABLE = {name for name, _ in COLUMNS} - {"id", "created_at"}
 
 
-class RegistryError(Exception):
-    """A run that cannot be found, or an ambiguous prefix (the CLI turns it into bad input: exit 2)."""
+class RegistryError(UserError):
+    """A run that cannot be found, or an ambiguous prefix (bad input: exit 2)."""
 
 
 def registry_path(path_or_runs_dir: str | os.PathLike | None = None) -> Path:

@@ -7,7 +7,8 @@ registry row, as `yolo-orch resume`, `submit --resume-existing` and a requeued S
                               generated dataset), write the resume order into job.resolved.yaml
     run(row, prepared)        hand it to the runner, which supervises the training process
 
-Refusals are SpecErrors that say what to do, raised before anything is claimed or written."""
+Refusals are UserErrors (RunStateError: the run's state) that say what to do, raised before anything is
+claimed or written."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from orchestrator import launch
 from orchestrator import plan as planmod
 from orchestrator.data.cache import make_synth_data
 from orchestrator.devices import DeviceSpecError, parse_devices
-from orchestrator.jobspec.errors import SpecError
+from orchestrator.errors import RunStateError, UserError
 from orchestrator.registry import RESUMABLE, Registry
 from orchestrator.plan.replan import replan, save_resolved
 from orchestrator.rundir import (EVENTS, LAST, RESOLVED, SUMMARY, WEIGHTS, EventTail, EventWriter, NodeOptions,
@@ -112,7 +113,7 @@ def catch_up_wandb(run_dir: Path, resolved: ResolvedRun) -> str | None:
 def prepare(row: dict, devices: str | None = None, restart_ok: bool = False,
             launch_opts: dict | None = None) -> PreparedResume:
     """Claim the row (killed/failed -> queued, compare-and-set) and write the resume order. Raises
-    SpecError with the fix when the run cannot be resumed (the row is then as it was). `restart_ok` (a
+    UserError with the fix when the run cannot be resumed (the row is then as it was). `restart_ok` (a
     requeued Slurm job): a run stopped before its first checkpoint starts again from epoch 1 in the
     same run directory. `launch_opts`: this node's rank and rendezvous now (a requeued multi-node job's
     new allocation)."""
@@ -124,7 +125,7 @@ def prepare(row: dict, devices: str | None = None, restart_ok: bool = False,
         return write_resume(row, devices, restart_ok, launch_opts)  # raises the right message
     with registry:
         if not registry.transition(row["id"], row["state"], state="queued", pid=os.getpid()):
-            raise SpecError(f"RUN: {row['id']} changed state while preparing the resume (another resume?)")
+            raise RunStateError(f"RUN: {row['id']} changed state while preparing the resume (another resume?)")
         try:
             info = write_resume(row, devices, restart_ok, launch_opts)
         except BaseException:
@@ -158,17 +159,17 @@ def read_run(run_id: str, run_dir: Path) -> ResolvedRun:
     try:
         return load_resolved(run_dir)
     except ResolvedRunError as exc:
-        raise SpecError(f"RUN: {run_id}: {exc}") from None
+        raise exc.under(f"RUN: {run_id}") from None
 
 
 def refuse_state(row: dict) -> None:
     """A run that is running, queued or finished has nothing to resume: said with what to do."""
     run_id = row["id"]
     if row["state"] in ("running", "queued"):
-        raise SpecError(f"RUN: {run_id} is still {row['state']} (pid {row.get('pid')}); "
+        raise RunStateError(f"RUN: {run_id} is still {row['state']} (pid {row.get('pid')}); "
                         "stop it first (Ctrl-C in its terminal, or kill its process)")
     if row["state"] == "finished":
-        raise SpecError(f"RUN: {run_id} finished all its epochs; nothing to resume (submit the job again "
+        raise RunStateError(f"RUN: {run_id} finished all its epochs; nothing to resume (submit the job again "
                         "to train longer)")
 
 
@@ -179,20 +180,20 @@ def write_resume(row: dict, devices: str | None = None, restart_ok: bool = False
     refuse_state(row)
     run_id, run_dir = row["id"], Path(row["run_dir"] or "")
     if not (run_dir / RESOLVED).is_file():
-        raise SpecError(f"RUN: {run_id}: run directory {run_dir} is missing or has no {RESOLVED}")
+        raise RunStateError(f"RUN: {run_id}: run directory {run_dir} is missing or has no {RESOLVED}")
     resolved = read_run(run_id, run_dir)
     if launch_opts:
         resolved.plan.launch = NodeOptions.from_dict(launch_opts)
     weights_dir = node0_run_dir(run_dir, resolved)
     if not (weights_dir / LAST).is_file() and not restart_ok:
-        raise SpecError(f"RUN: {run_id} stopped before its first epoch ended ({weights_dir / LAST} does not exist); "
+        raise RunStateError(f"RUN: {run_id} stopped before its first epoch ended ({weights_dir / LAST} does not exist); "
                         "nothing to resume: submit the job again")
     old_devices = resolved.plan.devices
     replanned = move_to(resolved, devices)
     rewound = rewind_damaged(run_id, run_dir, weights_dir, restart_ok)
     done, epochs = completed_epochs(weights_dir), resolved.plan.epochs
     if done >= epochs:
-        raise SpecError(f"RUN: {run_id} already recorded {done}/{epochs} epochs; nothing to resume")
+        raise RunStateError(f"RUN: {run_id} already recorded {done}/{epochs} epochs; nothing to resume")
     restored = restore_data(resolved, run_id)
     unsaved = set_aside_unsaved_rows(run_dir, done) if weights_dir == run_dir else []
     checkpoint = LAST if weights_dir == run_dir else weights_dir / LAST  # (absolute: node 0's)
@@ -241,7 +242,7 @@ def rewind_damaged(run_id: str, run_dir: Path, weights_dir: Path, restart_ok: bo
         return None
     fallback = fallback_checkpoint(weights_dir / WEIGHTS)
     if fallback is None and not restart_ok:
-        raise SpecError(f"RUN: {run_id}: {last} is damaged ({found.damage}) and no other checkpoint of the run "
+        raise RunStateError(f"RUN: {run_id}: {last} is damaged ({found.damage}) and no other checkpoint of the run "
                         "(best.pt, epoch<N>.pt) is whole and resumable; nothing to resume from: submit the job again")
     if weights_dir != run_dir:  # another node of a multi-node run: node 0's resume rewinds its directory
         return f"{last} is damaged ({found.damage}): node 0's resume falls back to an earlier checkpoint"
@@ -261,14 +262,14 @@ def move_to(resolved: ResolvedRun, devices: str | None) -> bool:
     try:
         wanted = parse_devices(devices or resolved.plan.devices)
     except DeviceSpecError as exc:
-        raise SpecError(f"--devices: {exc}" if devices else f"plan.devices in {RESOLVED}: {exc}") from None
+        raise exc.under("--devices" if devices else f"plan.devices in {RESOLVED}") from None
     if wanted.text == resolved.plan.devices:
         planmod.checked_release(resolved.plan.train_args.get("optimizer"), wanted)
         return False
     new = replan(resolved, devices=wanted.text)
     missing = launch.unavailable(new.launcher, wanted)
     if missing:
-        raise SpecError(f"--devices: {missing}")
+        raise UserError(f"--devices: {missing}")
     resolved.plan = new
     return True
 
@@ -290,7 +291,7 @@ def restore_data(resolved: ResolvedRun, run_id: str) -> str | None:
         return f"its generated dataset ({data}) was missing here: generated again as {made}"
     missing = _missing_data(data)
     if missing:
-        raise SpecError(f"RUN: {run_id} trains on {missing}, which does not exist here; put the dataset back "
+        raise UserError(f"RUN: {run_id} trains on {missing}, which does not exist here; put the dataset back "
                         "(or mount it at that path) and resume again")
     return None
 

@@ -25,7 +25,7 @@ from orchestrator.rundir import (BEST, DEADLINE_STOP, ENV, ENV_SUPERVISOR_PID, E
 from orchestrator.data.cache import make_synth_data
 from orchestrator.plan import Plan
 from orchestrator.registry import Registry
-from orchestrator.jobspec.errors import SpecError
+from orchestrator.errors import UserError
 from orchestrator.wandb_mode import resolve_mode
 from orchestrator.watchdog import Stall, Watchdog, dump_stacks
 
@@ -60,7 +60,7 @@ def check_launchable(plan: Plan) -> None:
     """Before anything is written: the plan's launcher can start here (launch.unavailable)."""
     missing = launch.unavailable(plan.launcher, plan.devices)
     if missing:
-        raise SpecError(f"target.devices: {missing}")
+        raise UserError(f"target.devices: {missing}")
 
 
 def ensure_data(plan: Plan) -> None:
@@ -97,9 +97,9 @@ def create_run(plan: Plan, runs_dir: Path | None = None, tags: dict | None = Non
     spec = plan.job.spec
     root = Path(runs_dir or spec.runs_dir).expanduser().resolve()
     if not (root / spec.name).resolve().is_relative_to(root):  # names are sanitised by the spec; belt and braces
-        raise SpecError(f"name: '{spec.name}' would write outside {root}")
+        raise UserError(f"name: '{spec.name}' would write outside {root}")
     if run_id and (root / spec.name / run_id).exists():  # a chosen --run-id whose folder another registry knows
-        raise SpecError(f"--run-id: {root / spec.name / run_id} exists already; pick another id")
+        raise UserError(f"--run-id: {root / spec.name / run_id} exists already; pick another id")
     registry = Registry.open(root)
     registry.check_writable()  # before the run dir exists: nothing half-written
     run_id, run_dir = claim_run_dir(root / spec.name, run_id)
@@ -126,9 +126,9 @@ def claim_run_dir(job_dir: Path, run_id: str | None) -> tuple[str, Path]:
             return candidate, job_dir / candidate
         except FileExistsError:
             if run_id:
-                raise SpecError(f"--run-id: run {run_id} was created by another command at the same moment; pick "
+                raise UserError(f"--run-id: run {run_id} was created by another command at the same moment; pick "
                                 "another id") from None
-    raise SpecError(f"runs_dir: could not find a free run id in {job_dir}")
+    raise UserError(f"runs_dir: could not find a free run id in {job_dir}")
 
 
 def child_env() -> dict[str, str]:
@@ -177,7 +177,7 @@ def supervise(run_id: str, run_dir: Path, launcher: str, oom_retries: int = 0,
             break
         try:
             step = replan.plan_oom_restart(run_dir, used, oom)
-        except SpecError as exc:
+        except UserError as exc:
             notes.append("; ".join(exc.problems))
             break
         used += 1
@@ -251,7 +251,7 @@ def refuse_symlinks(run_dir: Path) -> None:
             paths += sorted((run_dir / folder).iterdir())[:1000]
     links = [p for p in paths if p.is_symlink() and not _wandb_own_link(run_dir, p)]
     if links:
-        raise SpecError([f"{p}: a symbolic link in the run directory; refusing to write through it (replace it "
+        raise UserError([f"{p}: a symbolic link in the run directory; refusing to write through it (replace it "
                          "with a regular file or folder)" for p in links])
 
 

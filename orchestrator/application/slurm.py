@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.jobspec.errors import SpecError
+from orchestrator.errors import UserError
 
 
 def script_for(path: Path, devices: str | None, sets: list[str], opts, workers: int | None = None,
@@ -17,11 +17,11 @@ def script_for(path: Path, devices: str | None, sets: list[str], opts, workers: 
     raw = read_yaml_file(path, "job or sweep file")
     if isinstance(raw, dict) and "space" in raw:
         if devices or sets:
-            raise SpecError("--devices/--set: apply to a job file; a sweep's trials take its base job's")
+            raise UserError("--devices/--set: apply to a job file; a sweep's trials take its base job's")
         text = sweep_array(path, workers, storage, opts)
     else:
         if workers is not None or storage is not None:
-            raise SpecError("--workers/--storage: apply to a sweep file (one with `space:`)")
+            raise UserError("--workers/--storage: apply to a sweep file (one with `space:`)")
         text = job_script(path, devices, sets, opts)
     check_with_slurm(text)
     return text
@@ -46,7 +46,7 @@ def check_with_slurm(text: str) -> None:
     lines = [ln.strip().removeprefix("sbatch: error: ") for ln in proc.stderr.splitlines() if ln.strip()]
     if proc.returncode == 0 or any(marker in proc.stderr for marker in UNREACHABLE):
         return
-    raise SpecError(f"sbatch: Slurm rejects the script: {lines[-1] if lines else f'exit {proc.returncode}'}")
+    raise UserError(f"sbatch: Slurm rejects the script: {lines[-1] if lines else f'exit {proc.returncode}'}")
 
 
 def job_script(job_file: Path, devices: str | None, sets: list[str], opts) -> str:
@@ -57,7 +57,7 @@ def job_script(job_file: Path, devices: str | None, sets: list[str], opts) -> st
     job = load_job(job_file, sets=sets, devices=devices)
     plan = make_plan(job)  # validates everything now, not on the cluster
     if plan.devices.kind not in ("cpu", "cuda"):
-        raise SpecError(f"target.devices: '{plan.devices.text}' does not run under Slurm/torchrun; use cpu, GPUs or MxN")
+        raise UserError(f"target.devices: '{plan.devices.text}' does not run under Slurm/torchrun; use cpu, GPUs or MxN")
     return sbatch_script(job.spec.name, Path(job_file).resolve(), plan.devices, sets, opts)
 
 
@@ -73,10 +73,10 @@ def sweep_array(sweep_file: Path, workers: int | None, storage: str | None, opts
     request = driver.prepare(sweep_file, storage=storage, workers=1, here=False)  # the nodes have the devices
     url = make_url(request.url)
     if url.get_backend_name() == "sqlite":
-        raise SpecError(f"--storage: array tasks may run on other nodes: the study needs a database server every "
+        raise UserError(f"--storage: array tasks may run on other nodes: the study needs a database server every "
                         f"node reaches (postgresql://user@host:5432/db), not {request.url}")
     if redact_url(request.url) != request.url:  # a password, ?password=, sslpassword=, a token...
-        raise SpecError(f"--storage: {redact_url(request.url)} holds a password or another secret, which the "
+        raise UserError(f"--storage: {redact_url(request.url)} holds a password or another secret, which the "
                         "script would carry in clear text; put it in ~/.pgpass or PGPASSWORD on the nodes and leave "
                         "it out of the URL")
     sweep = request.sweep

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from orchestrator.errors import UserError
+from orchestrator.errors import RunStateError, UserError
 from orchestrator.launch.torchrun import NodeLaunch
 from orchestrator.plan import Plan
 from orchestrator.resume import PreparedResume
@@ -164,5 +164,5 @@ def existing_run(runs_dir: Path, run_id: str, resume_existing: bool, job_name: s
         then = ("pick another id" if row["state"] == "finished" else
                 f"it is still going: `yolo-orch logs {run_id} --follow` shows it" if row["state"] in ("queued", "running")
                 else f"`yolo-orch resume {run_id}` continues it")
-        raise UserError(f"--run-id: run {run_id} exists ({row['state']}); {then}")
+        raise RunStateError(f"--run-id: run {run_id} exists ({row['state']}); {then}")
     return row

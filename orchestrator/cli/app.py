@@ -15,7 +15,7 @@ from orchestrator.cli import sweep as sweep_cli
 from orchestrator.cli import kaggle as kaggle_cli
 from orchestrator.cli import doctor as doctor_cli, resume as resume_cli, runs as runs_cli, ui as ui_cli
 from orchestrator.cli.common import fail
-from orchestrator.errors import EXIT_BAD_INPUT, EXIT_FAILED, EnvError, UserError
+from orchestrator.errors import ToolError
 
 # Disk errors under the orchestrator itself (run dir, registry, events): one line and what to do.
 DISK_ERRNOS = {
@@ -61,10 +61,8 @@ def main(argv: list[str] | None = None) -> None:
     """The `yolo-orch` command (`argv`: its arguments, default sys.argv[1:])."""
     try:
         app(args=argv, standalone_mode=True)
-    except UserError as exc:  # bad input (orchestrator/errors.py): one line per problem
-        fail(exc.problems, EXIT_BAD_INPUT)
-    except EnvError as exc:  # the machine or a service: one line, what to do
-        fail([str(exc)], EXIT_FAILED)
+    except ToolError as exc:  # bad input, a run's state, the machine or a service (orchestrator/errors.py):
+        fail(exc.problems, exc.exit_code)  # one line per problem, the kind's exit code
     except KeyboardInterrupt:
         sys.exit(130)
     except OSError as exc:  # a full, read-only or forbidden disk under the orchestrator itself

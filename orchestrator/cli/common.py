@@ -8,7 +8,7 @@ from typing import Any, NoReturn
 
 from rich.console import Console
 
-from orchestrator.errors import EXIT_BAD_INPUT, EXIT_FAILED, RUN_EXIT_CODES
+from orchestrator.errors import EXIT_BAD_INPUT, EXIT_FAILED, RUN_EXIT_CODES, UserError
 
 # Human output goes to stderr when --json owns stdout.
 out = Console()
@@ -36,12 +36,11 @@ def check_devices_flag(devices: str | None) -> None:
     if devices is None:
         return
     from orchestrator.devices import DeviceSpecError, parse_devices
-    from orchestrator.jobspec.errors import SpecError
 
     try:
         parse_devices(devices)
     except DeviceSpecError as exc:
-        raise SpecError(f"--devices: {exc}") from None
+        raise exc.under("--devices") from None
 
 
 def print_json(data: Any) -> None:
@@ -56,22 +55,16 @@ def human(json_mode: bool) -> Console:
 def existing_registry(runs_dir, registry=None):
     """The registry of `runs_dir` (or the file `registry`): read commands never create one (nor the runs
     folder)."""
-    from orchestrator.jobspec.errors import SpecError
     from orchestrator.registry import Registry, registry_path
 
     path = registry_path(registry if registry is not None else runs_dir)
     if not path.is_file():
-        raise SpecError(f"RUN: no registry at {path}: no runs there yet (give --runs-dir or --registry, "
+        raise UserError(f"RUN: no registry at {path}: no runs there yet (give --runs-dir or --registry, "
                         "or set YOLO_ORCH_REGISTRY)")
     return Registry.open(path)
 
 
 def find_run(reg, ref: str) -> dict:
-    """The registry row of run id `ref` (or a unique prefix of one); SpecError naming the choices."""
-    from orchestrator.jobspec.errors import SpecError
-    from orchestrator.registry import RegistryError
-
-    try:
-        return reg.resolve(ref)
-    except RegistryError as exc:
-        raise SpecError(str(exc)) from None
+    """The registry row of run id `ref` (or a unique prefix of one); a RegistryError (a UserError) names the
+    choices."""
+    return reg.resolve(ref)

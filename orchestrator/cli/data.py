@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from orchestrator.cli.common import print_json, out
-from orchestrator.jobspec.errors import SpecError
+from orchestrator.errors import UserError
 
 data_app = typer.Typer(help="Datasets: generate synthetic data.", no_args_is_help=True)
 
@@ -31,11 +31,11 @@ def synth_cmd(
         data_yaml = generate_dataset(out_dir, images=images, val_images=val_images, classes=classes,
                                      imgsz=imgsz, seed=seed, task=task)
     except ValueError as exc:
-        raise SpecError([f"--{line.replace('_', '-')}" for line in str(exc).splitlines()]) from None
+        raise UserError([f"--{line.replace('_', '-')}" for line in str(exc).splitlines()]) from None
     except FileExistsError as exc:
-        raise SpecError(f"--out: {exc}") from None
+        raise UserError(f"--out: {exc}") from None
     except OSError as exc:  # /proc/x, a read-only or full file system: nothing is left half-written there
-        raise SpecError(f"--out: cannot write a dataset at {out_dir}: {exc.strerror or exc}") from None
+        raise UserError(f"--out: cannot write a dataset at {out_dir}: {exc.strerror or exc}") from None
     if json_out:
         print_json({"data": str(data_yaml), "task": task, "images": images, "val_images": val_images,
                     "classes": classes})

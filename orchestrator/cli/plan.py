@@ -11,7 +11,7 @@ from orchestrator.cli.options import SETS
 from orchestrator.cli.common import out, print_json
 from orchestrator.scaling.types import POLICIES
 from orchestrator.devices import DeviceSpecError, parse_devices
-from orchestrator.jobspec.errors import SpecError
+from orchestrator.errors import UserError
 
 # The documented `plan --json` contract: one object per target with exactly these keys (and `ultralytics`:
 # the installed release the plan modelled).
@@ -45,7 +45,7 @@ def plan_cmd(
         except DeviceSpecError as exc:
             problems.append(f"--devices: {exc}")
     if problems:
-        raise SpecError(problems)
+        raise UserError(problems)
     job = load_job(job_file, sets=set_ or [])
     targets = wanted or [None]  # None: the job's target.devices
     plans = []
@@ -54,10 +54,10 @@ def plan_cmd(
     for d in targets:
         try:
             plans.append(make_plan(job, devices=d, policy=policy, data=data))
-        except SpecError as exc:
+        except UserError as exc:
             errors += [f"{line} [--devices {d}]" if len(targets) > 1 else line for line in exc.problems]
     if errors:
-        raise SpecError(errors)
+        raise UserError(errors)
     if json_out:
         print_json([{**{key: p.scaled.as_json()[key] for key in PLAN_JSON_KEYS}, "ultralytics": p.ultralytics}
                     for p in plans])

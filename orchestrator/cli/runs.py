@@ -22,7 +22,7 @@ from orchestrator.cli.options import REGISTRY, RUNS_DIR
 from orchestrator.registry import ACTIVE, DB_NAME, STATES, registry_path
 from orchestrator.rundir import (BEST, EVENTS, LAST, LOG, RESULTS, SUMMARY, OomStep, parse_event,
                                  resolved_or_none)
-from orchestrator.jobspec.errors import SpecError
+from orchestrator.errors import UserError
 from orchestrator.tasks import headline
 
 STATE_STYLE = {"queued": "cyan", "running": "bold blue", "finished": "green", "failed": "red",
@@ -112,7 +112,7 @@ def runs_cmd(
 ) -> None:
     """List runs and sweep trials from the registry (runs whose process vanished show as killed)."""
     if state is not None and state not in STATES:
-        raise SpecError(f"--state: unknown state '{state}'; expected one of {', '.join(STATES)}")
+        raise UserError(f"--state: unknown state '{state}'; expected one of {', '.join(STATES)}")
     path = registry_path(registry if registry is not None else runs_dir)
     rows = []
     if path.is_file():
@@ -253,7 +253,7 @@ def logs_cmd(
     log = Path(row["run_dir"] or "") / LOG
     if not log.is_file() and not (follow and row["state"] in ACTIVE):
         reg.close()
-        raise SpecError(f"RUN: {row['id']} has no log yet ({log})")
+        raise UserError(f"RUN: {row['id']} has no log yet ({log})")
     offset = 0
     if log.is_file():
         data = log.read_bytes()

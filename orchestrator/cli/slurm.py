@@ -10,7 +10,7 @@ import typer
 
 from orchestrator.cli.options import SETS
 from orchestrator.cli.common import check_devices_flag
-from orchestrator.jobspec.errors import SpecError
+from orchestrator.errors import UserError
 
 
 def slurm_cmd(
@@ -45,7 +45,7 @@ def slurm_cmd(
         opts.python = python
     problems = option_problems(opts)
     if problems:
-        raise SpecError(problems)
+        raise UserError(problems)
     typer.echo(slurm.script_for(job_file, devices, set_ or [], opts, workers, storage), nl=False)
 
 

@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 
 from orchestrator.cli.common import err
-from orchestrator.jobspec.errors import SpecError
+from orchestrator.errors import UserError
 
 
 def ui_cmd(
@@ -25,11 +25,11 @@ def ui_cmd(
     from orchestrator.registry import registry_path
 
     if not 0 <= port <= 65535:
-        raise SpecError(f"--port: {port} is not a TCP port (0-65535)")
+        raise UserError(f"--port: {port} is not a TCP port (0-65535)")
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host  # [::1], as in a URL
     path = registry_path(registry if registry is not None else runs_dir)
     if not path.is_file():
-        raise SpecError(f"--runs-dir/--registry: no registry at {path}: no runs there yet")
+        raise UserError(f"--runs-dir/--registry: no registry at {path}: no runs there yet")
     _check_registry(path)
     _check_port(host, port)
     if not _loopback(host):
@@ -47,7 +47,7 @@ def serve(registry: Path, runs_root: Path, host: str, port: int) -> None:
         import plotly  # noqa: F401 - its plotly.min.js draws the charts
         import uvicorn
     except ImportError as exc:
-        raise SpecError(f"yolo-orch ui needs {exc.name}: pip install 'yolo-orch[ui]'") from None
+        raise UserError(f"yolo-orch ui needs {exc.name}: pip install 'yolo-orch[ui]'") from None
 
     from orchestrator.ui.server import LOOPBACK_NAMES, create_app
     from orchestrator.ui.store import Store
@@ -77,7 +77,7 @@ def _check_registry(path: Path) -> None:
     try:
         Store(path).check()
     except OSError as exc:
-        raise SpecError(f"--runs-dir/--registry: {exc}") from None
+        raise UserError(f"--runs-dir/--registry: {exc}") from None
 
 
 def _check_port(host: str, port: int) -> None:
@@ -90,7 +90,7 @@ def _check_port(host: str, port: int) -> None:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds it
             s.bind((host, port))
     except OSError as exc:
-        raise SpecError(f"--host/--port: cannot listen on {host} port {port}: {exc.strerror or exc}") from None
+        raise UserError(f"--host/--port: cannot listen on {host} port {port}: {exc.strerror or exc}") from None
 
 
 def _loopback(host: str) -> bool:

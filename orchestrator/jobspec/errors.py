@@ -1,19 +1,14 @@
-"""Bad input in the job spec's terms: SpecError (the tool's UserError: a list of lines, each naming a
-field) and the helpers that turn Pydantic's errors into such lines."""
+"""Bad input in the job spec's terms: the helpers that turn Pydantic's errors into the lines of a
+UserError (orchestrator/errors.py), each naming a field."""
 
 from __future__ import annotations
 
 import re
 import reprlib
 
-from orchestrator.errors import UserError
-
 _REPR = reprlib.Repr()
 _REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxtuple, _REPR.maxset = 3, 8, 8, 8, 8
 _REPR.maxstring = _REPR.maxother = 80
-
-
-SpecError = UserError  # the name the job-spec layer and its callers use for bad input (orchestrator/errors.py)
 
 
 def format_pydantic_errors(exc, prefix: str = "") -> list[str]:

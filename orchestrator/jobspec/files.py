@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from orchestrator.rundir import write_text_atomic
-from orchestrator.jobspec.errors import SpecError
+from orchestrator.errors import UserError
 
 NAME_MAX = 255  # bytes in one path component (Linux, macOS)
 PIPE_WAIT_S = 10.0  # how long a FIFO or pipe may stay silent before it is called writerless
@@ -112,10 +112,10 @@ def output_problem(path: Path, force: bool) -> str | None:
 
 
 def check_output_file(path: Path, flag: str, force: bool = False) -> None:
-    """`output_problem` as one SpecError line naming `flag`."""
+    """`output_problem` as one UserError line naming `flag`."""
     why = output_problem(Path(path), force)
     if why:
-        raise SpecError(f"{flag}: {path} {why}")
+        raise UserError(f"{flag}: {path} {why}")
 
 
 def write_output_file(path: Path, text: str, flag: str, force: bool = False) -> None:
@@ -126,4 +126,4 @@ def write_output_file(path: Path, text: str, flag: str, force: bool = False) -> 
     try:
         write_text_atomic(path, text)
     except OSError as exc:
-        raise SpecError(f"{flag}: cannot write {path} ({exc.strerror or exc})") from None
+        raise UserError(f"{flag}: cannot write {path} ({exc.strerror or exc})") from None

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.devices import visible_gpus
-from orchestrator.jobspec.errors import SpecError
+from orchestrator.errors import UserError
 from orchestrator.jobspec.job import Hyperparameters
 from orchestrator.jobspec.yolo_cli import parse_words
 
@@ -32,7 +32,7 @@ def parse_pairs(args: list[str], notes: list[str] | None = None) -> dict[str, An
     if mode != "train":
         problems.append(f"mode: {mode!r}: yolo-orch train trains; `yolo {mode}` runs Ultralytics' {mode} mode")
     if problems:
-        raise SpecError(problems)
+        raise UserError(problems)
     words.notes += [f"{key}={pairs.pop(key)} ignored: {why}" for key, why in IGNORED.items() if key in pairs]
     if notes is not None:
         notes += words.notes
@@ -62,7 +62,7 @@ def job_from_args(args: list[str], notes: list[str] | None = None) -> dict[str, 
     missing = [f"{k}: required, as `yolo train` needs it (e.g. {k}={ex})"
                for k, ex in (("model", "yolo11n.yaml"), ("data", "data.yaml")) if pairs.get(k) in (None, "")]
     if missing:
-        raise SpecError(missing)
+        raise UserError(missing)
     device = device_text(pairs.pop("device", None))
     name = str(pairs.pop("name", None) or "train")
     job: dict[str, Any] = {"name": name, **{k: pairs.pop(k) for k in TOP_LEVEL if k in pairs}}

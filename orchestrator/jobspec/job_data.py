@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from orchestrator.data import dataset_path
 from orchestrator.data.cache import synth_dir
 from orchestrator.jobspec import dataset
-from orchestrator.jobspec.errors import SpecError
+from orchestrator.errors import UserError
 from orchestrator.jobspec.job import SynthData
 from orchestrator.jobspec.yamlio import read_yaml_file
 
@@ -31,7 +31,7 @@ class DataInfo:
 
 def describe_data(job: LoadedJob) -> DataInfo:
     """The job's dataset: classes, training images and a label check (jobspec/dataset.py). Label problems
-    are SpecErrors here, before anything is written, not a failure mid-run."""
+    are UserErrors here, before anything is written, not a failure mid-run."""
     data, task = job.spec.data, job.spec.task
     if not isinstance(data, str):
         cfg = data.synth
@@ -40,13 +40,13 @@ def describe_data(job: LoadedJob) -> DataInfo:
     if task == "classify":
         found = dataset.scan_folders(path)
         if found.problems:
-            raise SpecError(found.problems)
+            raise UserError(found.problems)
         return DataInfo(path, found.nc, found.train_images, warnings=found.warnings)
     cfg = read_yaml_file(path, "dataset yaml")
     names = cfg.get("names")
     nc = len(names) if isinstance(names, (list, dict)) else cfg.get("nc")
     found = dataset.scan(cfg, path, nc, task)
     if found.problems:
-        raise SpecError(found.problems)
+        raise UserError(found.problems)
     root = found.root if dataset.relative_root(cfg) else None
     return DataInfo(path, nc, found.train_images, root=root, warnings=found.warnings)

@@ -12,7 +12,8 @@ from pydantic import ValidationError
 from orchestrator.tasks import EXAMPLE_MODELS, TASKS
 from orchestrator.jobspec import ultralytics_cfg
 from orchestrator.jobspec import dataset
-from orchestrator.jobspec.errors import SpecError, format_pydantic_errors
+from orchestrator.errors import UserError
+from orchestrator.jobspec.errors import format_pydantic_errors
 from orchestrator.jobspec.job import HypBlock, Hyperparameters, JobSpec, hyp_block
 from orchestrator.jobspec.files import read_regular_bounded
 from orchestrator.jobspec.yamlio import parse_yaml_text, read_yaml_file
@@ -58,12 +59,12 @@ def parse_set_options(items: list[str]) -> list[tuple[list[str], Any]]:
             continue
         try:
             value = parse_yaml_text(raw, f"--set {key}") if raw.strip() else ""
-        except SpecError as exc:
+        except UserError as exc:
             problems.extend(exc.problems)
             continue
         out.append((key.split("."), value))
     if problems:
-        raise SpecError(problems)
+        raise UserError(problems)
     return out
 
 
@@ -76,7 +77,7 @@ def apply_sets(raw: dict, sets: list[tuple[list[str], Any]]) -> dict:
                 child = {} if child is None else {"preset": child}
                 node[part] = child
             if not isinstance(child, dict):
-                raise SpecError(f"--set {'.'.join(path)}: '{part}' is not a mapping in this job")
+                raise UserError(f"--set {'.'.join(path)}: '{part}' is not a mapping in this job")
             node = child
         node[path[-1]] = value
     return raw
@@ -91,25 +92,25 @@ def load_job_dict(
     raw: Any, base_dir: Path, label: str = "job", sets: list[str] = (), devices: str | None = None, path=None
 ) -> LoadedJob:
     if raw is None:
-        raise SpecError(f"{label}: file is empty; expected a mapping with at least `name` and `data`")
+        raise UserError(f"{label}: file is empty; expected a mapping with at least `name` and `data`")
     if not isinstance(raw, dict):
-        raise SpecError(f"{label}: expected a mapping of job fields at the top level (got {type(raw).__name__})")
+        raise UserError(f"{label}: expected a mapping of job fields at the top level (got {type(raw).__name__})")
     raw = apply_sets(dict(raw), parse_set_options(list(sets)))
     if devices is not None:
         raw["target"] = dict(raw.get("target") or {}, devices=devices)
     try:
         spec = JobSpec.model_validate(raw)
     except ValidationError as exc:
-        raise SpecError([_with_home(line) for line in format_pydantic_errors(exc)]) from None
+        raise UserError([_with_home(line) for line in format_pydantic_errors(exc)]) from None
     job = LoadedJob(spec=spec, path=path, base_dir=base_dir)
     problems = check_model(job)  # first: it sets the task a job left out, which the data check reads
     problems += check_data(job) + check_overrides(spec.overrides) + check_pretrained(job)
     try:
         resolve_hyp(job)
-    except SpecError as exc:
+    except UserError as exc:
         problems += exc.problems
     if problems:
-        raise SpecError(problems)
+        raise UserError(problems)
     return job
 
 
@@ -236,7 +237,7 @@ def check_data(job: LoadedJob) -> list[str]:
         return [f"data: dataset yaml '{data}' not found"]
     try:
         cfg = read_yaml_file(path, "dataset yaml")
-    except SpecError as exc:
+    except UserError as exc:
         return [f"data: {line}" for line in exc.problems]
     if not isinstance(cfg, dict):
         return [f"data: {data} must be a mapping with train, val and names"]
@@ -281,17 +282,17 @@ def available_presets() -> list[str]:
 def load_preset(name: str, base_dir: Path) -> dict:
     path = find_preset(name, base_dir)
     if path is None:
-        raise SpecError(f"hyp: preset '{name}' not found (known: {', '.join(available_presets()) or 'none'})"
+        raise UserError(f"hyp: preset '{name}' not found (known: {', '.join(available_presets()) or 'none'})"
                         f"{ultralytics_cfg.suggest(name, available_presets())}")
     raw = read_yaml_file(path, "hyp preset")
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
-        raise SpecError(f"hyp: preset {path} must be a mapping of hyperparameters")
+        raise UserError(f"hyp: preset {path} must be a mapping of hyperparameters")
     try:
         return Hyperparameters.model_validate(raw).values()
     except ValidationError as exc:
-        raise SpecError(format_pydantic_errors(exc, prefix=f"hyp ({path.name})")) from None
+        raise UserError(format_pydantic_errors(exc, prefix=f"hyp ({path.name})")) from None
 
 
 def resolve_hyp(job: LoadedJob) -> dict[str, Any]:

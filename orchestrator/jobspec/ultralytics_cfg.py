@@ -9,7 +9,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from orchestrator.jobspec.errors import SpecError
+from orchestrator.errors import UserError
 from orchestrator.rundir import load_own_yaml
 from orchestrator.tasks import TASKS
 
@@ -18,7 +18,7 @@ from orchestrator.tasks import TASKS
 def package_dir() -> Path:
     spec = importlib.util.find_spec("ultralytics")
     if spec is None or not spec.submodule_search_locations:
-        raise SpecError("ultralytics is not installed in this Python environment; run scripts/setup.sh")
+        raise UserError("ultralytics is not installed in this Python environment; run scripts/setup.sh")
     return Path(list(spec.submodule_search_locations)[0])
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from orchestrator.jobspec.errors import SpecError
+from orchestrator.errors import UserError
 from orchestrator.jobspec.files import PIPE_WAIT_S, read_stream_bounded, too_long_component
 
 MAX_BYTES = 1 << 20  # a job or sweep spec is small; refuse anything over 1 MiB
@@ -52,34 +52,34 @@ class _GuardedLoader(yaml.SafeLoader):
 
 
 def read_yaml_file(path: Path, what: str = "file") -> Any:
-    """Load one YAML document from `path`, turning every failure into a SpecError."""
+    """Load one YAML document from `path`, turning every failure into a UserError."""
     label = str(path)
     long_name = too_long_component(path)
     if long_name is not None:
-        raise SpecError(f"{label[:60]}...: a name in this path is longer than 255 bytes; no such {what}")
+        raise UserError(f"{label[:60]}...: a name in this path is longer than 255 bytes; no such {what}")
     if not path.exists():
-        raise SpecError(f"{label}: no such {what}")
+        raise UserError(f"{label}: no such {what}")
     if path.is_dir():
-        raise SpecError(f"{label}: is a directory, expected a YAML {what}")
+        raise UserError(f"{label}: is a directory, expected a YAML {what}")
     size = path.stat().st_size
     if size > MAX_BYTES:
-        raise SpecError(f"{label}: {what} is {size / 2**20:.1f} MiB; at most {MAX_BYTES // 2**20} MiB is accepted")
+        raise UserError(f"{label}: {what} is {size / 2**20:.1f} MiB; at most {MAX_BYTES // 2**20} MiB is accepted")
     try:  # read at most one byte past the limit: a pipe, /dev/zero or <(...) has no size to check first
         raw = read_stream_bounded(path, MAX_BYTES)
     except TimeoutError:
-        raise SpecError(f"{label}: nothing came through this pipe in {PIPE_WAIT_S:.0f} s (a FIFO nobody writes "
+        raise UserError(f"{label}: nothing came through this pipe in {PIPE_WAIT_S:.0f} s (a FIFO nobody writes "
                         f"to?); expected a YAML {what}") from None
     except OSError as exc:
-        raise SpecError(f"{label}: cannot read this {what} ({exc.strerror or exc})") from None
+        raise UserError(f"{label}: cannot read this {what} ({exc.strerror or exc})") from None
     if len(raw) > MAX_BYTES:
-        raise SpecError(f"{label}: {what} is more than {MAX_BYTES // 2**20} MiB (a device or a stream?); "
+        raise UserError(f"{label}: {what} is more than {MAX_BYTES // 2**20} MiB (a device or a stream?); "
                         f"at most {MAX_BYTES // 2**20} MiB is accepted")
     if b"\x00" in raw:
-        raise SpecError(f"{label}: binary data, expected a YAML {what}")
+        raise UserError(f"{label}: binary data, expected a YAML {what}")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise SpecError(f"{label}: not UTF-8 text (byte {exc.start}), expected a YAML {what}") from None
+        raise UserError(f"{label}: not UTF-8 text (byte {exc.start}), expected a YAML {what}") from None
     return parse_yaml_text(text, label)
 
 
@@ -118,7 +118,7 @@ def _expanded_size(value: Any, memo: dict[int, int], limit: int) -> int:
 
 def parse_yaml_text(text: str, label: str) -> Any:
     if _flow_depth(text, MAX_FLOW_DEPTH) > MAX_FLOW_DEPTH:
-        raise SpecError(f"{label}: YAML nested too deeply (more than {MAX_FLOW_DEPTH} levels of [ or {{)")
+        raise UserError(f"{label}: YAML nested too deeply (more than {MAX_FLOW_DEPTH} levels of [ or {{)")
     try:
         loader = _GuardedLoader(text)
         try:
@@ -127,20 +127,20 @@ def parse_yaml_text(text: str, label: str) -> Any:
             loader.dispose()
         # without aliases the size is the file's (at most 1 MiB): a 60,000-class `names` is no bomb
         if loader._aliases and _expanded_size(data, {}, MAX_EXPANDED) > MAX_EXPANDED:
-            raise SpecError(f"{label}: YAML aliases expand to more than {MAX_EXPANDED} values "
+            raise UserError(f"{label}: YAML aliases expand to more than {MAX_EXPANDED} values "
                             "(refusing a possible alias bomb)")
         return data
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{label}:{mark.line + 1}:{mark.column + 1}" if mark else label
         problem = exc.problem or exc.context or "invalid YAML"
-        raise SpecError(f"{where}: YAML syntax error: {problem}") from None
+        raise UserError(f"{where}: YAML syntax error: {problem}") from None
     except yaml.YAMLError as exc:
-        raise SpecError(f"{label}: YAML error: {exc}") from None
+        raise UserError(f"{label}: YAML error: {exc}") from None
     except RecursionError:
-        raise SpecError(f"{label}: YAML nested too deeply") from None
+        raise UserError(f"{label}: YAML nested too deeply") from None
     except ValueError as exc:  # Python's int() refuses more than 4300 digits (CVE-2020-10735)
         if "digits" not in str(exc):
             raise
-        raise SpecError(f"{label}: a number with more than {sys.get_int_max_str_digits()} digits; no field takes "
+        raise UserError(f"{label}: a number with more than {sys.get_int_max_str_digits()} digits; no field takes "
                         "one") from None

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.jobspec import ultralytics_cfg
-from orchestrator.jobspec.errors import SpecError
+from orchestrator.errors import UserError
 from orchestrator.jobspec.yamlio import read_yaml_file
 
 # entrypoint's `special` commands, which run instead of a mode (their singular and dashed forms too)
@@ -65,7 +65,7 @@ def merge_equals_args(args: list[str]) -> list[str]:
             current = []
         i += 1
     if current:
-        raise SpecError(f"{current[0]}: has an unmatched '[' or ']' bracket")
+        raise UserError(f"{current[0]}: has an unmatched '[' or ']' bracket")
     return merged
 
 
@@ -81,7 +81,7 @@ def parse_words(args: list[str]) -> Words:
         else:
             problems += _take_bare_word(word, known, words)
     if problems:
-        raise SpecError(problems)
+        raise UserError(problems)
     return words
 
 

@@ -25,7 +25,7 @@ from typing import Any
 from orchestrator import __version__
 from orchestrator.kaggle import metadata as md
 from orchestrator.devices import DeviceSpec, DeviceSpecError, parse_devices
-from orchestrator.jobspec.errors import SpecError
+from orchestrator.errors import UserError
 from orchestrator.jobspec.kaggle import KaggleOptions
 from orchestrator.jobspec.dataset import dataset_root
 from orchestrator.rundir import RESOLVED, ResolvedRun, new_run_id, write_text_atomic
@@ -92,7 +92,7 @@ def kaggle_settings(job: LoadedJob, opts: BuildOptions) -> KaggleOptions:
     try:
         return KaggleOptions.model_validate(base)
     except ValidationError as exc:
-        raise SpecError(format_pydantic_errors(exc, prefix="kaggle")) from None
+        raise UserError(format_pydantic_errors(exc, prefix="kaggle")) from None
 
 
 def with_xla_options(job: LoadedJob, opts: BuildOptions) -> LoadedJob:
@@ -108,7 +108,7 @@ def with_xla_options(job: LoadedJob, opts: BuildOptions) -> LoadedJob:
     try:
         xla = XlaOptions.model_validate({**job.spec.xla.model_dump(), **changes})
     except ValidationError as exc:
-        raise SpecError(format_pydantic_errors(exc, prefix="xla")) from None
+        raise UserError(format_pydantic_errors(exc, prefix="xla")) from None
     return dataclasses.replace(job, spec=job.spec.model_copy(update={"xla": xla}))
 
 
@@ -117,9 +117,9 @@ def resolve_owner(opts: BuildOptions) -> str:
 
     owner = opts.owner or username()
     if not owner:
-        raise SpecError("--owner: your Kaggle user name is needed (or KAGGLE_USERNAME, or ~/.kaggle/kaggle.json)")
+        raise UserError("--owner: your Kaggle user name is needed (or KAGGLE_USERNAME, or ~/.kaggle/kaggle.json)")
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,49}", owner):
-        raise SpecError(f"--owner: {owner!r} is not a Kaggle user name")
+        raise UserError(f"--owner: {owner!r} is not a Kaggle user name")
     return owner
 
 
@@ -128,19 +128,19 @@ def target_devices(job: LoadedJob, opts: BuildOptions, shape: str, warnings: lis
     try:
         spec = parse_devices(requested)
     except DeviceSpecError as exc:
-        raise SpecError(f"--devices: {exc}") from None
+        raise exc.under("--devices") from None
     cores = md.TPU_CORES.get(shape)
     if not spec.xla:
         if not cores:
-            raise SpecError(f"--devices: the Kaggle launcher trains with the XLA backend; give tpu:N, xla:cpu or xla:cpu:N "
+            raise UserError(f"--devices: the Kaggle launcher trains with the XLA backend; give tpu:N, xla:cpu or xla:cpu:N "
                             f"(got {requested!r} with machine_shape {shape})")
         if not opts.devices:
             warnings.append(f"target.devices {requested!r} is not an XLA target; using tpu:{cores} ({shape})")
         else:
-            raise SpecError(f"--devices: {requested!r} is not an XLA target; use tpu:{cores}, xla:cpu or xla:cpu:N")
+            raise UserError(f"--devices: {requested!r} is not an XLA target; use tpu:{cores}, xla:cpu or xla:cpu:N")
         return parse_devices(f"tpu:{cores}")
     if spec.kind == "tpu" and cores and spec.world_size > cores:
-        raise SpecError(f"--devices: {shape} has {cores} TPU cores; tpu:{spec.world_size} does not fit")
+        raise UserError(f"--devices: {shape} has {cores} TPU cores; tpu:{spec.world_size} does not fit")
     if spec.kind == "tpu" and not cores:
         warnings.append(f"devices {spec.text} on machine_shape {shape}, which is not a TPU: training will fail")
     return spec
@@ -150,7 +150,7 @@ def data_bundle(plan, job: LoadedJob, settings: KaggleOptions) -> dict:
     if plan.data.synth is not None:
         return {"kind": "synth", "synth": plan.data.synth.model_dump()}
     if not settings.dataset:
-        raise SpecError(f"kaggle.dataset: the images and labels of {job.spec.data} must be uploaded as a Kaggle "
+        raise UserError(f"kaggle.dataset: the images and labels of {job.spec.data} must be uploaded as a Kaggle "
                         "dataset (docs/kaggle.md); name it with `kaggle: {dataset: OWNER/SLUG}` in the job or "
                         "--data-dataset OWNER/SLUG")
     path = plan.data.yaml_path
@@ -168,7 +168,7 @@ def data_bundle(plan, job: LoadedJob, settings: KaggleOptions) -> dict:
                 try:
                     p = p.resolve().relative_to(root)
                 except ValueError:
-                    raise SpecError(f"data: {key} entry {value} is outside the dataset folder {root}; upload one "
+                    raise UserError(f"data: {key} entry {value} is outside the dataset folder {root}; upload one "
                                     "folder holding everything the yaml names") from None
             rel.append(p.as_posix())
         config[key] = rel if isinstance(cfg[key], list) else rel[0]
@@ -182,9 +182,9 @@ def model_bundle(job: LoadedJob) -> dict:
         return {"name": model}
     if local.suffix in (".yaml", ".yml"):
         if local.stat().st_size > MAX_MODEL_YAML:
-            raise SpecError(f"model: {model} is larger than 1 MiB; not a model yaml?")
+            raise UserError(f"model: {model} is larger than 1 MiB; not a model yaml?")
         return {"name": local.name, "text": local.read_text()}
-    raise SpecError(f"model: local weights ({model}) cannot travel inside the kernel; start from a model yaml "
+    raise UserError(f"model: local weights ({model}) cannot travel inside the kernel; start from a model yaml "
                     "(e.g. yolo11n.yaml) on Kaggle")
 
 
@@ -214,7 +214,7 @@ def render_runner(bundle: dict) -> str:
 
 
 def build(job: LoadedJob, opts: BuildOptions) -> BuildResult:
-    """Validate everything, then write the kernel folder. Raises SpecError (field-named lines)."""
+    """Validate everything, then write the kernel folder. Raises UserError (field-named lines)."""
     from orchestrator.plan import make_plan
 
     warnings: list[str] = []
@@ -240,10 +240,10 @@ def build(job: LoadedJob, opts: BuildOptions) -> BuildResult:
                               kernel_sources=[opts.resume_from] if opts.resume_from else [])
     problems = md.validate_kernel_metadata(meta)
     if problems:
-        raise SpecError([f"kernel-metadata.json: {p}" for p in problems])
+        raise UserError([f"kernel-metadata.json: {p}" for p in problems])
     run_id = opts.run_id or new_run_id()
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", run_id):
-        raise SpecError(f"--run-id: {run_id!r} must be letters, digits, '.', '_', '-'")
+        raise UserError(f"--run-id: {run_id!r} must be letters, digits, '.', '_', '-'")
     mode = wandb_mode_for(job, settings.enable_internet, warnings)
     resolved = plan.resolved_document(run_id, None, mode)  # run_dir: set inside the kernel
     # the settings first: their `kernel` is the base slug, this session's kernel is meta["id"]
@@ -262,19 +262,19 @@ def write_kernel_folder(folder: Path, texts: dict[str, str], force: bool) -> Non
     """Every file checked before any is written (an existing one only with --force; never through a
     link, a device or a folder in its place); a new folder appears whole, by one rename."""
     if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
-        raise SpecError(f"--out: {folder} is not a folder (a file, a link or a device); name a kernel folder")
+        raise UserError(f"--out: {folder} is not a folder (a file, a link or a device); name a kernel folder")
     if folder.is_dir():
         problems = [f"--out: {folder / name} {why}" for name in texts
                     if (why := output_problem(folder / name, force))]
         if problems:
-            raise SpecError(problems)
+            raise UserError(problems)
         for name, text in texts.items():
             write_text_atomic(folder / name, text)
         return
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise SpecError(f"--out: cannot make {folder.parent} ({exc.strerror or exc})") from None
+        raise UserError(f"--out: cannot make {folder.parent} ({exc.strerror or exc})") from None
     check_output_file(folder, "--out")  # the name fits
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     try:
@@ -296,11 +296,11 @@ def session_number(opts: BuildOptions) -> int:
             m = re.search(r"-s(\d+)$", opts.resume_from)
             session = int(m.group(1)) + 1 if m else 2
     if session < 1:
-        raise SpecError("--session: must be >= 1")
+        raise UserError("--session: must be >= 1")
     if opts.resume_from and not re.fullmatch(md.REF_PATTERN, opts.resume_from):
-        raise SpecError(f"--resume-from: expected OWNER/KERNEL (got {opts.resume_from!r})")
+        raise UserError(f"--resume-from: expected OWNER/KERNEL (got {opts.resume_from!r})")
     if session > 1 and not opts.resume_from:
-        raise SpecError("--resume-from: a later session must name the previous session's kernel (OWNER/KERNEL)")
+        raise UserError("--resume-from: a later session must name the previous session's kernel (OWNER/KERNEL)")
     return session
 
 
@@ -338,7 +338,7 @@ def read_bundle(folder: Path) -> dict:
     text = (Path(folder) / md.CODE_FILE).read_text()
     m = re.search(r"^BUNDLE: dict = (.*?)(?=^\S)", text, re.S | re.M)
     if not m:
-        raise SpecError(f"{folder}: {md.CODE_FILE} has no embedded job (not built by `yolo-orch kaggle build`?)")
+        raise UserError(f"{folder}: {md.CODE_FILE} has no embedded job (not built by `yolo-orch kaggle build`?)")
     return ast.literal_eval(m.group(1).strip())
 
 

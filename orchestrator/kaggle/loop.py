@@ -23,14 +23,15 @@ from typing import Any, Callable
 from orchestrator.kaggle import tool
 from orchestrator.kaggle.build import BuildOptions, build
 from orchestrator.rundir import SUMMARY, WEIGHTS, new_run_id, resolved_or_none, write_json_atomic
-from orchestrator.jobspec.errors import SpecError
+from orchestrator.errors import EnvError, ToolError
 from orchestrator.jobspec.loader import LoadedJob
 
 RESUME = "resume.json"
 
 
-class LaunchError(Exception):
-    """A session failed or the loop cannot go on; the message says what to look at."""
+class LaunchError(EnvError):
+    """A session failed or the loop cannot go on (the service or the machine: exit 1); the message says what
+    to look at."""
 
 
 @dataclass
@@ -209,8 +210,8 @@ def _loop(job, opts, base, spec, run_id, run_dir, registry, resume_from, session
                 (f" --resume-from {resume_from}" if resume_from else ""))
         registry.update(run_id, state="killed", ended_at=time.time(), note=note)
         return LaunchOutcome(run_id, run_dir, "killed", sessions, state, note)
-    except (LaunchError, SpecError, tool.KaggleCliError) as exc:
-        message = "; ".join(exc.problems) if isinstance(exc, SpecError) else str(exc)
+    except ToolError as exc:  # a session that failed, bad input, the `kaggle` CLI's refusal: the run failed
+        message = "; ".join(exc.problems)
         if registered:
             registry.update(run_id, state="failed", ended_at=time.time(), note=message[:500],
                             epochs_done=int((state or {}).get("epochs_done") or 0))

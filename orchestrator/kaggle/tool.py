@@ -17,6 +17,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from orchestrator.errors import UserError
 
 TERMINAL = ("complete", "error", "cancel_requested", "cancel_acknowledged", "cancelled")
 SECRET_ENV = ("KAGGLE_KEY", "KAGGLE_API_TOKEN", "WANDB_API_KEY")
@@ -27,8 +28,8 @@ AUTH_HINT = ("create an API token at https://www.kaggle.com/settings (API sectio
              "~/.kaggle/kaggle.json (chmod 600), or export KAGGLE_USERNAME and KAGGLE_KEY")
 
 
-class KaggleCliError(Exception):
-    """One line for the user; the CLI prints it and exits 2."""
+class KaggleCliError(UserError):
+    """One line for the user (the `kaggle` CLI missing, not signed in, or refusing): the CLI prints it and exits 2."""
 
 
 @dataclass

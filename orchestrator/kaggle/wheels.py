@@ -32,7 +32,7 @@ from pathlib import Path
 
 from orchestrator.kaggle import metadata as md
 from orchestrator.rundir import write_json_atomic
-from orchestrator.jobspec.errors import SpecError
+from orchestrator.errors import UserError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 KAGGLE_TPU_IMAGE = {"python": "3.12", "torch": "2.8.0", "torchvision": "0.23.0", "torch_xla": "2.8.0"}
@@ -163,7 +163,7 @@ def dataset_meta(opts: WheelsOptions) -> dict:
     )
     problems = md.validate_dataset_metadata(meta)
     if problems:
-        raise SpecError([f"dataset-metadata.json: {p}" for p in problems])
+        raise UserError([f"dataset-metadata.json: {p}" for p in problems])
     return meta
 
 
@@ -183,10 +183,10 @@ def _run(cmd: list[str], what: str, timeout: float = 1800) -> None:
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        raise SpecError(f"{what}: pip took longer than {timeout:.0f} s") from None
+        raise UserError(f"{what}: pip took longer than {timeout:.0f} s") from None
     if proc.returncode != 0:
         lines = [ln for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip() and "WARNING" not in ln]
-        raise SpecError(f"{what}: pip failed (exit {proc.returncode}): {lines[-1] if lines else 'no output'}")
+        raise UserError(f"{what}: pip failed (exit {proc.returncode}): {lines[-1] if lines else 'no output'}")
 
 
 def copy_source(dest: Path) -> Path:

@@ -27,7 +27,7 @@ from typing import Any
 
 from orchestrator.rundir import NodeOptions, load_resolved
 from orchestrator.devices import DeviceSpec, parse_devices
-from orchestrator.jobspec.errors import SpecError
+from orchestrator.errors import UserError
 
 WORKER_MODULE = "orchestrator.worker.ddp"
 RDZV_BACKENDS = ("static", "c10d")
@@ -56,7 +56,7 @@ def parse_endpoint(text: str) -> tuple[str, int]:
     """'HOST:PORT' (or '[v6]:PORT') -> (host, port)."""
     m = re.fullmatch(r"\[?([^\[\]\s]+?)\]?:(\d{1,5})", text.strip())
     if not m or not (0 < int(m.group(2)) < 65536):
-        raise SpecError(f"--rdzv-endpoint: '{text}' is not HOST:PORT (e.g. node0.cluster:29500)")
+        raise UserError(f"--rdzv-endpoint: '{text}' is not HOST:PORT (e.g. node0.cluster:29500)")
     return m.group(1), int(m.group(2))
 
 
@@ -86,10 +86,10 @@ def launch_options(devices: DeviceSpec, node_rank: int | None = None, rdzv_endpo
     if rdzv_endpoint is not None:
         try:
             parse_endpoint(rdzv_endpoint)
-        except SpecError as exc:
+        except UserError as exc:
             problems.extend(exc.problems)
     if problems:
-        raise SpecError(problems)
+        raise UserError(problems)
     if (devices.nodes == 1 and rdzv_endpoint is None) or (devices.nodes > 1 and rdzv_endpoint is None):
         return {}
     opts: dict[str, Any] = {"node_rank": node_rank or 0, "rdzv_endpoint": rdzv_endpoint, "rdzv_backend": rdzv_backend}
@@ -106,7 +106,7 @@ def build_command(run_dir: Path, nproc_per_node: int, nnodes: int = 1, node_rank
         cmd += ["--standalone", "--nnodes=1"]
     else:
         if rdzv_endpoint is None:
-            raise SpecError(f"{nnodes} nodes need a rendezvous endpoint HOST:PORT")
+            raise UserError(f"{nnodes} nodes need a rendezvous endpoint HOST:PORT")
         host, port = parse_endpoint(rdzv_endpoint)
         cmd += [f"--nnodes={nnodes}", f"--node-rank={node_rank}"]
         if rdzv_backend == "static":

@@ -12,10 +12,10 @@ from typing import Any
 
 from orchestrator.scaling import releases
 from orchestrator.scaling.scaler import scale
-from orchestrator.scaling.types import ReferenceHyp, ScaleResult, ScalingError, TargetHardware
+from orchestrator.scaling.types import ReferenceHyp, ScaleResult, TargetHardware
 from orchestrator.devices import DeviceSpec
 from orchestrator.launch.torchrun import NodeLaunch
-from orchestrator.jobspec.errors import SpecError
+from orchestrator.errors import UserError
 from orchestrator.jobspec import ultralytics_cfg
 from orchestrator.jobspec.job_data import DataInfo, describe_data
 from orchestrator.jobspec.loader import LoadedJob, resolve_hyp
@@ -159,7 +159,7 @@ def check_xla_data(effective: dict[str, Any], devices: DeviceSpec) -> None:
     would leave an epoch with no step (xla/data.py refuses it mid-run; the plan says so first)."""
     size, b, world = effective.get("dataset_size"), effective["batch_per_device"], devices.world_size
     if size is not None and size < b * world:
-        raise SpecError(f"target.devices: {devices.text} trains fixed batches of {b} per core on {world} core(s) "
+        raise UserError(f"target.devices: {devices.text} trains fixed batches of {b} per core on {world} core(s) "
                         f"(drop_last), which needs at least {b * world} training images; the dataset has {size}")
 
 
@@ -169,10 +169,7 @@ def scale_for(spec, hyp: dict[str, Any], nc: int | None, train_images: int | Non
     restart): on XLA targets with the data checked against the fixed batches and the precision the
     XLA worker trains with (it reads `effective.precision`)."""
     reference, target = scaler_inputs(spec, hyp, nc, train_images, target_spec, max_batch_per_device)
-    try:
-        scaled = scale(reference, target, policy, spec.scaling.warmup)
-    except ScalingError as exc:
-        raise SpecError(exc.problems) from None
+    scaled = scale(reference, target, policy, spec.scaling.warmup)  # a ScalingError is the user's (exit 2)
     if target_spec.xla:
         check_xla_data(scaled.effective, target_spec)
         scaled.effective["precision"] = "bf16" if xla_bf16(spec, target_spec) else "fp32"
@@ -195,17 +192,17 @@ def accumulate_warning(eff: dict[str, Any], release: str) -> list[str]:
 def refuse_xla_task(task: str | None, target_spec: DeviceSpec) -> None:
     """The XLA backend's fixed-shape loss is the detection loss: another task is refused on its devices."""
     if target_spec.xla and task != "detect":
-        raise SpecError(f"target.devices: {target_spec.text} runs the XLA backend, which trains detect models only "
+        raise UserError(f"target.devices: {target_spec.text} runs the XLA backend, which trains detect models only "
                         f"(its fixed-shape loss is the detection loss); task {task} trains on cpu, cpu:N or GPUs")
 
 
 def checked_release(optimizer: str | None, target_spec: DeviceSpec) -> str:
     """The installed Ultralytics release, when it can run this optimizer on this launcher (else a
-    SpecError saying which release can): the plan's check, and a resume's on the run's own devices."""
+    UserError saying which release can): the plan's check, and a resume's on the run's own devices."""
     release = ultralytics_cfg.version()
     refused = releases.refusal(release, optimizer, target_spec.backend, target_spec.text)
     if refused:
-        raise SpecError(refused)
+        raise UserError(refused)
     return release
 
 

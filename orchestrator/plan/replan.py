@@ -23,7 +23,7 @@ from pathlib import Path
 from orchestrator import plan as planmod
 from orchestrator.devices import DeviceSpecError, parse_devices
 from orchestrator.rundir import LAST, RESUME_PATCHED, OomStep, ResolvedRun, ResumeOrder, RunPlan, load_resolved
-from orchestrator.jobspec.errors import SpecError
+from orchestrator.errors import UserError
 from orchestrator.jobspec.job import JobSpec
 
 
@@ -38,13 +38,13 @@ def replan(resolved: ResolvedRun, devices: str | None = None, max_batch_per_devi
     """A new plan for `devices` (default: the run's) under the run's stored job, hyp and policy, put
     together and checked by the plan's own assembler (plan.assemble): a launcher or optimizer the
     installed release cannot run is refused here as `plan` refuses it. The per-device batch cap is the
-    tighter of the job's, any earlier OOM cap, and the one given. Raises SpecError (field-named)."""
+    tighter of the job's, any earlier OOM cap, and the one given. Raises UserError (field-named)."""
     old = resolved.plan
     spec = JobSpec.model_validate(resolved.job.document)
     try:
         target_spec = parse_devices(devices or old.devices)
     except DeviceSpecError as exc:
-        raise SpecError(f"--devices: {exc}") from None
+        raise exc.under("--devices") from None
     caps = [c for c in (max_batch_per_device, resolved.oom_max_batch_per_device) if c]
     made = planmod.assemble(spec, old.hyp, old.nc, old.train_images, target_spec, old.policy or spec.scaling.policy,
                             old.train_args, max_batch_per_device=min(caps) if caps else None)
@@ -56,11 +56,11 @@ def replan(resolved: ResolvedRun, devices: str | None = None, max_batch_per_devi
 
 def plan_oom_restart(run_dir: Path, retries_used: int, oom_event: dict | None = None) -> OomStep:
     """Rewrite the run's resolved job for a restart after an OOM. Returns a record of the step
-    (also appended to the run's OOM history). Raises SpecError when the batch cannot shrink."""
+    (also appended to the run's OOM history). Raises UserError when the batch cannot shrink."""
     resolved = load_resolved(run_dir)
     old = resolved.plan
     if old.batch_per_device <= 1:
-        raise SpecError("out of memory with 1 image per device: the batch cannot be halved further; "
+        raise UserError("out of memory with 1 image per device: the batch cannot be halved further; "
                         "lower imgsz, use a smaller model or a device with more memory")
     cap = old.batch_per_device // 2
     new = replan(resolved, max_batch_per_device=cap)

@@ -17,14 +17,15 @@ from typing import Any
 import yaml
 
 from orchestrator.devices import parse_devices
+from orchestrator.errors import RunStateError
 from orchestrator.rundir.contract import SCHEMA_VERSION, contract_problems, is_int
 from orchestrator.rundir.files import dump_yaml, load_own_yaml, write_text_atomic
 
 RESOLVED = "job.resolved.yaml"
 
 
-class ResolvedRunError(ValueError):
-    """job.resolved.yaml cannot be read as a run (one line saying why)."""
+class ResolvedRunError(RunStateError):
+    """job.resolved.yaml cannot be read as a run (one line saying why; the caller names the run: `exc.under`)."""
 
 
 class RunDirVersionError(ResolvedRunError):

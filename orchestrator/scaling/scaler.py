@@ -218,6 +218,6 @@ def _auto_alternative(ref: ReferenceHyp, target: TargetHardware) -> str:
     try:
         auto = scale(ref, target, "auto")
     except ScalingError as e:
-        return f"`auto` would refuse: {e}"
+        return f"`auto` would refuse: {'; '.join(e.problems)}"
     return (f"`auto` would pass lr0 {fmt(auto.passed['lr0'])} and weight_decay "
             f"{fmt(auto.passed['weight_decay'])} (k = {auto.k:.2f})")

@@ -10,15 +10,12 @@ from orchestrator.scaling import ultralytics_math as um
 from orchestrator.scaling.releases import Formulas
 
 from orchestrator.scaling.policies import POLICIES  # noqa: F401  (re-exported: the job spec's Literal)
+from orchestrator.errors import UserError
 WARMUPS = ("auto", "keep")  # scaling.warmup: the rule's (lengthened from k = 4, or auto's decision), or the reference's
 
 
-class ScalingError(ValueError):
-    """A target the scaler cannot honour. Each message names the field and the fix."""
-
-    def __init__(self, problems: list[str]):
-        super().__init__("; ".join(problems))
-        self.problems = problems
+class ScalingError(UserError):
+    """A target the scaler cannot honour (bad input: exit 2). Each line names the field and the fix."""
 
 
 @dataclass(frozen=True)

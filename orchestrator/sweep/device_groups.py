@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 
 from orchestrator.devices import DeviceSpec, visible_gpus
-from orchestrator.jobspec.errors import SpecError
+from orchestrator.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -40,14 +40,14 @@ def visible(kind: str) -> list[int]:
 
 
 def device_groups(base: DeviceSpec, per_trial: int) -> list[DeviceGroup]:
-    """The groups of `per_trial` devices of the base job's kind on this machine; SpecError when the
+    """The groups of `per_trial` devices of the base job's kind on this machine; UserError when the
     kind cannot be pinned or `per_trial` does not divide what is visible."""
     if base.kind not in ("cpu", "cuda") or base.nodes > 1:
-        raise SpecError(f"--devices-per-trial: pins GPUs or CPU cores of one machine; the base job's target "
+        raise UserError(f"--devices-per-trial: pins GPUs or CPU cores of one machine; the base job's target "
                         f"'{base.text}' is neither")
     found = visible(base.kind)
     what = "GPUs" if base.kind == "cuda" else "CPU cores"
     if not found or len(found) % per_trial:
-        raise SpecError(f"--devices-per-trial: {per_trial} does not divide the {len(found)} {what} visible here "
+        raise UserError(f"--devices-per-trial: {per_trial} does not divide the {len(found)} {what} visible here "
                         f"({','.join(map(str, found)) or 'none'})")
     return [DeviceGroup(base.kind, tuple(found[i:i + per_trial])) for i in range(0, len(found), per_trial)]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.jobspec.errors import SpecError
+from orchestrator.errors import UserError
 
 if TYPE_CHECKING:
     from orchestrator.sweep.outage import StaleTrials
@@ -51,13 +51,13 @@ def check_flags(n_trials, timeout, epoch_budget, workers, devices_per_trial=None
     if workers is not None and not 1 <= workers <= 256:
         problems.append(f"--workers: must be between 1 and 256 (got {workers})")
     if problems:
-        raise SpecError(problems)
+        raise UserError(problems)
 
 
 def prepare(sweep_file: Path, study: str | None = None, storage: str | None = None, n_trials: int | None = None,
             timeout: float | None = None, epoch_budget: int | None = None,
             workers: int | None = None, devices_per_trial: int | None = None, here: bool = True) -> SweepRequest:
-    """Validate everything a sweep needs before it runs; SpecError (exit 2) names each problem. `here`:
+    """Validate everything a sweep needs before it runs; UserError (exit 2) names each problem. `here`:
     the trials will run on this machine (not a --dry-run, not a Slurm array), so it must have their
     devices."""
     check_flags(n_trials, timeout, epoch_budget, workers, devices_per_trial)
@@ -96,7 +96,7 @@ def pin_workers(request: SweepRequest, per_trial: int, workers: int | None) -> N
 
     groups = device_groups(request.base_plan.devices, per_trial)
     if workers is not None and workers > len(groups):
-        raise SpecError(f"--workers: {workers} workers, but --devices-per-trial {per_trial} makes {len(groups)} "
+        raise UserError(f"--workers: {workers} workers, but --devices-per-trial {per_trial} makes {len(groups)} "
                         "device group(s) here; one worker per group")
     request.groups = groups[:workers or len(groups)]
     request.workers = len(request.groups)

@@ -1,6 +1,6 @@
 """Load a sweep file: `load_sweep()` validates it (sweep/config.py), validates the base job and
 checks every range end and choice against the job spec, so a bad sweep fails before anything runs
-(SpecError lines naming the field, exit 2). `Param` is one resolved search dimension."""
+(UserError lines naming the field, exit 2). `Param` is one resolved search dimension."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from pydantic import ValidationError
 
 from orchestrator import tasks
 from orchestrator.jobspec import ultralytics_cfg
-from orchestrator.jobspec.errors import SpecError, format_pydantic_errors
+from orchestrator.errors import UserError
+from orchestrator.jobspec.errors import format_pydantic_errors
 from orchestrator.jobspec.job import Hyperparameters
 from orchestrator.jobspec.loader import LoadedJob, check_overrides, load_job_dict, resolve_hyp, resolve_relative
 from orchestrator.jobspec.yamlio import read_yaml_file
@@ -118,13 +119,13 @@ class LoadedSweep:
 
 
 def load_sweep(path: Path, study: str | None = None) -> LoadedSweep:
-    """Read, validate and resolve a sweep file. Every problem is a SpecError line naming its field."""
+    """Read, validate and resolve a sweep file. Every problem is a UserError line naming its field."""
     raw = read_yaml_file(path, "sweep file")
     label = str(path)
     if raw is None:
-        raise SpecError(f"{label}: file is empty; expected a mapping with at least `base` and `space`")
+        raise UserError(f"{label}: file is empty; expected a mapping with at least `base` and `space`")
     if not isinstance(raw, dict):
-        raise SpecError(f"{label}: expected a mapping of sweep fields at the top level (got {type(raw).__name__})")
+        raise UserError(f"{label}: expected a mapping of sweep fields at the top level (got {type(raw).__name__})")
     try:
         spec = SweepSpec.model_validate(raw)
     except ValidationError as exc:
@@ -132,7 +133,7 @@ def load_sweep(path: Path, study: str | None = None) -> LoadedSweep:
         if not isinstance(raw.get("objective"), list):  # one objective: name it `objective.metric`, not `.0.`
             lines = [line.replace("objective.0.", "objective.", 1).replace("objective.0:", "objective:", 1)
                      for line in lines]
-        raise SpecError(lines) from None
+        raise UserError(lines) from None
     sweep_dir = path.resolve().parent
     problems: list[str] = []
 
@@ -145,26 +146,26 @@ def load_sweep(path: Path, study: str | None = None) -> LoadedSweep:
         prefix = f"base ({spec.base}): "
         try:
             base_raw = read_yaml_file(base_path, "job file")
-        except SpecError as exc:
-            raise SpecError([f"base: {line}" for line in exc.problems]) from None
+        except UserError as exc:
+            raise UserError([f"base: {line}" for line in exc.problems]) from None
         if not isinstance(base_raw, dict):
-            raise SpecError(f"base: {spec.base} must hold a job mapping")
+            raise UserError(f"base: {spec.base} must hold a job mapping")
         base_dir = base_path.resolve().parent
     else:
         base_raw = copy.deepcopy(spec.base)
     try:
         base = load_job_dict(copy.deepcopy(base_raw), base_dir=base_dir, label="base")
-    except SpecError as exc:
-        raise SpecError([f"{prefix}{line}" for line in exc.problems]) from None
+    except UserError as exc:
+        raise UserError([f"{prefix}{line}" for line in exc.problems]) from None
 
     params = []
     for name, ps in spec.space.params().items():
         try:
             params.append(_resolve_param(name, ps))
-        except SpecError as exc:
+        except UserError as exc:
             problems += exc.problems
     if problems:
-        raise SpecError(problems)
+        raise UserError(problems)
     problems += _cross_checks(spec, raw)
     problems += _check_metrics_of_task(spec, base.spec.task)
     problems += _check_auto_optimizer(params, base)
@@ -173,7 +174,7 @@ def load_sweep(path: Path, study: str | None = None) -> LoadedSweep:
     problems += enqueue_problems
     problems += _check_sampler(spec, params, enqueue, base)
     if problems:
-        raise SpecError(problems)
+        raise UserError(problems)
     if spec.pruner.name == "median" and spec.pruner.n_warmup_steps is None:
         # Optuna's default (0) ranks trials from epoch 1, where models trained from scratch all
         # score ~0 and the ranking is noise. Measured take-offs: epochs 4-7 of 10 (the sweep
@@ -184,7 +185,7 @@ def load_sweep(path: Path, study: str | None = None) -> LoadedSweep:
     name = study or spec.study or _default_study(path)
     if study is not None:
         if not STUDY_NAME.fullmatch(study) or ".." in study:
-            raise SpecError(f"--study: '{study[:60]}' is not a valid study name ({STUDY_RULE})")
+            raise UserError(f"--study: '{study[:60]}' is not a valid study name ({STUDY_RULE})")
     return LoadedSweep(spec=spec, path=path.resolve(), study=name, base_raw=base_raw, base_dir=base_dir, base=base,
                        params=params, enqueue=enqueue)
 
@@ -209,7 +210,7 @@ def _resolve_param(name: str, ps: ParamSpec) -> Param:
     if section == "overrides":
         bad = check_overrides({key: None}, values=False)
         if bad:
-            raise SpecError([line.replace(f"overrides.{key}:", f"{where}:", 1) for line in bad])
+            raise UserError([line.replace(f"overrides.{key}:", f"{where}:", 1) for line in bad])
     if section == "hyp":
         takes = hyp_kind(key)
     else:
@@ -220,19 +221,19 @@ def _resolve_param(name: str, ps: ParamSpec) -> Param:
         if takes in ("float", "int"):
             kind = takes
         elif takes in ("bool", "choice"):
-            raise SpecError(f"{where}: {key} takes {'true/false' if takes == 'bool' else 'names'}; "
+            raise UserError(f"{where}: {key} takes {'true/false' if takes == 'bool' else 'names'}; "
                             "give `choices`")
         else:
-            raise SpecError(f"{where}: give `type` (float, int) with low/high, or `choices`")
+            raise UserError(f"{where}: give `type` (float, int) with low/high, or `choices`")
     if kind in ("float", "int") and takes in ("bool", "choice"):
-        raise SpecError(f"{where}: {key} is not numeric; give `choices`")
+        raise UserError(f"{where}: {key} is not numeric; give `choices`")
     if kind == "float" and takes == "int":
-        raise SpecError(f"{where}: {key} is an integer; use type: int (or leave `type` out)")
+        raise UserError(f"{where}: {key} is an integer; use type: int (or leave `type` out)")
     if kind == "int":
         for attr in ("low", "high", "step"):
             v = getattr(ps, attr)
             if v is not None and not float(v).is_integer():
-                raise SpecError(f"{where}.{attr}: an int parameter needs whole numbers (got {v})")
+                raise UserError(f"{where}.{attr}: an int parameter needs whole numbers (got {v})")
         return Param(name, "int", int(ps.low), int(ps.high), ps.log, int(ps.step) if ps.step else None)
     if kind == "categorical":
         return Param(name, "categorical", choices=list(ps.choices))

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from orchestrator.rundir import LOG, TrialLink
 from orchestrator.plan import make_plan
-from orchestrator.jobspec.errors import SpecError
+from orchestrator.errors import UserError
 from orchestrator.jobspec.loader import LoadedJob, load_job_dict
 from orchestrator.sweep.outage import retrying
 from orchestrator.sweep.study import ENV_STORAGE
@@ -117,7 +117,7 @@ class TrialRunner:
             job = trial_job(sweep, params, trial.number, self.devices)
             plan = make_plan(job, data=self._data)  # counting the images walks the dataset: once per worker
             self._data = plan.data
-        except SpecError as exc:
+        except UserError as exc:
             raise TrialFailed(f"sampled values make an invalid job: {'; '.join(exc.problems)}") from None
         tags = {"study": sweep.study, "trial": trial.number, **({"device_group": self.group} if self.group else {})}
         # the training process reports to Optuna through the trial's callback

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import EnvError
-from orchestrator.jobspec.errors import SpecError
+from orchestrator.errors import UserError
 from orchestrator.urls import redact_text, redact_url as redact
 from orchestrator.sqlite_wal import enable_wal, is_damaged
 
@@ -55,12 +55,12 @@ def check_url(url: str, flag: str = "--storage") -> str:
     try:
         parsed = make_url(url)
     except (ArgumentError, ValueError) as exc:
-        raise SpecError(f"{flag}: '{redact(url)}' is not a SQLAlchemy URL ({_reason(exc, url)}); e.g. sqlite:///runs/s.db or "
+        raise UserError(f"{flag}: '{redact(url)}' is not a SQLAlchemy URL ({_reason(exc, url)}); e.g. sqlite:///runs/s.db or "
                         "postgresql://user@host:5432/db") from None
     if parsed.get_backend_name() == "sqlite":
         db = parsed.database or ""
         if db in ("", ":memory:") or db.startswith("file:"):
-            raise SpecError(f"{flag}: an in-memory SQLite database cannot be shared by workers; give a file path")
+            raise UserError(f"{flag}: an in-memory SQLite database cannot be shared by workers; give a file path")
         path = Path(db).expanduser()
         if not path.is_absolute():
             path = path.resolve()
@@ -260,7 +260,7 @@ def check_sampler_available(spec: "SamplerSpec") -> None:
     need = {"cmaes": ["cmaes"], "gp": ["scipy", "torch"]}.get(spec.name, [])
     missing = [m for m in need if importlib.util.find_spec(m) is None]
     if missing:
-        raise SpecError(f"sampler: {spec.name} needs {' and '.join(missing)} (pip install {' '.join(missing)})")
+        raise UserError(f"sampler: {spec.name} needs {' and '.join(missing)} (pip install {' '.join(missing)})")
 
 
 # ----------------------------------------------------------------------------- study
@@ -282,7 +282,7 @@ def open_study(sweep: "LoadedSweep", url: str, heartbeat: bool = False, seed_off
         study = optuna.load_study(study_name=sweep.study, storage=storage, sampler=sampler, pruner=pruner)
     have = [d.name.lower() for d in study.directions]
     if have != directions:
-        raise SpecError(f"objective: study '{sweep.study}' in {redact(url)} has direction(s) {have}, this sweep "
+        raise UserError(f"objective: study '{sweep.study}' in {redact(url)} has direction(s) {have}, this sweep "
                         f"wants {directions}; use another --study or the same objectives")
     return study
 

@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 
 from orchestrator.errors import EXIT_TOO_MANY_FAILURES
-from orchestrator.jobspec.errors import SpecError
+from orchestrator.errors import UserError
 from orchestrator.sweep.objective import TrialFailed, TrialRunner
 from orchestrator.sweep.loader import LoadedSweep, load_sweep
 from orchestrator.sweep.outage import Heartbeat, StaleTrials, retrying
@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         sweep = load_sweep(args.sweep_file, study=args.study)
         return run_worker(sweep, url, args.n_trials, args.timeout, args.index, args.epoch_budget,
                           group=(args.devices, args.group) if args.devices else None)
-    except SpecError as exc:
+    except UserError as exc:
         for line in exc.problems:
             print(line, file=sys.stderr)
         return 2

@@ -27,6 +27,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from orchestrator.errors import EnvError
 from orchestrator.rundir import (EVENTS, LAST, SESSION_RESUME, SUMMARY, XLA_COMPILE_CACHE, EventWriter, ResolvedRun,
                                  ResumeOrder, completed_epochs, dump_yaml, parse_resolved, write_json_atomic,
                                  write_text_atomic)
@@ -34,8 +35,8 @@ from orchestrator.rundir import (EVENTS, LAST, SESSION_RESUME, SUMMARY, XLA_COMP
 RESUME_FILE = "resume.json"
 
 
-class SessionError(Exception):
-    pass
+class SessionError(EnvError):
+    """The Kaggle session cannot prepare its run (its bundle, data or checkpoint): one line, the session fails."""
 
 
 def log(msg: str) -> None:

@@ -23,6 +23,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from orchestrator.errors import RunStateError
 from orchestrator.rundir import (ENV_SUPERVISOR_PID, ENV_SUPERVISOR_START, EVENTS, EXIT_OOM, RESUME_PATCHED,
                                  EventWriter, ResolvedRun, die_with_parent, is_primary, process_alive, rank,
                                  replaced_atomically, write_bytes_atomic)
@@ -31,8 +32,8 @@ ULTRALYTICS_OOM_LIMIT = 3  # BaseTrainer._do_train: `self._oom_retries >= 3` re-
 OOM_MARKERS = ("out of memory", "CUBLAS_STATUS_ALLOC_FAILED")
 
 
-class NotResumable(Exception):
-    pass
+class NotResumable(RunStateError):
+    """The checkpoint the resume order names cannot be resumed (the worker ends with EXIT_NOT_RESUMABLE)."""
 
 
 def is_oom(exc: BaseException) -> bool:

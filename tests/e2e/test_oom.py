@@ -108,7 +108,7 @@ def test_plan_oom_restart_keeps_images_per_step(tmp_path, monkeypatch):
     from orchestrator import runner
     from orchestrator.plan import replan
     from orchestrator.plan import make_plan
-    from orchestrator.jobspec.errors import SpecError
+    from orchestrator.errors import UserError
     from orchestrator.jobspec.loader import load_job
 
     job = write_job(tmp_path, OOM_JOB, epochs=100, reference={"devices": 1, "batch": 8, "nbs": 64})
@@ -119,7 +119,7 @@ def test_plan_oom_restart_keeps_images_per_step(tmp_path, monkeypatch):
         seen.append((step.batch_per_device[1], step.nbs[1], step.accumulate[1], step.images_per_step[1]))
         assert step.restart_from == "scratch"
     assert seen == [(4, 64, 16, 64), (2, 64, 32, 64), (1, 64, 64, 64)]
-    with pytest.raises(SpecError, match="cannot be halved further"):
+    with pytest.raises(UserError, match="cannot be halved further"):
         replan.plan_oom_restart(run_dir, 3)
 
 

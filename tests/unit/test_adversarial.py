@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from conftest import build, kaggle_job, run_cli, write_job, write_sweep
+from orchestrator.errors import UserError
 
 NO_GPU = {"CUDA_VISIBLE_DEVICES": ""}
 
@@ -292,11 +293,10 @@ def test_a_long_path_given_to_a_flag_is_one_line(tmp_path):
 
 def test_two_commands_claiming_one_run_id_at_once(tmp_path, monkeypatch):
     from orchestrator import runner
-    from orchestrator.jobspec.errors import SpecError
 
     job_dir = tmp_path / "runs" / "tiny"
     (job_dir / "r1").mkdir(parents=True)  # the other command's mkdir won the race
-    with pytest.raises(SpecError, match="run r1 was created by another command at the same moment"):
+    with pytest.raises(UserError, match="run r1 was created by another command at the same moment"):
         runner.claim_run_dir(job_dir, "r1")
     ids = iter(["r1", "r2"])  # a new id that drew the same digits in the same second: the next one is taken
     monkeypatch.setattr(runner, "new_run_id", lambda: next(ids))
@@ -307,7 +307,6 @@ def test_two_commands_claiming_one_run_id_at_once(tmp_path, monkeypatch):
                                      "stacks/rank0.txt"])
 def test_a_symlink_anywhere_a_run_writes_is_refused_before_a_resume(tmp_path, planted):
     from orchestrator.runner import refuse_symlinks
-    from orchestrator.jobspec.errors import SpecError
 
     run_dir = tmp_path / "run"
     target = tmp_path / "elsewhere"
@@ -318,7 +317,7 @@ def test_a_symlink_anywhere_a_run_writes_is_refused_before_a_resume(tmp_path, pl
     if link.is_dir():
         link.rmdir()
     link.symlink_to(target)
-    with pytest.raises(SpecError, match="a symbolic link in the run directory"):
+    with pytest.raises(UserError, match="a symbolic link in the run directory"):
         refuse_symlinks(run_dir)
 
 

@@ -79,12 +79,12 @@ def test_no_input_writes_outside_the_runs_folder(tmp_path, monkeypatch):
     from conftest import write_job
     from orchestrator import runner
     from orchestrator.plan import make_plan
-    from orchestrator.jobspec.errors import SpecError
+    from orchestrator.errors import UserError
     from orchestrator.jobspec.loader import load_job
 
     plan = make_plan(load_job(write_job(tmp_path)))
     plan.job.spec.__dict__["name"] = "../../escape"  # bypass validation on purpose
-    with pytest.raises(SpecError, match="would write outside"):
+    with pytest.raises(UserError, match="would write outside"):
         runner.create_run(plan, runs_dir=tmp_path / "runs")
     assert not (tmp_path / "escape").exists() and not (tmp_path / "runs" / "registry.db").exists()
 

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from orchestrator.devices import parse_devices
-from orchestrator.jobspec.errors import SpecError
+from orchestrator.errors import UserError
 from orchestrator.sweep.device_groups import device_groups
 
 
@@ -35,7 +35,7 @@ def test_cpu_cores_are_the_stand_in(monkeypatch):
 ])
 def test_groups_that_cannot_be_made_are_one_line(monkeypatch, devices, per_trial, visible, message):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
-    with pytest.raises(SpecError) as exc:
+    with pytest.raises(UserError) as exc:
         device_groups(parse_devices(devices), per_trial)
     assert len(exc.value.problems) == 1 and exc.value.problems[0].startswith(message), exc.value.problems
 

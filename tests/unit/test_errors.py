@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from conftest import run_cli
 from orchestrator import errors
-from orchestrator.jobspec.errors import SpecError
+from orchestrator.errors import UserError
 from orchestrator.registry import NotARegistry, RegistryUnusable
 from orchestrator.sweep.study import StorageError
 
 
 def test_each_error_is_of_one_kind():
-    assert SpecError is errors.UserError and issubclass(NotARegistry, errors.UserError)
+    assert UserError is errors.UserError and issubclass(NotARegistry, errors.UserError)
     assert issubclass(RegistryUnusable, errors.EnvError) and issubclass(StorageError, errors.EnvError)
     assert not issubclass(errors.EnvError, errors.UserError) and not issubclass(errors.UserError, errors.EnvError)
     assert (errors.EXIT_FAILED, errors.EXIT_BAD_INPUT) == (1, 2)

@@ -14,6 +14,7 @@ from conftest import REPO, write_job
 
 from orchestrator.scaling import releases
 from orchestrator.jobspec import ultralytics_cfg
+from orchestrator.errors import UserError
 
 
 @pytest.mark.parametrize("version, picks, floor, capped_warmup, last_step, capped_accumulate, ramp", [
@@ -130,11 +131,10 @@ def test_where_warmup_leaves_accumulate_is_said_when_it_is_not_the_plans(tmp_pat
 
 
 def test_a_release_that_cannot_run_is_exit_2_at_plan_time(tmp_path, monkeypatch):
-    from orchestrator.jobspec.errors import SpecError
 
-    with pytest.raises(SpecError, match="ultralytics 8.3.0 is installed; yolo-orch's training process needs 8.3.200"):
+    with pytest.raises(UserError, match="ultralytics 8.3.0 is installed; yolo-orch's training process needs 8.3.200"):
         _plan(tmp_path, monkeypatch, "8.3.0")
-    with pytest.raises(SpecError, match="hyp.optimizer: MuSGD came with Ultralytics 8.4.0"):
+    with pytest.raises(UserError, match="hyp.optimizer: MuSGD came with Ultralytics 8.4.0"):
         _plan(tmp_path, monkeypatch, "8.3.250", hyp={"optimizer": "MuSGD"})
     assert not (Path(tmp_path) / "runs").exists()
 
@@ -160,11 +160,10 @@ def test_momentum_after_warmup_is_modelled_and_said_where_a_release_never_reache
 
 def test_optimizer_names_are_read_as_ultralytics_reads_them(tmp_path):
     """Ultralytics maps optimizer names case-insensitively (build_optimizer); the plan carries its spelling."""
-    from orchestrator.jobspec.errors import SpecError
     from orchestrator.jobspec.loader import load_job
 
     for given, canonical in (("sgd", "SGD"), ("adamw", "AdamW"), ("musgd", "MuSGD"), ("RMSProp", "RMSprop"),
                              ("rmsprop", "RMSprop"), ("Auto", "auto")):
         assert load_job(write_job(tmp_path, hyp={"optimizer": given})).spec.hyp.optimizer == canonical, given
-    with pytest.raises(SpecError, match=r"hyp.optimizer: must be .*'RMSprop' \(got 'nope'\)"):
+    with pytest.raises(UserError, match=r"hyp.optimizer: must be .*'RMSprop' \(got 'nope'\)"):
         load_job(write_job(tmp_path, hyp={"optimizer": "nope"}))

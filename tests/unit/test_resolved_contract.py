@@ -111,7 +111,7 @@ def _wandb_links(run_dir: Path) -> None:
 
 
 def test_w_and_b_own_links_do_not_block_a_resume_but_a_planted_one_does(tmp_path):
-    from orchestrator.jobspec.errors import SpecError
+    from orchestrator.errors import UserError
     from orchestrator.runner import refuse_symlinks
 
     run_dir = planned_run(tmp_path / "runs")
@@ -122,7 +122,7 @@ def test_w_and_b_own_links_do_not_block_a_resume_but_a_planted_one_does(tmp_path
     (run_dir / "wandb" / "debug.log").unlink()
     os.symlink(outside, run_dir / "wandb" / "debug.log")  # W&B's name, pointing out of the run
     os.symlink("../../../../profile", run_dir / "wandb" / "offline-run-x")
-    with pytest.raises(SpecError) as refused:
+    with pytest.raises(UserError) as refused:
         refuse_symlinks(run_dir)
     assert [p.split(":")[0].rsplit("/", 1)[-1] for p in refused.value.problems] == ["debug.log", "offline-run-x"]
 

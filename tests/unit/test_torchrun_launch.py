@@ -14,7 +14,7 @@ from conftest import run_cli, write_job
 from orchestrator.launch import torchrun
 from orchestrator.launch.slurm import SlurmOptions, sbatch_script
 from orchestrator.devices import parse_devices
-from orchestrator.jobspec.errors import SpecError
+from orchestrator.errors import UserError
 
 
 def test_single_node_is_standalone(tmp_path):
@@ -75,7 +75,7 @@ def test_launch_options_validation():
         (dict(devices=parse_devices("0,1"), node_rank=1), "single node"),
     ]
     for kwargs, text in cases:
-        with pytest.raises(SpecError) as exc:
+        with pytest.raises(UserError) as exc:
             torchrun.launch_options(**kwargs)
         assert text in str(exc.value), (kwargs, str(exc.value))
 
