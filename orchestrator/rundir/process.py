@@ -1,0 +1,84 @@
+"""Process identity and lifetime, without psutil or torch: this process's rank, whether a process is
+still the one that was recorded (boot id + start time from /proc), and dying with a parent."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+
+def rank() -> int:
+    """This training process's rank: -1 alone, 0 the primary of several (it writes the events)."""
+    return int(os.environ.get("RANK", -1))
+
+
+def is_primary() -> bool:
+    return rank() in (-1, 0)
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def process_identity(pid: int | None) -> str | None:
+    """A string that names one process for its lifetime: boot id + start time (Linux /proc);
+    None when the process does not exist. Elsewhere: psutil's create_time when installed,
+    else the bare PID (liveness only)."""
+    if not pid or pid <= 0:
+        return None
+    stat = Path(f"/proc/{pid}/stat")
+    if Path("/proc/self/stat").exists():
+        try:
+            text = stat.read_text()
+        except OSError:
+            return None
+        # comm may contain spaces and parentheses: fields start after the last ')'
+        fields = text[text.rfind(")") + 2:].split()
+        if fields and fields[0] in ("Z", "X"):  # zombie / dead: no longer running
+            return None
+        return f"{_boot_id()}:{fields[19]}"  # field 22 of stat: starttime in clock ticks since boot
+    try:
+        import psutil  # type: ignore
+
+        p = psutil.Process(pid)
+        if p.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return f"psutil:{p.create_time():.3f}"
+    except ImportError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return f"pid:{pid}"
+    except Exception:  # psutil.NoSuchProcess and friends
+        return None
+
+
+def process_alive(pid: int | None, identity: str | None) -> bool:
+    """True when `pid` still runs AND is the same process that was recorded (not a reused PID)."""
+    current = process_identity(pid)
+    if current is None:
+        return False
+    return identity is None or current == identity
+
+
+def die_with_parent(sig: int) -> None:
+    """Linux: the kernel sends this process `sig` when its parent ends (PR_SET_PDEATHSIG), even when
+    the parent is killed by SIGKILL. A no-op elsewhere; callers add a polling watch for every platform."""
+    if not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(sig), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os.kill(os.getpid(), sig)
