@@ -3,11 +3,12 @@
 #   scripts/test.sh                 # everything (what CI runs)
 #   scripts/test.sh tests/unit      # no training: about 2 minutes (tests/e2e: the rest)
 #   scripts/test.sh -m "not slow"   # everything that trains nothing or little
-# Extra arguments go to pytest.
+# Extra arguments go to pytest. Two test processes share the machine (pytest-xdist; most end-to-end tests
+# wait on processes, services and timeouts more than they compute): YOLO_ORCH_TEST_WORKERS=0 runs one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh test
 bash scripts/setup.sh kaggle-image   # the emulated Kaggle TPU image (tests/e2e/test_kaggle_image.py)
 export PJRT_DEVICE=${PJRT_DEVICE:-CPU}   # torch-xla tests run XLA on the CPU
 export YOLO_OFFLINE=1
-exec "${YOLO_ORCH_VENV:-.venv}/bin/python" -m pytest "$@"
+exec "${YOLO_ORCH_VENV:-.venv}/bin/python" -m pytest -n "${YOLO_ORCH_TEST_WORKERS:-2}" --dist loadgroup "$@"

@@ -14,6 +14,8 @@ import pytest
 from conftest import REPO, cli_env
 
 CHAOS = REPO / "bench" / "chaos.py"
+# its Slurm faults start a cluster of their own: one test worker runs this and test_slurm (one cluster at a time)
+pytestmark = pytest.mark.xdist_group("slurm")
 
 
 # Each has its own e2e test with the same fault (test_watchdog, test_sweep_outage, test_slurm's time

@@ -3,7 +3,8 @@ each series, and the releases on either side of every formula change in orchestr
 installed with --no-deps into its own folder beside the pinned torch and put on PYTHONPATH, the plan
 equals what the release's real trainer applies over its first steps (batches, the optimizer, weight decay
 per group, accumulate and every group's lr through warmup, the warmup's length, optimizer=auto's pick on
-both sides of 10,000 iterations), and a short training through `submit` finishes. The wheels come from
+both sides of 10,000 iterations); on the first and last release of each series a short training through
+`submit` finishes. The wheels come from
 PyPI into the test cache."""
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from orchestrator.scaling import releases
 pytestmark = pytest.mark.slow
 MATRIX = ("8.3.200", "8.3.253", "8.4.0", "8.4.2", "8.4.3", "8.4.7", "8.4.8", "8.4.102", "8.4.103", "8.4.176", "8.4.177", "8.4.182",
           "8.4.183", "8.4.190")
+# A training through `submit` on the first and last release of each series (the worker's hooks into the trainer
+# at both ends); every release of the matrix has its plan compared with its real trainer, step by step.
+TRAINED = ("8.3.200", "8.3.253", "8.4.0", "8.4.190")
 
 
 def _installed(version: str) -> Path:
@@ -83,6 +87,8 @@ def test_the_plan_is_what_the_release_applies_and_a_training_finishes(version, j
     assert [c.name for c in checks if c.status != PASS] == [], [c for c in checks if c.status != PASS]
     assert len(checks) == 8  # ... and the momentum SGD keeps after warmup
 
+    if version not in TRAINED:
+        return
     r = run_cli("submit", job, "--json", "--set", "name=matrix", cwd=job.parent, env=env, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     out = json.loads(r.stdout)

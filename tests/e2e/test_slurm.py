@@ -20,7 +20,8 @@ from orchestrator.harness import Unavailable
 from orchestrator.harness.services import SlurmCluster, slurm_command, slurm_job
 from orchestrator.registry import Registry
 
-pytestmark = pytest.mark.slow
+# one Slurm cluster at a time on this machine (the chaos campaign starts its own): one test worker runs both
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]
 ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
 
 

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from conftest import TINY_JOB, cli_env, processes_mentioning, run_cli, space, write_job, write_sweep
+from orchestrator.harness.processes import command_line, descendants_running
 
 def sweep_json(result) -> dict:
     assert result.returncode == 0, (result.returncode, result.stdout[-2000:], result.stderr[-4000:])
@@ -355,11 +356,12 @@ def test_kill9_of_the_sweep_command_ends_its_workers_and_the_trial_is_retried(tm
         assert time.time() < deadline and cli.poll() is None, "trial 0 never finished its first epoch"
         time.sleep(0.2)
     run_dir = next(tmp_path.glob("runs/tiny-sweep-trial0/*"))
-    assert processes_mentioning("orchestrator.sweep.trial_loop") and processes_mentioning(str(run_dir))
+    workers = descendants_running(cli.pid, "orchestrator.sweep.trial_loop")  # this sweep's, not another test's
+    assert workers and processes_mentioning(str(run_dir))
     os.kill(cli.pid, signal.SIGKILL)
     cli.wait(10)
     deadline = time.time() + 30
-    while processes_mentioning("orchestrator.sweep.trial_loop") or processes_mentioning(str(run_dir)):
+    while any(command_line(pid) for pid in workers) or processes_mentioning(str(run_dir)):
         assert time.time() < deadline, "the sweep worker or its trial outlived `yolo-orch sweep`"
         time.sleep(0.2)
     assert len(list(tmp_path.glob("runs/tiny-sweep-trial*/*"))) == 1  # no trial started after the kill
