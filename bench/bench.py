@@ -82,14 +82,14 @@ def bench_overhead(reps: int, epochs: int, work: Path, cache: Path, together: bo
     """`together`: both sides of a repetition run at the same time, one core each, so they see the
     same machine speed (on the shared development machine it drifts by up to 20 % within minutes);
     otherwise one after the other, the order alternating."""
+    from orchestrator.data.cache import make_synth_data
     from orchestrator.plan import make_plan
-    from orchestrator.runner import ensure_data
     from orchestrator.jobspec.loader import load_job
 
     os.environ["YOLO_ORCH_CACHE"] = str(cache)
     sets = [f"epochs={epochs}", "wandb.mode=disabled"]
     plan = make_plan(load_job(QUICKSTART, sets=sets))
-    ensure_data(plan)  # both sides start from the generated dataset
+    make_synth_data(plan.data.synth.model_dump(), plan.job.spec.task)  # both sides start from the generated dataset
     images = plan.data.train_images
     env = env_for(cache)
     orch, plain, orch_ips, plain_ips, orch_cpu, plain_cpu = [], [], [], [], [], []

@@ -16,7 +16,7 @@ from pathlib import Path
 from orchestrator.harness.cli import cli_env, run_cli
 from orchestrator.harness.cli import start_cli as harness_start_cli
 from orchestrator.harness.processes import processes_naming, signal_pid
-from orchestrator.harness.runs import epoch_events, wait_for
+from orchestrator.harness.runs import epoch_events, newest_row, wait_for
 
 SECRET = "chaos-secret-3f9a1c"  # in every process's environment: it must appear in no file or output
 EPOCHS = 5  # of every run the campaign trains (its sweeps' trials: chaos_sweep.SWEEP_EPOCHS)
@@ -86,15 +86,8 @@ def env_for(work: Path) -> dict[str, str]:
 
 
 def row_of(work: Path, run_id: str | None = None) -> dict | None:
-    from orchestrator.registry import Registry
-
-    path = work / "runs" / "registry.db"
-    if not path.is_file():
-        return None
-    with Registry.open(path) as reg:
-        rows = reg.list()
-    rows = [r for r in rows if run_id is None or r["id"] == run_id]
-    return max(rows, key=lambda r: r["created_at"]) if rows else None
+    """The campaign's newest run (or `run_id`'s row) in its registry."""
+    return newest_row(work / "runs" / "registry.db", run_id)
 
 
 def glued_records(run_dir: Path) -> list[str]:

@@ -68,9 +68,9 @@ def sweep_array(sweep_file: Path, workers: int | None, storage: str | None, opts
 
     from orchestrator.launch.slurm import sweep_array_script
     from orchestrator.urls import redact_url
-    from orchestrator.sweep import driver
+    from orchestrator.application import sweeps
 
-    request = driver.prepare(sweep_file, storage=storage, workers=1, here=False)  # the nodes have the devices
+    request = sweeps.prepare(sweep_file, storage=storage, workers=1, here=False)  # the nodes have the devices
     url = make_url(request.url)
     if url.get_backend_name() == "sqlite":
         raise UserError(f"--storage: array tasks may run on other nodes: the study needs a database server every "

@@ -148,6 +148,17 @@ def resume_run(row: dict, devices: str | None, progress: Progress, restart_ok: b
         return Resumed(row, resume.run(row, prepared, on_event=on_event), prepared)
 
 
+def resume_named(runs_dir: Path, registry: Path | None, ref: str, devices: str | None, progress: Progress) -> Resumed:
+    """`resume RUN`: the run `ref` names in the registry (a run that vanished recorded killed first: resume
+    changes state), continued by resume_run."""
+    from orchestrator.application.runs import existing_registry
+
+    with existing_registry(runs_dir, registry) as reg:
+        reg.reconcile()
+        row = reg.resolve(ref)
+    return resume_run(row, devices, progress)
+
+
 def existing_run(runs_dir: Path, run_id: str, resume_existing: bool, job_name: str) -> dict | None:
     """The registry row of `run_id`, or None when there is none; a row without --resume-existing, or
     of another job, is an error."""

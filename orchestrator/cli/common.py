@@ -8,7 +8,7 @@ from typing import Any, NoReturn
 
 from rich.console import Console
 
-from orchestrator.errors import EXIT_BAD_INPUT, EXIT_FAILED, RUN_EXIT_CODES, UserError
+from orchestrator.errors import EXIT_BAD_INPUT, EXIT_FAILED, RUN_EXIT_CODES
 
 # Human output goes to stderr when --json owns stdout.
 out = Console()
@@ -50,21 +50,3 @@ def print_json(data: Any) -> None:
 
 def human(json_mode: bool) -> Console:
     return err if json_mode else out
-
-
-def existing_registry(runs_dir, registry=None):
-    """The registry of `runs_dir` (or the file `registry`): read commands never create one (nor the runs
-    folder)."""
-    from orchestrator.registry import Registry, registry_path
-
-    path = registry_path(registry if registry is not None else runs_dir)
-    if not path.is_file():
-        raise UserError(f"RUN: no registry at {path}: no runs there yet (give --runs-dir or --registry, "
-                        "or set YOLO_ORCH_REGISTRY)")
-    return Registry.open(path)
-
-
-def find_run(reg, ref: str) -> dict:
-    """The registry row of run id `ref` (or a unique prefix of one); a RegistryError (a UserError) names the
-    choices."""
-    return reg.resolve(ref)

@@ -7,7 +7,6 @@ from pathlib import Path
 import typer
 
 from orchestrator.cli.common import print_json, out
-from orchestrator.errors import UserError
 
 data_app = typer.Typer(help="Datasets: generate synthetic data.", no_args_is_help=True)
 
@@ -25,17 +24,9 @@ def synth_cmd(
 ) -> None:
     """Write a deterministic synthetic dataset in the task's Ultralytics format (boxes, polygons,
     keypoints, rotated boxes, or a folder per class)."""
-    from orchestrator.data.synth import generate_dataset
+    from orchestrator.application.planning import synth_dataset
 
-    try:
-        data_yaml = generate_dataset(out_dir, images=images, val_images=val_images, classes=classes,
-                                     imgsz=imgsz, seed=seed, task=task)
-    except ValueError as exc:
-        raise UserError([f"--{line.replace('_', '-')}" for line in str(exc).splitlines()]) from None
-    except FileExistsError as exc:
-        raise UserError(f"--out: {exc}") from None
-    except OSError as exc:  # /proc/x, a read-only or full file system: nothing is left half-written there
-        raise UserError(f"--out: cannot write a dataset at {out_dir}: {exc.strerror or exc}") from None
+    data_yaml = synth_dataset(out_dir, images, val_images, classes, imgsz, seed, task)
     if json_out:
         print_json({"data": str(data_yaml), "task": task, "images": images, "val_images": val_images,
                     "classes": classes})

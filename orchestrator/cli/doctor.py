@@ -25,13 +25,11 @@ def doctor_cmd(
     set_: Optional[list[str]] = typer.Option(None, "--set", help="With --verify-plan: override a job field."),
 ) -> None:
     """Check torch/torchvision, CUDA, stray GPU processes, XLA/TPU, W&B, disk, offline Ultralytics, storage."""
-    from orchestrator.doctor import as_json, run_checks
+    from orchestrator.application.diagnostics import diagnose
+    from orchestrator.doctor import as_json
 
-    if verify_plan is not None:
-        checks, title = plan_checks(verify_plan, set_ or [])
-    else:
-        checks, title = run_checks(runs_dir, storage=storage), "yolo-orch doctor"
-    failed = any(c.status == "fail" for c in checks)
+    found = diagnose(runs_dir, storage, verify_plan, set_ or [])
+    checks, title, failed = found.checks, found.title, found.failed
     if json_out:
         print_json({"ok": not failed, "checks": as_json(checks)})
     else:
@@ -46,16 +44,6 @@ def doctor_cmd(
         counts = {s: sum(c.status == s for c in checks) for s in STYLE}
         out.print(f"{counts['pass']} pass, {counts['warn']} warn, {counts['fail']} fail")
     raise typer.Exit(1 if failed else 0)
-
-
-def plan_checks(job_file: Path, sets: list[str]):
-    """`--verify-plan`: the job planned as `plan` plans it, then held against the installed trainer."""
-    from orchestrator.doctor.verify_plan import verify
-    from orchestrator.plan import make_plan
-    from orchestrator.jobspec.loader import load_job
-
-    plan = make_plan(load_job(job_file, sets=sets))
-    return verify(plan, plan.ultralytics), f"yolo-orch doctor --verify-plan {job_file} (Ultralytics {plan.ultralytics})"
 
 
 def register(app: typer.Typer) -> None:

@@ -5,7 +5,6 @@ CLI and turn its failures (missing, not authenticated, refused) into one line an
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
@@ -13,30 +12,13 @@ import typer
 
 from orchestrator.cli.options import JSON_OUT, SETS
 from orchestrator.tasks import headline
-from orchestrator.cli.common import fail, human, print_json, run_exit_code
+from orchestrator.cli.common import human, print_json, run_exit_code
 
 kaggle_app = typer.Typer(
     help="Kaggle TPU: build a kernel folder, launch a job end to end, the offline wheels dataset; push, status, "
          "pull, quota.",
     no_args_is_help=True,
 )
-
-
-def _tool():
-    from orchestrator.kaggle import tool
-
-    return tool
-
-
-def _kernel_ref(value: str) -> str:
-    """OWNER/KERNEL, or a built kernel folder (its kernel-metadata.json id)."""
-    path = Path(value)
-    meta = path / "kernel-metadata.json"
-    if meta.is_file():
-        return json.loads(meta.read_text())["id"]
-    if value.count("/") == 1 and not path.exists():
-        return value
-    fail([f"KERNEL: expected OWNER/KERNEL or a folder with kernel-metadata.json (got {value!r})"])
 
 
 # The build options, declared once: `build` and `launch` take them all (kaggle/build.BuildOptions).
@@ -54,13 +36,6 @@ MARGIN_MINUTES = typer.Option(None, "--margin-minutes", help="Stop this early (d
 INTERNET = typer.Option(None, "--internet/--no-internet", help="Kernel internet (default off).")
 MAX_BOXES = typer.Option(None, "--max-boxes", help="XLA per-image box limit (default: the job's xla.max_boxes, 32).")
 BF16 = typer.Option(None, "--bf16/--no-bf16", help="bf16 autocast (default: the job's xla.bf16, else on for a TPU).")
-
-
-def _build_options(**values):
-    from orchestrator.kaggle.build import BuildOptions
-
-    values["enable_internet"] = values.pop("internet")
-    return BuildOptions(**values)
 
 
 @kaggle_app.command("build")
@@ -86,16 +61,14 @@ def build_cmd(
     json_out: bool = JSON_OUT,
 ) -> None:
     """Write a ready kernel folder: kernel-metadata.json, the runner script, the resolved job."""
-    from orchestrator.kaggle.build import build, describe
-    from orchestrator.jobspec.loader import load_job
+    from orchestrator.application.kaggle_sessions import build_kernel
+    from orchestrator.kaggle.build import describe
 
-    job = load_job(job_file, sets=set_ or [])
-    result = build(job, _build_options(
-        out=out, owner=owner, machine_shape=machine_shape, wheels_dataset=wheels_dataset, data_dataset=data_dataset,
-        resume_from=resume_from, kernel=kernel, session=session, run_id=run_id, devices=devices,
-        session_hours=session_hours, margin_minutes=margin_minutes, internet=internet, max_boxes=max_boxes,
-        bf16=bf16, force=force,
-    ))
+    result = build_kernel(
+        job_file, set_ or [], out=out, owner=owner, machine_shape=machine_shape, wheels_dataset=wheels_dataset,
+        data_dataset=data_dataset, resume_from=resume_from, kernel=kernel, session=session, run_id=run_id,
+        devices=devices, session_hours=session_hours, margin_minutes=margin_minutes, internet=internet,
+        max_boxes=max_boxes, bf16=bf16, force=force)
     console = human(json_out)
     for w in result.warnings:
         console.print(f"[yellow]warning:[/] {w}", highlight=False)
@@ -135,33 +108,24 @@ def launch_cmd(
     """Train a job on Kaggle end to end: build, push, poll, pull into runs/<job>/<run id>/, and push the
     next session while the job's epochs are not done. Exit 0 finished, 1 a session failed, 130
     interrupted (the kernel may still run: the printed command continues)."""
-    from orchestrator.kaggle.loop import LaunchOptions
-    from orchestrator.jobspec.loader import load_job
+    from orchestrator.application.kaggle_sessions import prepare_launch
 
-    tool = _tool()
-    try:
-        tool.executable()
-        tool.require_credentials()
-    except tool.KaggleCliError as exc:
-        fail([str(exc)])
-    job = load_job(job_file, sets=set_ or [])
-    build_opts = _build_options(
-        owner=owner, machine_shape=machine_shape, wheels_dataset=wheels_dataset, data_dataset=data_dataset,
-        resume_from=resume_from, kernel=kernel, run_id=run_id, devices=devices, session_hours=session_hours,
-        margin_minutes=margin_minutes, internet=internet, max_boxes=max_boxes, bf16=bf16,
-    )
-    opts = LaunchOptions(build=build_opts, runs_dir=runs_dir, poll_s=poll, max_sessions=max_sessions,
-                         session_timeout_h=session_timeout_hours)
-    raise typer.Exit(_launch_with_progress(job, opts))
+    prepared = prepare_launch(
+        job_file, set_ or [], runs_dir, poll, max_sessions, session_timeout_hours, owner=owner,
+        machine_shape=machine_shape, wheels_dataset=wheels_dataset, data_dataset=data_dataset, resume_from=resume_from,
+        kernel=kernel, run_id=run_id, devices=devices, session_hours=session_hours, margin_minutes=margin_minutes,
+        internet=internet, max_boxes=max_boxes, bf16=bf16)
+    raise typer.Exit(_launch_with_progress(prepared))
 
 
-def _launch_with_progress(job, opts) -> int:
-    """kaggle/loop.launch with a progress bar over the job's epochs; the exit code."""
+def _launch_with_progress(prepared) -> int:
+    """The launch with a progress bar over the job's epochs; the exit code."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from orchestrator.kaggle.loop import launch
+    from orchestrator.application.kaggle_sessions import launch
 
+    job = prepared.job
     epochs = job.spec.epochs
     with Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=Console(stderr=True)) as progress:
@@ -192,7 +156,7 @@ def _launch_with_progress(job, opts) -> int:
                 say(f"session {s} ({e['kernel']}): {e['status']}, {r.get('epochs_done', '?')}/{epochs} epochs, "
                     f"{r.get('state', '-')}", highlight=False, markup=False)
 
-        outcome = launch(job, opts, on_event=on_event)
+        outcome = launch(prepared, on_event)
     print(f"run {job.spec.name}/{outcome.run_id}: {outcome.state} -> {outcome.run_dir}")
     if outcome.message:
         print(outcome.message)
@@ -220,18 +184,15 @@ def wheels_cmd(
     json_out: bool = JSON_OUT,
 ) -> None:
     """Build the offline wheels folder (+ dataset-metadata.json) for the Kaggle TPU image."""
-    from orchestrator.kaggle.build import BuildOptions, resolve_owner
-    from orchestrator.kaggle.wheels import DEFAULT_PLATFORMS, KAGGLE_TPU_IMAGE, WheelsOptions, build_wheels, upload_hint
+    from orchestrator.application.kaggle_sessions import build_wheels_folder
+    from orchestrator.kaggle.wheels import KAGGLE_TPU_IMAGE, upload_hint
 
-    python_version = python_version or KAGGLE_TPU_IMAGE["python"]
-
-    opts = WheelsOptions(out=out, owner=resolve_owner(BuildOptions(owner=owner)), slug=slug, title=title,
-                         python_version=python_version, platforms=tuple(platform or DEFAULT_PLATFORMS),
-                         packages=list(package) if package else None, with_wandb=not no_wandb, project=not no_project)
     console = human(json_out)
     if not json_out and not dry_run:
-        console.print(f"resolving and downloading wheels for Python {python_version} into {out} ...", highlight=False)
-    result = build_wheels(opts, dry_run=dry_run)
+        console.print(f"resolving and downloading wheels for Python {python_version or KAGGLE_TPU_IMAGE['python']} "
+                      f"into {out} ...", highlight=False)
+    result = build_wheels_folder(out, owner, slug, title, python_version, platform, list(package) if package else None,
+                                 not no_wandb, not no_project, dry_run)
     if json_out:
         print_json(result.as_json())
         return
@@ -254,13 +215,9 @@ def push_cmd(
     json_out: bool = JSON_OUT,
 ) -> None:
     """`kaggle kernels push -p FOLDER`: upload the runner and start the kernel."""
-    tool = _tool()
-    if not (folder / "kernel-metadata.json").is_file():
-        fail([f"FOLDER: {folder} has no kernel-metadata.json (run `yolo-orch kaggle build` first)"])
-    try:
-        res = tool.push(folder, timeout=timeout)
-    except tool.KaggleCliError as exc:
-        fail([str(exc)])
+    from orchestrator.application.kaggle_sessions import push
+
+    res = push(folder, timeout)
     if json_out:
         print_json(res)
         return
@@ -274,12 +231,9 @@ def status_cmd(
     json_out: bool = JSON_OUT,
 ) -> None:
     """`kaggle kernels status`: queued, running, complete, error or cancelled."""
-    tool = _tool()
-    ref = _kernel_ref(kernel)
-    try:
-        res = tool.status(ref)
-    except tool.KaggleCliError as exc:
-        fail([str(exc)])
+    from orchestrator.application.kaggle_sessions import status
+
+    ref, res = status(kernel)
     if json_out:
         print_json(res)
         return
@@ -296,21 +250,10 @@ def pull_cmd(
     json_out: bool = JSON_OUT,
 ) -> None:
     """`kaggle kernels output`: download the latest version's outputs (tarball, resume.json, log)."""
-    tool = _tool()
-    ref = _kernel_ref(kernel)
-    dest = out or Path("kaggle-output") / ref.split("/")[1]
-    try:
-        res = tool.output(ref, dest)
-    except tool.KaggleCliError as exc:
-        fail([str(exc)])
-    state = None
-    resume = dest / "resume.json"
-    if resume.is_file():
-        try:
-            state = json.loads(resume.read_text())
-        except ValueError:
-            state = None
-    res["resume"] = state
+    from orchestrator.application.kaggle_sessions import pull
+
+    ref, dest, res = pull(kernel, out)
+    state = res["resume"]
     if json_out:
         print_json(res)
         return
@@ -328,11 +271,9 @@ def pull_cmd(
 @kaggle_app.command("quota")
 def quota_cmd(json_out: bool = JSON_OUT) -> None:
     """`kaggle quota`: weekly GPU/TPU hours used and left."""
-    tool = _tool()
-    try:
-        res = tool.quota(csv=json_out)
-    except tool.KaggleCliError as exc:
-        fail([str(exc)])
+    from orchestrator.application.kaggle_sessions import quota
+
+    res = quota(json_out)
     if json_out:
         print_json(res)
         return

@@ -10,8 +10,6 @@ import typer
 from orchestrator.cli.options import SETS
 from orchestrator.cli.common import out, print_json
 from orchestrator.scaling.types import POLICIES
-from orchestrator.devices import DeviceSpecError, parse_devices
-from orchestrator.errors import UserError
 
 # The documented `plan --json` contract: one object per target with exactly these keys (and `ultralytics`:
 # the installed release the plan modelled).
@@ -29,35 +27,11 @@ def plan_cmd(
     explain: bool = typer.Option(False, "--explain", help="Every effective value and the mechanism behind each reason."),
 ) -> None:
     """Show how the job's hyperparameters map to each target: passed, effective, why."""
-    # Imported here so `yolo-orch --help` does not pay for pydantic models and rich tables.
+    from orchestrator.application.planning import plan_targets  # not at import: `--help` stays light
     from orchestrator.cli.render import scaling_table, why_lines
-    from orchestrator.jobspec.job_data import describe_data
-    from orchestrator.plan import make_plan
-    from orchestrator.jobspec.loader import load_job
 
-    problems = []
-    if policy is not None and policy not in POLICIES:
-        problems.append(f"--policy: unknown policy '{policy}'; expected one of {', '.join(POLICIES)}")
-    wanted = []
-    for d in devices or []:
-        try:
-            wanted.append(parse_devices(d))
-        except DeviceSpecError as exc:
-            problems.append(f"--devices: {exc}")
-    if problems:
-        raise UserError(problems)
-    job = load_job(job_file, sets=set_ or [])
-    targets = wanted or [None]  # None: the job's target.devices
-    plans = []
-    errors = []
-    data = describe_data(job)  # the same for every target: the dataset folder is walked once
-    for d in targets:
-        try:
-            plans.append(make_plan(job, devices=d, policy=policy, data=data))
-        except UserError as exc:
-            errors += [f"{line} [--devices {d}]" if len(targets) > 1 else line for line in exc.problems]
-    if errors:
-        raise UserError(errors)
+    planned = plan_targets(job_file, devices or [], policy, set_ or [])
+    job, plans = planned.job, planned.plans
     if json_out:
         print_json([{**{key: p.scaled.as_json()[key] for key in PLAN_JSON_KEYS}, "ultralytics": p.ultralytics}
                     for p in plans])

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from orchestrator.cli.common import check_devices_flag, existing_registry, find_run, human
+from orchestrator.cli.common import check_devices_flag, human
 from orchestrator.cli.options import JSON_OUT, REGISTRY, RUNS_DIR
 
 
@@ -21,14 +21,11 @@ def resume_cmd(
     registry: Optional[Path] = REGISTRY,
 ) -> None:
     """Resume a killed or failed run at the epoch it reached (same resolved job and run directory)."""
-    from orchestrator.application.training import resume_run
+    from orchestrator.application.training import resume_named
     from orchestrator.cli.running import progress_on, render_resumed
 
     check_devices_flag(devices)
-    with existing_registry(runs_dir, registry) as reg:
-        reg.reconcile()  # resume changes state: a run that vanished is recorded killed before it is claimed
-        row = find_run(reg, run)
-    render_resumed(resume_run(row, devices, progress_on(human(json_out))), json_out)
+    render_resumed(resume_named(runs_dir, registry, run, devices, progress_on(human(json_out))), json_out)
 
 
 def register(app: typer.Typer) -> None:

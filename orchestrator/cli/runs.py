@@ -1,11 +1,10 @@
 """`yolo-orch runs`, `yolo-orch show RUN`, `yolo-orch logs RUN [--follow]`: the run registry.
 
-Light: sqlite3, rich and the run directory's text files; never torch or ultralytics."""
+Each command parses, calls the application layer (application/runs.py: the registry and the run
+directory's read model) and renders. Light: sqlite3, rich and text files; never torch or ultralytics."""
 
 from __future__ import annotations
 
-import json
-import re
 import sys
 import time
 from datetime import datetime
@@ -17,29 +16,16 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from orchestrator.cli.common import existing_registry, find_run, out, print_json
+from orchestrator.application.runs import existing_registry, find_run, list_runs, log_of, show_run
+from orchestrator.cli.common import out, print_json
 from orchestrator.cli.options import REGISTRY, RUNS_DIR
-from orchestrator.registry import ACTIVE, DB_NAME, STATES, registry_path
-from orchestrator.rundir import (BEST, EVENTS, LAST, LOG, RESULTS, SUMMARY, OomStep, parse_event,
-                                 resolved_or_none)
-from orchestrator.errors import UserError
+from orchestrator.registry import ACTIVE, STATES
+from orchestrator.rundir import BEST, LAST, OomStep
+from orchestrator.rundir.reading import as_text
 from orchestrator.tasks import headline
 
 STATE_STYLE = {"queued": "cyan", "running": "bold blue", "finished": "green", "failed": "red",
                "killed": "yellow", "stalled": "red", "pruned": "magenta"}
-
-
-def other_registries(path: Path, limit: int = 5) -> list[str]:
-    """Runs folders in the current folder (one level down) with a registry other than `path`'s."""
-    found = []
-    try:
-        folders = sorted(p for p in Path.cwd().iterdir() if p.is_dir())[:200]
-    except OSError:
-        return []
-    for folder in folders:
-        if (folder / DB_NAME).is_file() and (folder / DB_NAME).resolve() != path:
-            found.append(str(folder.relative_to(Path.cwd())))
-    return found[:limit]
 
 
 def _time(ts: float | None) -> str:
@@ -111,61 +97,20 @@ def runs_cmd(
     registry: Optional[Path] = REGISTRY,
 ) -> None:
     """List runs and sweep trials from the registry (runs whose process vanished show as killed)."""
-    if state is not None and state not in STATES:
-        raise UserError(f"--state: unknown state '{state}'; expected one of {', '.join(STATES)}")
-    path = registry_path(registry if registry is not None else runs_dir)
-    rows = []
-    if path.is_file():
-        with existing_registry(runs_dir, registry) as reg:
-            rows = reg.list(state=state, study=study, job=job, limit=limit)
+    found = list_runs(runs_dir, registry, state, study, job, limit)
     if json_out:
-        print_json(rows)
+        print_json(found.rows)
         return
-    if not rows:
-        out.print(f"no runs{f' in state {state}' if state else ''} in {path}", highlight=False)
-        others = [] if state or job or study else other_registries(path)
-        if others:
+    if not found.rows:
+        out.print(f"no runs{f' in state {state}' if state else ''} in {found.path}", highlight=False)
+        if found.others:
             out.print(f"registries beside it (a job's runs_dir, `train project=`): "
-                      f"{', '.join(f'yolo-orch runs --runs-dir {o}' for o in others)}", highlight=False, soft_wrap=True)
+                      f"{', '.join(f'yolo-orch runs --runs-dir {o}' for o in found.others)}", highlight=False,
+                      soft_wrap=True)
         return
     # piped output is not cut to 80 columns: scripts and `less -S` get whole rows
     console = out if out.is_terminal else Console(width=max(out.width, 160))
-    console.print(runs_table(rows, title=f"Runs ({path})"))
-
-
-def show_info(row: dict) -> dict:
-    run_dir = Path(row["run_dir"] or "")
-    info: dict = {"run": row, "summary": None, "plan": None, "recoveries": None, "last_epoch": None, "files": {}}
-    summary = run_dir / SUMMARY
-    if summary.is_file():
-        try:
-            loaded = json.loads(summary.read_text(errors="replace"))
-            info["summary"] = loaded if isinstance(loaded, dict) else None
-        except (ValueError, RecursionError):  # a damaged summary: the registry row still says it all
-            pass
-    resolved = resolved_or_none(run_dir)
-    if resolved is not None:
-        plan = resolved.plan
-        info["plan"] = {
-            "devices": plan.devices, "launcher": plan.launcher, "policy": plan.policy,
-            "batch": plan.train_args.get("batch"), "nbs": plan.train_args.get("nbs"),
-            "batch_per_device": plan.effective.get("batch_per_device"), "accumulate": plan.accumulate,
-            "images_per_step": plan.images_per_step, "epochs": plan.train_args.get("epochs"),
-            "job_file": resolved.job_file,
-        }
-        info["recoveries"] = {"oom": [s.to_dict() for s in resolved.oom_history],
-                              "resumes": [r.to_dict() for r in resolved.resumes]}
-    events = run_dir / EVENTS
-    if events.is_file():
-        for line in reversed(events.read_bytes().splitlines()):
-            event = parse_event(line)
-            if event is not None and event.get("event") == "epoch":
-                info["last_epoch"] = event
-                break
-    for name in (LOG, EVENTS, str(LAST), str(BEST), RESULTS):
-        p = run_dir / name
-        info["files"][name] = str(p) if p.exists() else None
-    return info
+    console.print(runs_table(found.rows, title=f"Runs ({found.path})"))
 
 
 def show_cmd(
@@ -175,9 +120,8 @@ def show_cmd(
     registry: Optional[Path] = REGISTRY,
 ) -> None:
     """Show one run: registry row, plan, metrics, recoveries, files."""
-    with existing_registry(runs_dir, registry) as reg:
-        row = find_run(reg, run)
-    info = show_info(row)
+    row = find_run(runs_dir, registry, run)
+    info = show_run(row)
     if json_out:
         print_json(info)
         return
@@ -227,16 +171,10 @@ def show_cmd(
     out.print(table)
 
 
-_ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
-_REDRAWN = re.compile(rb"[^\n]*\r(?!\n)")  # a progress bar redrawn with \r: keep its last state
-
-
 def _write_log(data: bytes) -> None:
-    """The log as written to a terminal; piped or redirected, without colour codes and with each
-    redrawn progress line reduced to its final state (grep and editors see text)."""
-    if not sys.stdout.isatty():
-        data = _REDRAWN.sub(b"", _ANSI.sub(b"", data))
-    sys.stdout.buffer.write(data)
+    """The log as written to a terminal; piped or redirected, as text (rundir.reading.as_text: grep and
+    editors see lines)."""
+    sys.stdout.buffer.write(data if sys.stdout.isatty() else as_text(data))
     sys.stdout.flush()
 
 
@@ -248,12 +186,8 @@ def logs_cmd(
     registry: Optional[Path] = REGISTRY,
 ) -> None:
     """Print a run's train.log (the training process's stdout and stderr)."""
-    reg = existing_registry(runs_dir, registry)
-    row = find_run(reg, run)
-    log = Path(row["run_dir"] or "") / LOG
-    if not log.is_file() and not (follow and row["state"] in ACTIVE):
-        reg.close()
-        raise UserError(f"RUN: {row['id']} has no log yet ({log})")
+    row = find_run(runs_dir, registry, run)
+    log = log_of(row, follow)
     offset = 0
     if log.is_file():
         data = log.read_bytes()
@@ -261,11 +195,16 @@ def logs_cmd(
         if lines:
             data = b"\n".join(data.splitlines()[-lines:]) + b"\n"
         _write_log(data)
-    if not follow:
-        reg.close()
-        return
+    if follow:
+        with existing_registry(runs_dir, registry) as reg:
+            _follow(log, offset, lambda: (reg.get(row["id"]) or {}).get("state") in ACTIVE)
+
+
+def _follow(log: Path, offset: int, running) -> None:
+    """Print what the log gains from `offset` on until `running()` says the run ended (asked once a
+    second) and the log is read to its end, or Ctrl-C."""
+    last_check = 0.0
     try:
-        last_check = 0.0
         while True:
             if log.is_file() and log.stat().st_size > offset:
                 with log.open("rb") as f:
@@ -276,16 +215,13 @@ def logs_cmd(
                 continue
             if time.time() - last_check > 1.0:
                 last_check = time.time()
-                current = reg.get(row["id"]) or {}
-                if current.get("state") not in ACTIVE:
+                if not running():
                     if log.is_file() and log.stat().st_size > offset:
                         continue
                     break
             time.sleep(0.2)
     except KeyboardInterrupt:
         pass
-    finally:
-        reg.close()
 
 
 def register(app: typer.Typer) -> None:

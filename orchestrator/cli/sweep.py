@@ -2,7 +2,7 @@
 [--study NAME] [--workers K] [--dry-run] [--json]`
 
 Validates the sweep (exit 2 on bad input, nothing written), creates or resumes the study,
-starts K local worker processes (orchestrator/sweep/driver.py, trial_loop.py), shows progress, then writes
+starts K local worker processes (orchestrator/application/sweeps.py, sweep/trial_loop.py), shows progress, then writes
 the report (summary table, best.yaml, plots, dashboard command). Imports optuna, never torch
 or ultralytics: training runs two processes down (worker -> training process). `--dry-run`
 stops after validation and shows the plan (orchestrator/sweep/preview.py): no optuna either."""
@@ -39,9 +39,9 @@ def sweep_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print a machine-readable summary on stdout."),
 ) -> None:
     """Hyperparameter sweep with Optuna: sampler, per-epoch pruning, crash-safe distributed workers."""
-    from orchestrator.sweep import driver
+    from orchestrator.application import sweeps
 
-    request = driver.prepare(sweep_file, study_name, storage, n_trials, timeout, epoch_budget, workers,
+    request = sweeps.prepare(sweep_file, study_name, storage, n_trials, timeout, epoch_budget, workers,
                              devices_per_trial, here=not dry_run)
     console = human(json_out)
     for note in request.notes:
@@ -55,10 +55,10 @@ def sweep_cmd(
         console.print(f"[yellow]warning:[/] {note}")
     started = time.time()
     # a storage that cannot be used raises StorageError, an EnvError: one line on stderr, exit 1 (cli/app.py)
-    study, status, remaining = driver.open_for_run(request)
+    study, status, remaining = sweeps.open_for_run(request)
     console.print(status)
     codes = _run_workers(request, study, console) if remaining else []
-    summary = _final_report(request, started, lambda m: err.print(m, markup=False, highlight=False))
+    summary = sweeps.final_report(request, started, lambda m: err.print(m, markup=False, highlight=False))
     summary["worker_exit_codes"] = codes
     if json_out:
         print_json(summary)
@@ -74,20 +74,6 @@ def sweep_cmd(
         console.print(f"[red]the study has {summary['done']} of {request.n_trials} trials; workers exited with "
                       f"{codes} (logs in {request.sweep.study_dir / 'workers'})[/]")
         raise typer.Exit(EXIT_FAILED)
-
-
-def _final_report(request, started: float, say) -> dict:
-    """The study's summary once the workers ended, waiting for a storage that is away (sweep/outage.py)."""
-    from orchestrator.sweep import report
-    from orchestrator.sweep.outage import retrying
-    from orchestrator.sweep.study import open_study
-
-    def read() -> dict:
-        study = open_study(request.sweep, request.url, heartbeat=False, create=False)
-        return report.write_report(study, request.sweep, request.url, request.n_trials, time.time() - started,
-                                   request.epoch_budget)
-
-    return retrying(read, say, "reading the study for its report")
 
 
 def _dry_run(request, console, json_out: bool) -> None:
@@ -110,11 +96,11 @@ def _run_workers(request, study, console) -> list[int]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from orchestrator.launch import process
-    from orchestrator.sweep import driver
+    from orchestrator.application import sweeps
     from orchestrator.sweep.outage import StaleTrials
 
     stale = StaleTrials(request.sweep.spec.heartbeat.interval)
-    started = driver.start_workers(request)
+    started = sweeps.start_workers(request)
     procs = [p for p, _ in started]
     # the progress line shows the best value of a single-objective study (read once: it never changes)
     maximize = study.directions[0].name == "MAXIMIZE" if len(study.directions) == 1 else None
@@ -123,7 +109,7 @@ def _run_workers(request, study, console) -> list[int]:
         task = progress.add_task("trials", total=request.n_trials, info="")
 
         def refresh() -> None:
-            tick = driver.progress_of(study, maximize, stale)
+            tick = sweeps.progress_of(study, maximize, stale)
             if tick is not None:
                 progress.update(task, completed=min(tick[0], request.n_trials), info=tick[1])
 
@@ -134,7 +120,7 @@ def _run_workers(request, study, console) -> list[int]:
                     time.sleep(2.0)
         except process.Interrupted:
             console.print("stopping the workers (their running trials end as FAIL)...")
-            driver.stop_workers(procs)
+            sweeps.stop_workers(procs)
             return [130 for _ in procs]
         refresh()
     codes = [p.returncode for p in procs]

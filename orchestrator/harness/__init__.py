@@ -9,5 +9,8 @@ that cannot start raises `Unavailable` with the reason, which a test turns into 
 and a campaign into one line."""
 
 
-class Unavailable(RuntimeError):
+from orchestrator.errors import EnvError
+
+
+class Unavailable(EnvError):
     """A real service a test or campaign needs cannot start here (the reason, one line)."""

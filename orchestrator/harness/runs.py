@@ -79,3 +79,14 @@ def no_links(run_dir: Path) -> list[Path]:
     later attempt writes in that folder); W&B's links in wandb/ itself are switched off."""
     return [p for p in run_dir.rglob("*") if p.is_symlink()
             and not (p.name == "debug-core.log" and p.parent.name == "logs" and "-run-" in p.parent.parent.name)]
+
+
+def newest_row(registry: Path, run_id: str | None = None) -> dict | None:
+    """The newest registry row (of `run_id`, when given) as the commands record it; None without a registry."""
+    from orchestrator.registry import Registry
+
+    if not Path(registry).is_file():
+        return None
+    with Registry.open(registry) as reg:
+        rows = [r for r in reg.list() if run_id is None or r["id"] == run_id]
+    return max(rows, key=lambda r: r["created_at"]) if rows else None

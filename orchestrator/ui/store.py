@@ -10,7 +10,6 @@ a file is served only from inside its run's folder."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import sqlite3
 import threading
@@ -19,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.registry import ACTIVE, STATES, as_recorded
-from orchestrator.rundir import (ENV, EVENTS, LOG, RESOLVED, SUMMARY, load_own_yaml, load_resolved,
-                                 parse_event)
+from orchestrator.rundir import EVENTS, LOG, RESOLVED, load_resolved, parse_event
+from orchestrator.rundir import reading
 from orchestrator.sqlite_wal import connect_readonly
 from orchestrator.tasks import TASKS, headline, task_of_keys
 from orchestrator.urls import MASK, redact_text, redact_url
@@ -37,8 +36,6 @@ SECRET_KEY = re.compile(r"passw(or)?d|(^|_)pwd($|_)|secret|token|api_?key|creden
 # OOM recoveries, stalls, Kaggle sessions, warnings, the end
 TIMELINE_EVENTS = ("train_start", "oom", "oom_restart", "stalled", "session_start", "session_end", "warning",
                    "final_eval", "done")
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-_REDRAWN = re.compile(r"[^\n]*\r(?!\n)")
 
 
 class Store:
@@ -206,23 +203,18 @@ class Store:
 # ---------------------------------------------------------------- readers of one run folder
 
 def _resolved(run_dir: Path) -> dict | None:
-    path = run_dir / RESOLVED
-    if not path.is_file():
-        return None
-    doc = load_own_yaml(path.read_text()) or {}
-    if not isinstance(doc, dict):
-        raise ValueError(f"{RESOLVED} is not a mapping")
-    return mask(doc)
+    doc = reading.contract_document(run_dir)
+    return None if doc is None else mask(doc)
 
 
 def _summary(run_dir: Path) -> dict | None:
-    path = run_dir / SUMMARY
-    return mask(json.loads(path.read_text())) if path.is_file() else None
+    found = reading.summary(run_dir)
+    return None if found is None else mask(found)
 
 
 def _env(run_dir: Path) -> dict | None:
-    path = run_dir / ENV
-    return mask(json.loads(path.read_text())) if path.is_file() else None
+    found = reading.environment(run_dir)
+    return None if found is None else mask(found)
 
 
 class EventsTail:
@@ -296,28 +288,13 @@ def _log_tail(run_dir: Path) -> str | None:
 
 
 def _shown_tail(path: Path, limit: int) -> str:
-    """The last `limit` bytes of a text file as the dashboard shows it: colour codes and redrawn progress
-    lines dropped, every secret masked."""
-    with open(path, "rb") as f:
-        f.seek(max(0, path.stat().st_size - limit))
-        text = f.read().decode("utf-8", errors="replace")
-    return redacted(_REDRAWN.sub("", _ANSI.sub("", text)))
+    """The last `limit` bytes of a text file as the dashboard shows it: as text (colour codes and redrawn
+    progress lines dropped), every secret masked."""
+    return redacted(reading.as_text(reading.tail(path, limit)).decode("utf-8", errors="replace"))
 
 
 def _files(run_dir: Path) -> list[dict]:
-    if not run_dir.is_dir():
-        raise FileNotFoundError(f"{run_dir} does not exist")
-    found = []
-    for root, dirs, names in os.walk(run_dir):  # links are listed, never followed
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "wandb")
-        for name in sorted(names):
-            path = Path(root) / name
-            if name.startswith(".") or path.is_symlink():
-                continue
-            found.append({"path": str(path.relative_to(run_dir)), "bytes": path.stat().st_size})
-            if len(found) >= MAX_FILES:
-                return found
-    return found
+    return reading.all_files(run_dir, MAX_FILES)
 
 
 # ---------------------------------------------------------------- helpers

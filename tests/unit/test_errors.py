@@ -1,8 +1,13 @@
-"""orchestrator/errors.py: two kinds of failure, each with its exit code, raised where they belong."""
+"""orchestrator/errors.py: the kinds of failure (user, run state, environment), each with its exit code, raised
+where they belong, and every error class of the package one of them."""
 
 from __future__ import annotations
 
-from conftest import run_cli
+import ast
+import importlib
+from pathlib import Path
+
+from conftest import REPO, run_cli
 from orchestrator import errors
 from orchestrator.errors import UserError
 from orchestrator.registry import NotARegistry, RegistryUnusable
@@ -30,3 +35,49 @@ def test_the_command_line_maps_them_to_their_codes(tmp_path):
     damaged.write_bytes(b"SQLite format 3\x00" + b"\xff" * 4000)
     env = run_cli("runs", "--registry", damaged, cwd=tmp_path)
     assert env.returncode == 1 and "damaged" in env.stderr and "Traceback" not in env.stderr, env.stderr
+
+
+# Exceptions that are control flow inside one module, never shown to a user: each says why it is no kind.
+CONTROL_FLOW = {
+    "orchestrator.launch.process.Interrupted": "a signal turned into an exception, caught by its command",
+    "orchestrator.sweep.objective.TrialFailed": "a trial's failure, recorded in the study by Optuna",
+    "orchestrator.kaggle.kernel_runner.RunnerError": "the standalone kernel script: it runs before yolo-orch is "
+                                                     "installed, so it imports nothing of the tool",
+}
+
+
+def test_every_error_class_of_the_package_names_its_kind():
+    """Each exception class defined in orchestrator/ derives from errors.ToolError (user, run state or
+    environment: its kind and exit code), but the few that are control flow (CONTROL_FLOW)."""
+    found = {}
+    for path in sorted((REPO / "orchestrator").rglob("*.py")):
+        module = ".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and any(
+                    isinstance(b, (ast.Name, ast.Attribute)) and ast.unparse(b).endswith(("Error", "Exception"))
+                    for b in node.bases):
+                found[f"{module}.{node.name}"] = (module, node.name)
+    assert len(found) > 15
+    kindless = []
+    for name, (module, cls) in sorted(found.items()):
+        if name in CONTROL_FLOW or module == "orchestrator.errors":
+            continue
+        klass = getattr(importlib.import_module(module), cls)
+        if not issubclass(klass, errors.ToolError):
+            kindless.append(name)
+    assert kindless == [], kindless
+
+
+def test_a_lower_layers_lines_go_under_the_callers_field_and_keep_their_kind():
+    from orchestrator.devices import DeviceSpecError, parse_devices
+    from orchestrator.rundir import ResolvedRunError
+
+    try:
+        parse_devices("gpu7")
+    except DeviceSpecError as exc:
+        under = exc.under("--devices")
+    assert isinstance(under, DeviceSpecError) and under.kind == "user" and under.exit_code == 2
+    assert under.problems[0].startswith("--devices: 'gpu7' is not a device spec")
+    damaged = ResolvedRunError("job.resolved.yaml is not a mapping").under("RUN: r1")
+    assert damaged.kind == "run state" and damaged.problems == ["RUN: r1: job.resolved.yaml is not a mapping"]
+    assert errors.EnvError("x").kind == "environment" and errors.EnvError("x").exit_code == 1

@@ -19,7 +19,7 @@ from orchestrator.errors import UserError
 if TYPE_CHECKING:
     from orchestrator.sweep.outage import StaleTrials
 
-PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the repository (workers put it on PYTHONPATH)
 STOP_GRACE_S = 60  # after SIGTERM, how long workers get to fail their running trials cleanly
 
 
@@ -193,3 +193,18 @@ def _best_text(trials: list, maximize: bool | None) -> str:
     if not values:
         return ""
     return f"best {(max if maximize else min)(values):.5g}"
+
+
+def final_report(request: SweepRequest, started: float, say) -> dict:
+    """The study's summary once the workers ended (written beside it: report, best.yaml, plots), waiting
+    for a storage that is away (sweep/outage.py); `say`: one line per wait."""
+    from orchestrator.sweep import report
+    from orchestrator.sweep.outage import retrying
+    from orchestrator.sweep.study import open_study
+
+    def read() -> dict:
+        study = open_study(request.sweep, request.url, heartbeat=False, create=False)
+        return report.write_report(study, request.sweep, request.url, request.n_trials, time.time() - started,
+                                   request.epoch_budget)
+
+    return retrying(read, say, "reading the study for its report")
