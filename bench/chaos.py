@@ -194,7 +194,7 @@ def resumed_after(run_dir: Path, offset: int) -> bool:
 # ---------------------------------------------------------------- invariants
 
 
-def check_invariants(work: Path, episodes: list[Episode]) -> list[dict]:
+def check_invariants(work: Path, episodes: list[Episode], service_folders: list[Path] = ()) -> list[dict]:
     """Each invariant: {name, holds, detail}."""
     runs = [e for e in episodes if e.run_dir]
     out = []
@@ -217,7 +217,7 @@ def check_invariants(work: Path, episodes: list[Episode]) -> list[dict]:
                         ("the run's W&B run holds every epoch once", lambda: wandb_once(runs)),
                         ("every checkpoint loads", lambda: checkpoints_load(work)),
                         ("the registry and the run directories agree", lambda: registry_agrees(work, runs)),
-                        ("no process of the campaign survives", lambda: no_survivors(work)),
+                        ("no process of the campaign survives", lambda: no_survivors(work, service_folders)),
                         ("no secret in any file or output", lambda: no_secret(work))):
         out.append(_checked(name, check))
     return out
@@ -290,20 +290,19 @@ def registry_agrees(work: Path, runs: list[Episode]) -> tuple[bool, list[str]]:
     return not wrong, wrong
 
 
-def no_survivors(work: Path) -> tuple[bool, list[str]]:
-    alive = [f"pid {pid}: {(command_line(pid) or '')[:160]}" for pid in processes_naming(str(work))]
+def no_survivors(work: Path, service_folders: list[Path] = ()) -> tuple[bool, list[str]]:
+    """No process names the campaign's folder or a folder its services lived in (their daemons)."""
+    pids = {pid for folder in (work, *service_folders) for pid in processes_naming(str(folder))}
+    alive = [f"pid {pid}: {(command_line(pid) or '')[:160]}" for pid in sorted(pids)]
     return not alive, alive
 
 
 def no_secret(work: Path) -> tuple[bool, list[str]]:
-    """No file the tool, its runs or its commands wrote holds the secret. Not searched: the Slurm
-    controller's own state (slurm/state: it keeps each job's submission environment, as every Slurm
-    cluster does in its root-only spool)."""
+    """No file the tool, its runs or its commands wrote holds the secret (the Slurm controller's own state,
+    outside the campaign's folder, keeps each job's submission environment, as every Slurm cluster does in
+    its root-only spool)."""
     found = []
-    cluster_state = work / "slurm" / "state"
     for path in work.rglob("*"):
-        if cluster_state in path.parents:
-            continue
         try:
             if path.is_file() and not path.is_symlink() and SECRET.encode() in path.read_bytes():
                 found.append(str(path))
@@ -359,17 +358,20 @@ class Services:
 
     def __init__(self, work: Path):
         self.work, self._pg, self._cluster, self._disk = work, None, None, False
+        self.folders: list[Path] = []  # where the PostgreSQL server and the Slurm cluster lived (their processes name them)
 
     @property
     def pg(self):
         if self._pg is None:
             self._pg = PrivateServer()
+            self.folders.append(self._pg.folder)
         return self._pg
 
     @property
     def cluster(self):
         if self._cluster is None:
-            self._cluster = SlurmCluster(self.work / "slurm")
+            self._cluster = SlurmCluster()
+            self.folders.append(self._cluster.folder)
         return self._cluster
 
     def small_disk(self) -> None:
@@ -441,7 +443,7 @@ def run_campaign(n: int, seed: int, kinds: tuple[str, ...], work: Path, say, ser
             episode = draws.send(None)
     finally:
         services.stop_daemons()
-    invariants = check_invariants(work, [e for e in episodes if isinstance(e, Episode)])
+    invariants = check_invariants(work, [e for e in episodes if isinstance(e, Episode)], services.folders)
     invariants.insert(2, studies_whole([e for e in episodes if isinstance(e, chaos_sweep.SweepEpisode)]))
     by_kind: dict[str, dict] = {}
     for e in episodes:

@@ -84,14 +84,16 @@ def slurm_job(env: dict[str, str], job_id: str) -> dict[str, str]:
 
 
 class SlurmCluster:
-    """A one-node Slurm cluster configured in `folder` (scripts/slurm_cluster.sh: Debian's slurm-wlm and
-    munge, installed when missing). `env(base)`: `base` with its SLURM_CONF, for slurm_command/slurm_job
-    and the commands that submit to it."""
+    """A one-node Slurm cluster of its own (scripts/slurm_cluster.sh: Debian's slurm-wlm and munge, installed
+    when missing), configured in a short folder under the system's temporary folder: slurmd makes a Unix
+    socket per job step in its spool, and a socket path past 108 bytes (a deep test folder, as pytest-xdist
+    makes them) fails every step, so the job is requeued for ever. `env(base)`: `base` with its SLURM_CONF,
+    for slurm_command/slurm_job and the commands that submit to it; `stop()` also removes the folder."""
 
     SCRIPT = REPO / "scripts" / "slurm_cluster.sh"
 
-    def __init__(self, folder: Path):
-        self.folder = folder
+    def __init__(self):
+        folder = self.folder = Path(tempfile.mkdtemp(prefix="slurm-"))
         start = subprocess.run(["bash", str(self.SCRIPT), "start", str(folder)], capture_output=True, text=True,
                                timeout=600)
         if start.returncode != 0:
@@ -104,6 +106,7 @@ class SlurmCluster:
 
     def stop(self) -> None:
         subprocess.run(["bash", str(self.SCRIPT), "stop", str(self.folder)], capture_output=True, timeout=120)
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def mount(args: list[str], what: str) -> None:

@@ -26,9 +26,9 @@ ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEM
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> SlurmCluster:
+def cluster() -> SlurmCluster:
     try:
-        cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"))
+        cluster = SlurmCluster()
     except Unavailable as exc:
         unavailable(str(exc))
     yield cluster
