@@ -33,6 +33,14 @@ def unavailable(reason: str):
     pytest.skip(reason)
 
 
+def started(start, *args):
+    """`start(*args)`: a harness service (orchestrator/harness/services.py), or `unavailable` with its reason."""
+    try:
+        return start(*args)
+    except Unavailable as exc:
+        unavailable(str(exc))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def isolated_cache(tmp_path_factory):
     """Datasets, Ultralytics settings and fonts go to a per-session cache, never ~/.cache."""
@@ -88,10 +96,7 @@ def pg_url():
 @pytest.fixture
 def private_pg():
     """A PostgreSQL server of the test's own, which it may stop and start as an outage would."""
-    try:
-        server = PrivateServer()
-    except Unavailable as exc:
-        unavailable(str(exc))
+    server = started(PrivateServer)
     yield server
     server.remove()
 
@@ -100,10 +105,7 @@ def private_pg():
 @pytest.fixture
 def small_disk(tmp_path):
     """A real filesystem that fills up: `.path`, a tmpfs of 40 MiB; `.resize(mib)` remounts it."""
-    try:
-        mnt = mount_small_disk(tmp_path / "small-disk", 40)
-    except Unavailable as exc:
-        unavailable(str(exc))
+    mnt = started(mount_small_disk, tmp_path / "small-disk", 40)
     yield SimpleNamespace(path=mnt, resize=lambda mib: resize_small_disk(mnt, mib))
     unmount(mnt)
 
@@ -115,10 +117,7 @@ def read_only_view(tmp_path):
 
     def view(folder: Path) -> Path:
         mounts.append(tmp_path / f"ro-{len(mounts)}")
-        try:
-            return mount_read_only(folder, mounts[-1])
-        except Unavailable as exc:
-            unavailable(str(exc))
+        return started(mount_read_only, folder, mounts[-1])
 
     yield view
     for mnt in reversed(mounts):

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.errors import UserError
-from orchestrator.registry import DB_NAME, STATES, Registry, registry_path
+from orchestrator.registry import ACTIVE, DB_NAME, STATES, Registry, registry_path
 from orchestrator.rundir import LOG, resolved_or_none
 from orchestrator.rundir import reading
 
@@ -92,8 +92,6 @@ def show_run(row: dict) -> dict:
 
 def log_of(row: dict, follow: bool) -> Path:
     """`logs`: the run's train.log; refused while there is none, unless following a run still starting."""
-    from orchestrator.registry import ACTIVE
-
     log = Path(row["run_dir"] or "") / LOG
     if not log.is_file() and not (follow and row["state"] in ACTIVE):
         raise UserError(f"RUN: {row['id']} has no log yet ({log})")

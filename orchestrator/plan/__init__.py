@@ -240,7 +240,7 @@ def base_train_args(job: LoadedJob, data: DataInfo, hyp: dict[str, Any], target_
     model = job.resolve_path(spec.model)
     return {"model": str(model) if model.is_file() else spec.model, "data": str(data.yaml_path),
             "epochs": spec.epochs, "imgsz": spec.imgsz, "seed": spec.seed, "deterministic": spec.deterministic,
-            "device": target_spec.ultralytics_device(), **hyp}
+            "device": target_spec.ultralytics_device(), **hyp}  # device here: its place in the arguments' order
 
 
 def job_overrides(job: LoadedJob) -> dict[str, Any]:

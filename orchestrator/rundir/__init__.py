@@ -12,7 +12,8 @@ Its modules, by what they hold: `names.py` (files, exit codes, environment names
 (job.resolved.yaml, typed) with `contract.py` (what a readable one holds), `events.py` (events.jsonl),
 `epochs.py` (epochs from results.csv), `summary.py` (summary.json, why a worker failed), `process.py`
 (ranks, process identity, dying with a parent), `checkpoints.py` (checkpoints read without torch),
-`files.py` (atomic writes, the tool's own YAML). This face re-exports what the two sides use."""
+`files.py` (atomic writes, the tool's own YAML), `reading.py` (the one read model of a run for the readers that
+show one). This face re-exports what the two sides use."""
 
 # ruff: noqa: F401  (the package's face: what the two sides import from `orchestrator.rundir`)
 from orchestrator.rundir.files import (dump_yaml, load_own_yaml, replaced_atomically, write_bytes_atomic,

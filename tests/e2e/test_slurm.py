@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (DEFAULT_WANDB, REPO, TINY_JOB, cli_env, no_links, read_events, run_cli, unavailable, wandb_epochs,
+from conftest import (DEFAULT_WANDB, REPO, TINY_JOB, cli_env, no_links, read_events, run_cli, started, wandb_epochs,
                       write_job)
-from orchestrator.harness import Unavailable
 from orchestrator.harness.services import SlurmCluster, slurm_command, slurm_job
 from orchestrator.registry import Registry
 
@@ -27,10 +26,7 @@ ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEM
 
 @pytest.fixture(scope="module")
 def cluster() -> SlurmCluster:
-    try:
-        cluster = SlurmCluster()
-    except Unavailable as exc:
-        unavailable(str(exc))
+    cluster = started(SlurmCluster)
     yield cluster
     cluster.stop()
 
