@@ -9,6 +9,12 @@ if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
   echo "browser.sh: no chromium, and no root apt-get to install it (apt-get install chromium)" >&2; exit 1
 fi
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq >/dev/null
-apt-get install -y -qq chromium >/dev/null
+# Two test processes (pytest-xdist) may both find no browser: one installs while the other waits for it
+# (and for any other apt-get, such as scripts/slurm_cluster.sh's), then finds it installed.
+exec 9>/tmp/yolo-orch-apt.lock
+flock -w 900 9
+if ! command -v chromium >/dev/null 2>&1; then
+  apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null
+  apt-get -o DPkg::Lock::Timeout=600 install -y -qq chromium >/dev/null
+fi
 command -v chromium

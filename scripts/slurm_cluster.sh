@@ -28,8 +28,12 @@ install() {
   command -v slurmctld >/dev/null && command -v munged >/dev/null && return 0
   [ "$(id -u)" = 0 ] || { echo "slurm_cluster: slurm-wlm and munge are missing and installing them needs root" >&2; exit 1; }
   echo "slurm_cluster: installing slurm-wlm and munge (apt)" >&2
-  apt-get update -qq >/dev/null
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null
+  # one apt-get at a time among the test processes (scripts/browser.sh takes the same lock)
+  exec 9>/tmp/yolo-orch-apt.lock
+  flock -w 900 9
+  command -v slurmctld >/dev/null && command -v munged >/dev/null && return 0
+  apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq slurm-wlm munge >/dev/null
 }
 
 ensure_munge() {  # Slurm's authentication: a key and a running munged (apt may not have started it)
