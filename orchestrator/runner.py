@@ -26,6 +26,7 @@ from orchestrator.data.cache import make_synth_data
 from orchestrator.plan import Plan
 from orchestrator.registry import Registry
 from orchestrator.errors import UserError
+from orchestrator.tracking import effective_mlflow, runs_root
 from orchestrator.wandb_mode import resolve_mode
 from orchestrator.watchdog import Stall, Watchdog, dump_stacks
 
@@ -95,17 +96,20 @@ def create_run(plan: Plan, runs_dir: Path | None = None, tags: dict | None = Non
     check_launchable(plan)
     ensure_data(plan)
     spec = plan.job.spec
-    root = Path(runs_dir or spec.runs_dir).expanduser().resolve()
+    root = Path(runs_dir).expanduser().resolve() if runs_dir else runs_root(spec)
     if not (root / spec.name).resolve().is_relative_to(root):  # names are sanitised by the spec; belt and braces
         raise UserError(f"name: '{spec.name}' would write outside {root}")
     if run_id and (root / spec.name / run_id).exists():  # a chosen --run-id whose folder another registry knows
         raise UserError(f"--run-id: {root / spec.name / run_id} exists already; pick another id")
     registry = Registry.open(root)
     registry.check_writable()  # before the run dir exists: nothing half-written
+    mlflow = effective_mlflow(spec, root)  # its store checked before the run dir exists, too
     run_id, run_dir = claim_run_dir(root / spec.name, run_id)
     data_yaml = write_data_yaml(plan, run_dir)
     mode, _ = resolve_mode(spec.wandb)
     resolved = plan.resolved_document(run_id, run_dir, mode, data_yaml)
+    if mlflow is not None:  # the store decided once: a resume from another shell logs to the same one
+        resolved.job.document["mlflow"] = mlflow
     resolved.sweep, resolved.callbacks = trial, list(callbacks or [])
     resolved.save(run_dir)
     with registry:

@@ -20,7 +20,8 @@ from orchestrator.harness.jobs import (DEFAULT_WANDB, SWEEP, TINY_JOB, TINY_MODE
                                        write_sweep, write_text)
 from orchestrator.harness.processes import processes_naming as processes_mentioning  # noqa: F401
 from orchestrator.harness.runs import no_links, read_events, wait_first_epoch, wandb_epochs  # noqa: F401
-from orchestrator.harness.services import PrivateServer, mount_read_only, mount_small_disk, resize_small_disk, unmount
+from orchestrator.harness.services import (MlflowServer, PrivateServer, mount_read_only, mount_small_disk,
+                                           resize_small_disk, unmount)
 
 # every training process of the tests can inject faults and, when asked, record what it applied
 TEST_HOOKS = "tests.helpers.faults:attach,tests.helpers.rank_probe:attach"
@@ -99,6 +100,14 @@ def private_pg():
     server = started(PrivateServer)
     yield server
     server.remove()
+
+
+@pytest.fixture
+def mlflow_server(tmp_path):
+    """`mlflow server` on loopback with a store of the test's own, which it may stop as an outage would."""
+    server = started(MlflowServer, tmp_path / "mlflow-server")
+    yield server
+    server.stop()
 
 
 # ------------------------------------------------------------------ real filesystems that fail

@@ -36,12 +36,14 @@ def plan_cmd(
         print_json([{**{key: p.scaled.as_json()[key] for key in PLAN_JSON_KEYS}, "ultralytics": p.ultralytics}
                     for p in plans])
         return
+    from orchestrator.tracking import describe, runs_root
     from orchestrator.wandb_mode import describe_mode
 
     out.print(scaling_table([p.scaled for p in plans], title=f"Plan for {job.spec.name}", explain=explain))
     for line in why_lines([p.scaled for p in plans], explain):
         out.print(line, markup=False, highlight=False)
-    out.print(describe_mode(job.spec.wandb), markup=False, highlight=False)
+    for line in [describe_mode(job.spec.wandb), *describe(job.spec, runs_root(job.spec))]:
+        out.print(line, markup=False, highlight=False)
 
 
 def register(app: typer.Typer) -> None:

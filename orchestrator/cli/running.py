@@ -39,18 +39,21 @@ def render_submitted(done: Submitted, job, json_out: bool) -> None:
 
 def render_plan(plan, job, json_out: bool) -> None:
     from orchestrator.cli.render import scaling_table, train_args_table, why_lines
+    from orchestrator.tracking import describe, runs_root
     from orchestrator.wandb_mode import describe_mode, resolve_mode
 
+    trackers = describe(job.spec, runs_root(job.spec))
     if json_out:
         mode, why = resolve_mode(job.spec.wandb)
-        print_json({**plan.as_json(), "wandb": {"mode": mode, "why": why}})
+        print_json({**plan.as_json(), "wandb": {"mode": mode, "why": why}, **({"trackers": trackers} if trackers else {})})
         return
     console = human(json_out)
     console.print(scaling_table([plan.scaled], title=f"Plan for {job.spec.name}"))
     for line in why_lines([plan.scaled]):
         console.print(line, markup=False, highlight=False)
     console.print(train_args_table(plan))
-    console.print(describe_mode(job.spec.wandb), markup=False, highlight=False)
+    for line in [describe_mode(job.spec.wandb), *trackers]:
+        console.print(line, markup=False, highlight=False)
     console.print("[dim]dry run: no run was created, nothing trained[/]")
 
 

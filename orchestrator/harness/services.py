@@ -69,6 +69,54 @@ class PrivateServer:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
+class MlflowServer:
+    """`mlflow server` on a loopback port of its own, its SQLite store in `folder` (MLflow's job runner off:
+    it starts seven consumer processes a test does not need). `.url`, `.stop()` (the whole process group:
+    uvicorn's workers too), `.start()` again on the same port and store."""
+
+    def __init__(self, folder: Path, timeout: float = 120):
+        import sys
+
+        self.folder, self.port, self.timeout = Path(folder), _free_port(), timeout
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri",
+                        f"sqlite:///{self.folder / 'server.db'}", "--artifacts-destination",
+                        (self.folder / "artifacts").as_uri(), "--host", "127.0.0.1", "--port", str(self.port),
+                        "--workers", "1"]
+        self.proc: subprocess.Popen | None = None
+        self.start()
+
+    def start(self) -> None:
+        import time
+        import urllib.request
+
+        env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+        with open(self.folder / "server.log", "a") as log:
+            self.proc = subprocess.Popen(self.command, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+        deadline = time.time() + self.timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise Unavailable(f"mlflow server exited {self.proc.returncode}: see {self.folder / 'server.log'}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/health", timeout=2) as answer:
+                    if answer.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.3)
+        self.stop()
+        raise Unavailable(f"mlflow server did not answer within {self.timeout:.0f} s")
+
+    def stop(self) -> None:
+        import signal
+
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(30)
+        self.proc = None
+
+
 def slurm_command(env: dict[str, str], *args: str) -> str:
     """A Slurm command (sbatch, scontrol, ...) under `env`'s SLURM_CONF: its output; RuntimeError when it fails."""
     out = subprocess.run(list(args), env=env, capture_output=True, text=True, timeout=60)

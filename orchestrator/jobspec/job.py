@@ -16,6 +16,7 @@ from orchestrator.scaling.types import POLICIES, WARMUPS
 from orchestrator.scaling.ultralytics_math import DEFAULTS, canonical_optimizer
 from orchestrator.jobspec.files import NAME_MAX, too_long_component
 from orchestrator.jobspec.kaggle import KaggleOptions
+from orchestrator.rundir.tracking import ULTRALYTICS_INTEGRATIONS
 
 # Ultralytics' spellings (BaseTrainer.build_optimizer); a job may write any case, as Ultralytics maps
 # names case-insensitively ('sgd', 'adamw', default.yaml's 'RMSProp'): the plan carries these.
@@ -167,6 +168,41 @@ class Wandb(Strict):
     tags: list[str] = Field(default_factory=list)
 
 
+MLFLOW_SCHEMES = ("sqlite", "file", "http", "https", "postgresql", "mysql")
+
+
+class Mlflow(Strict):
+    """MLflow tracking from the training process (rank 0), on when the job has this section:
+    worker/mlflow_logger.py. Credentials come from MLflow's own variables (MLFLOW_TRACKING_USERNAME,
+    MLFLOW_TRACKING_PASSWORD, MLFLOW_TRACKING_TOKEN), never from the URI: the URI is written to the run."""
+
+    tracking_uri: Optional[str] = Field(
+        default=None, min_length=1, max_length=2048,
+        description="unset: MLFLOW_TRACKING_URI, else a SQLite store beside the runs (sqlite:///RUNS_DIR/mlflow.db)")
+    experiment: Optional[str] = Field(default=None, min_length=1, max_length=256, description="unset: the job's name")
+    run_name: Optional[str] = Field(default=None, min_length=1, max_length=256, description="unset: the run id")
+    tags: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("tracking_uri")
+    @classmethod
+    def _no_secret_in_uri(cls, v):
+        return checked_tracking_uri(v) if v is not None else v
+
+
+def checked_tracking_uri(uri: str) -> str:
+    """A tracking URI the run may write down: a scheme MLflow stores runs in, no password or token."""
+    from orchestrator.urls import secrets_in
+
+    scheme = uri.split("://", 1)[0].split("+", 1)[0].lower() if "://" in uri else ""
+    if scheme not in MLFLOW_SCHEMES:
+        raise ValueError(f"{uri[:80]!r} is not an MLflow tracking URI; expected one of "
+                         f"{', '.join(s + '://' for s in MLFLOW_SCHEMES)}")
+    if secrets_in(uri):
+        raise ValueError("holds a password or token, which would be written to the run: give it in "
+                         "MLFLOW_TRACKING_PASSWORD or MLFLOW_TRACKING_TOKEN instead")
+    return uri
+
+
 class XlaOptions(Strict):
     """XLA (TPU) backend settings: targets `tpu:N` and `xla:cpu`."""
 
@@ -191,6 +227,10 @@ class JobSpec(Strict):
     sync_bn: bool = False
     xla: XlaOptions = Field(default_factory=XlaOptions)
     wandb: Wandb = Field(default_factory=Wandb)
+    mlflow: Optional[Mlflow] = Field(default=None, description="MLflow tracking; off unless this section is given")
+    tensorboard: bool = Field(default=False, description="per-epoch scalars in RUN_DIR/tensorboard (tensorboard --logdir runs/)")
+    integrations: list[Literal[ULTRALYTICS_INTEGRATIONS]] = Field(  # type: ignore[valid-type]
+        default_factory=list, description="Ultralytics' own callbacks to switch on (rank 0, offline rules); default: none")
     overrides: dict[str, Any] = Field(default_factory=dict)
     runs_dir: str = Field(default="runs", min_length=1)
     kaggle: Optional[KaggleOptions] = Field(default=None, description="Kaggle TPU launcher settings (yolo-orch kaggle build)")

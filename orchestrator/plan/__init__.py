@@ -20,6 +20,7 @@ from orchestrator.jobspec import ultralytics_cfg
 from orchestrator.jobspec.job_data import DataInfo, describe_data
 from orchestrator.jobspec.loader import LoadedJob, resolve_hyp
 from orchestrator.rundir import NodeOptions, ResolvedRun, RunJob, RunPlan
+from orchestrator.tracking import check_trackers
 
 
 @dataclass(frozen=True)
@@ -260,6 +261,7 @@ def make_plan(job: LoadedJob, devices: DeviceSpec | None = None, policy: str | N
     spec = job.spec
     target_spec = devices or spec.target.devices
     refuse_xla_task(spec.task, target_spec)  # before the data walk: the cheaper refusal first
+    check_trackers(spec)
     hyp = resolve_hyp(job)
     data = data or describe_data(job)
     made = assemble(spec, hyp, data.nc, data.train_images, target_spec, policy or spec.scaling.policy,

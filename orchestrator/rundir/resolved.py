@@ -78,6 +78,20 @@ class RunJob:
         return dict(self.document.get("wandb") or {})
 
     @property
+    def mlflow(self) -> dict[str, Any] | None:
+        """The MLflow settings with the store decided at run creation (orchestrator/tracking.py); None: off."""
+        return dict(self.document["mlflow"]) if self.document.get("mlflow") else None
+
+    @property
+    def tensorboard(self) -> bool:
+        return bool(self.document.get("tensorboard", False))
+
+    @property
+    def integrations(self) -> tuple[str, ...]:
+        """Ultralytics' own callbacks the job switched on (rundir/tracking.py's names)."""
+        return tuple(self.document.get("integrations") or ())
+
+    @property
     def reference(self) -> dict[str, Any]:
         return dict(self.document.get("reference") or {})
 

@@ -15,8 +15,8 @@ import tempfile
 from pathlib import Path
 
 from orchestrator.data.cache import cache_dir
+from orchestrator.rundir.tracking import EVERY_ULTRALYTICS_INTEGRATION as INTEGRATIONS
 
-INTEGRATIONS = ("clearml", "comet", "dvc", "mlflow", "raytune", "tensorboard", "wandb")
 FONTS = ("Arial.ttf", "Arial.Unicode.ttf")
 
 
@@ -55,12 +55,21 @@ def _provision_fonts(settings_dir: Path) -> None:
         os.replace(tmp, settings_dir / name)
 
 
-def disable_integrations() -> None:
-    """After importing ultralytics: its own loggers off (we log W&B ourselves), no sync."""
+# What keeps an integration the job switched on off the network unless its user configured it:
+# Comet and ClearML log offline (their own variables; a user's value wins).
+OFFLINE_UNLESS_SET = {"comet": {"COMET_MODE": "offline"}, "clearml": {"CLEARML_OFFLINE_MODE": "1"}}
+
+
+def disable_integrations(wanted_on: tuple[str, ...] = ()) -> None:
+    """After importing ultralytics: its own loggers off (we log W&B ourselves), no sync, but for the ones
+    the job lists in `integrations` (switched on here, offline unless configured: OFFLINE_UNLESS_SET)."""
     from ultralytics.utils import SETTINGS
 
-    wanted = {key: False for key in INTEGRATIONS}
+    wanted = {key: key in wanted_on for key in INTEGRATIONS}
     wanted["sync"] = False
+    for name in wanted_on:
+        for key, value in OFFLINE_UNLESS_SET.get(name, {}).items():
+            os.environ.setdefault(key, value)
     if any(SETTINGS.get(k) != v for k, v in wanted.items()):
         SETTINGS.update(wanted)
 

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from orchestrator.rundir import (ENV, EVENTS, EXIT_NOT_RESUMABLE, EventWriter, ResolvedRun, finish_run, is_primary,
                                  load_resolved, write_json_atomic)
+from orchestrator.rundir.tracking import default_tracking_uri
 from orchestrator.worker.offline import disable_integrations, prepare_env
 
 
@@ -74,7 +75,9 @@ def run_worker(run_dir: Path, train: Callable[[Started], Trained], before_import
     prepare_env()
     import ultralytics  # noqa: F401 - its settings must exist before integrations are disabled
 
-    disable_integrations()
+    disable_integrations(resolved.job.integrations)
+    if "mlflow" in resolved.job.integrations:  # Ultralytics' own MLflow callback: the runs folder's store too
+        os.environ.setdefault("MLFLOW_TRACKING_URI", default_tracking_uri(run_dir.parent.parent))
     args = dict(resolved.plan.train_args)
     try:
         resume = recovery.resume_arguments(run_dir, resolved, args)
@@ -85,25 +88,42 @@ def run_worker(run_dir: Path, train: Callable[[Started], Trained], before_import
     events = EventWriter(run_dir / EVENTS) if primary else None
     if primary:
         write_json_atomic(run_dir / ENV, environment())
-    wandb_logger = start_wandb(run_dir, resolved, events) if primary else None
-    started = Started(run_dir, resolved, args, resume, events, [wandb_logger.log_epoch] if wandb_logger else [])
+    trackers = start_trackers(run_dir, resolved, events) if primary else []
+    started = Started(run_dir, resolved, args, resume, events, [t.log_epoch for t in trackers])
     begun, trained = time.time(), Trained(exit_code=1)
     try:
         trained = train(started)
         if trained.exit_code == 0 and primary:
+            # the trackers first (their artifacts, their status): the summary says where the run was logged
+            records = finish_trackers(trackers, trained)
             finish_run(run_dir, events, epochs=trained.epochs, epochs_completed=trained.epochs_completed,
-                       metrics=trained.metrics, started=begun, **trained.summary_extra)
+                       metrics=trained.metrics, started=begun, **trained.summary_extra, **records)
     finally:
         recovery.cleanup(run_dir)
-        if wandb_logger is not None:
-            wandb_logger.finish({**trained.metrics, **trained.logged_extra}, exit_code=trained.exit_code)
+        finish_trackers(trackers, trained)  # those a failed training left open (finishing twice does nothing)
     return trained.exit_code
 
 
-def start_wandb(run_dir: Path, resolved: ResolvedRun, events: EventWriter):
-    from orchestrator.worker.wandb_logger import start_for_run
+def start_trackers(run_dir: Path, resolved: ResolvedRun, events: EventWriter) -> list:
+    """The run's trackers, started and caught up to what earlier attempts trained: W&B (unless disabled),
+    MLflow and TensorBoard (when the job asks). Each warning (a tracker that fell back or could not
+    start) is an event too; none costs the training."""
+    from orchestrator.worker import mlflow_logger, tensorboard_logger, wandb_logger
 
-    return start_for_run(run_dir, resolved, warn=lambda m: events.emit("warning", message=m))
+    def warn(message: str) -> None:
+        events.emit("warning", message=message)
+
+    trackers = [wandb_logger.start_for_run(run_dir, resolved, warn=warn),
+                mlflow_logger.start_for_run(run_dir, resolved, warn=warn),
+                tensorboard_logger.start_for_run(run_dir, resolved, warn=warn)]
+    return [t for t in trackers if t is not None]
+
+
+def finish_trackers(trackers: list, trained: Trained) -> dict[str, Any]:
+    """Each tracker finished with the run's final values; summary.json's record of those that keep one."""
+    for tracker in trackers:
+        tracker.finish({**trained.metrics, **trained.logged_extra}, exit_code=trained.exit_code)
+    return {t.name: t.record() for t in trackers if hasattr(t, "record")}
 
 
 def environment_info() -> dict[str, Any]:

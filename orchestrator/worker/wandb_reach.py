@@ -1,4 +1,5 @@
-"""Can online W&B be reached from here? A bounded TCP probe of the W&B server, no wandb import.
+"""Can online W&B be reached from here? A bounded TCP probe of the W&B server, no wandb import (and the
+same probe for an MLflow tracking server).
 
 Used only where the user configured online logging (a key, WANDB_MODE=online or `wandb.mode: online`):
 the worker checks before `wandb.init` and falls back to offline (a run is never lost to W&B), and
@@ -23,10 +24,14 @@ def server_address() -> tuple[str, int]:
 
 
 def unreachable_reason(timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
-    """None when a TCP connection to the W&B server opens within `timeout_s`; else why not.
-    The name lookup runs in a thread: getaddrinfo itself has no timeout and can hang on a node
-    without DNS."""
-    host, port = server_address()
+    """None when a TCP connection to the W&B server opens within `timeout_s`; else why not."""
+    return tcp_unreachable(*server_address(), timeout_s)
+
+
+def tcp_unreachable(host: str, port: int, timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
+    """None when a TCP connection to host:port opens within `timeout_s`; else why not (W&B's server here,
+    an MLflow tracking server in worker/mlflow_logger.py). The name lookup runs in a thread: getaddrinfo
+    itself has no timeout and can hang on a node without DNS."""
     result: list[str | None] = []
 
     def probe() -> None:

@@ -26,15 +26,17 @@ MAY_IMPORT: dict[str, set[str]] = {
     "worker": {"rundir", "data"},
     # the pure core: what to train and how its hyperparameters map to the target
     "scaling": {"devices", "tasks"},
-    "jobspec": {"rundir", "data", "devices", "tasks", "scaling"},
+    "jobspec": {"rundir", "data", "devices", "tasks", "scaling", "urls"},  # urls: no secret in a tracking URI
     "launch": {"rundir", "devices", "jobspec"},
+    "tracking": {"rundir", "jobspec"},  # MLflow's store, TensorBoard, Ultralytics' integrations: decided, not imported
     # the plan, and a run re-planned (a resume onto other devices, an OOM restart) by the same assembler
-    "plan": {"rundir", "data", "devices", "tasks", "scaling", "jobspec", "launch"},
+    "plan": {"rundir", "data", "devices", "tasks", "scaling", "jobspec", "launch", "tracking"},
     # the orchestrator side: runs, their registry and recovery, sweeps, Kaggle, diagnostics
     "registry": {"rundir", "sqlite_wal"},
     "wandb_mode": {"jobspec"},
     "watchdog": {"rundir"},
-    "runner": {"rundir", "data", "devices", "jobspec", "launch", "plan", "registry", "wandb_mode", "watchdog"},
+    "runner": {"rundir", "data", "devices", "jobspec", "launch", "plan", "registry", "wandb_mode", "tracking",
+               "watchdog"},
     "resume": {"rundir", "urls", "data", "devices", "jobspec", "launch", "plan", "registry", "runner"},
     # the pruning callback runs inside the training process, on the worker's epoch bookkeeping
     "sweep": {"rundir", "sqlite_wal", "urls", "devices", "tasks", "jobspec", "launch", "plan", "registry", "runner",
@@ -51,7 +53,7 @@ MAY_IMPORT: dict[str, set[str]] = {
                     "resume", "sweep", "kaggle", "doctor", "ui"},
     # the command line on top
     "cli": {"rundir", "urls", "data", "devices", "tasks", "scaling", "jobspec", "launch", "plan", "registry", "wandb_mode",
-            "runner", "application", "sweep", "kaggle", "doctor", "ui"},
+            "tracking", "runner", "application", "sweep", "kaggle", "doctor", "ui"},
     "__main__": {"cli"},
     # the tests' and benches' one harness, on top beside the command line: nothing of the tool imports it
     "harness": {"rundir", "registry", "worker.offline", "worker.wandb_history"},

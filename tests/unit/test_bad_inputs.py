@@ -1,12 +1,11 @@
 """The bad-input corpus (tests/unit/bad_inputs/cases.yaml): malformed job and sweep files and CLI
-invocations. Each must exit 2 with a message naming the field, no traceback, within 2 seconds,
-and leave no run directory, registry or dataset behind."""
+invocations. Each must exit 2 with a message naming the field, no traceback, without importing the training
+stack (torch, Ultralytics) or a tracker, and leave no run directory, registry or dataset behind."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ from conftest import cli_env
 
 CORPUS = Path(__file__).resolve().parent / "bad_inputs"
 CASES = yaml.safe_load((CORPUS / "cases.yaml").read_text())["cases"]
-LIMIT_S = 2.0
+HEAVY = {"torch", "ultralytics", "torchvision", "cv2", "mlflow", "wandb"}  # the training stack, the trackers
 BIG_BYTES = 50 * 2**20
 
 
@@ -48,22 +47,20 @@ def test_bad_input(case, tmp_path, big_file, isolated_cache):
     args = [a.format(dir=CORPUS, tmp=tmp_path, big=big_file, huge_int="9" * 5000) for a in case["args"]]
     env = cli_env({"YOLO_ORCH_REGISTRY": "", "COLUMNS": "200", **case.get("env", {})})
     cache_before = _snapshot(Path(isolated_cache))
-    timings = []
-    for _ in range(3):  # the machine is shared: a timing miss is retried, every other check is not
-        start = time.perf_counter()
-        r = subprocess.run([sys.executable, "-m", "orchestrator", *args], cwd=tmp_path, env=env,
-                           capture_output=True, text=True, timeout=60)
-        timings.append(time.perf_counter() - start)
-        assert r.returncode == 2, f"exit {r.returncode}\nstdout: {r.stdout}\nstderr: {r.stderr}"
-        assert "Traceback" not in r.stdout + r.stderr, r.stderr
-        for expected in case["expect"]:
-            assert expected in r.stderr, f"{expected!r} not in stderr:\n{r.stderr}"
-        assert _snapshot(tmp_path) == set(), f"created {sorted(_snapshot(tmp_path))}"
-        assert _snapshot(Path(isolated_cache)) - cache_before == set() or all(
-            "ultralytics-config" in p for p in _snapshot(Path(isolated_cache)) - cache_before)
-        if timings[-1] < LIMIT_S:
-            break
-    assert min(timings) < LIMIT_S, f"took {[round(t, 2) for t in timings]} s"
+    # -X importtime: Python names every module it imports; a refusal must not import the heavy ones (what
+    # made it slow: speed itself is measured in benches, not asserted on a shared machine)
+    r = subprocess.run([sys.executable, "-X", "importtime", "-m", "orchestrator", *args], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=60)
+    imported = {line.split("|")[-1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
+    stderr = "\n".join(line for line in r.stderr.splitlines() if not line.startswith("import time:"))
+    assert r.returncode == 2, f"exit {r.returncode}\nstdout: {r.stdout}\nstderr: {stderr}"
+    assert "Traceback" not in r.stdout + stderr, stderr
+    for expected in case["expect"]:
+        assert expected in stderr, f"{expected!r} not in stderr:\n{stderr}"
+    assert not imported & HEAVY, f"imported {sorted(imported & HEAVY)}"
+    assert _snapshot(tmp_path) == set(), f"created {sorted(_snapshot(tmp_path))}"
+    assert _snapshot(Path(isolated_cache)) - cache_before == set() or all(
+        "ultralytics-config" in p for p in _snapshot(Path(isolated_cache)) - cache_before)
 
 
 def test_no_input_writes_outside_the_runs_folder(tmp_path, monkeypatch):

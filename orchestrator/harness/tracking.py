@@ -1,0 +1,50 @@
+"""What the tests read back from the trackers, with the trackers' own readers: MLflow's client (runs,
+every value of a metric by step, nested runs, artifacts) and TensorBoard's event file loader."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from orchestrator.rundir.tracking import MLFLOW_RECORD, TENSORBOARD
+
+
+def mlflow_record(run_dir: Path) -> dict:
+    return json.loads((Path(run_dir) / MLFLOW_RECORD).read_text())
+
+
+def mlflow_client(uri: str):
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=uri)
+
+
+def mlflow_runs(uri: str, experiment: str) -> list:
+    """Every run of `experiment` in the store at `uri` (oldest first)."""
+    client = mlflow_client(uri)
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        return []
+    return list(reversed(client.search_runs([found.experiment_id], max_results=1000)))
+
+
+def metric_steps(uri: str, run_id: str, key: str) -> list[int]:
+    """The steps (epochs) of every value of `key` the run holds, in the order logged."""
+    history = mlflow_client(uri).get_metric_history(run_id, key)
+    return [m.step for m in sorted(history, key=lambda m: (m.timestamp, m.step))]
+
+
+def artifact_paths(uri: str, run_id: str, folder: str | None = None) -> list[str]:
+    return sorted(a.path for a in mlflow_client(uri).list_artifacts(run_id, folder))
+
+
+def tensorboard_steps(run_dir: Path, tag: str) -> list[int]:
+    """The steps of every scalar `tag` in the run's TensorBoard event files, over all files (attempts)."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    steps = []
+    for path in sorted((Path(run_dir) / TENSORBOARD).glob("events.out.tfevents.*")):
+        for event in EventFileLoader(str(path)).Load():
+            if event.HasField("summary") and any(v.tag == tag for v in event.summary.value):
+                steps.append(event.step)
+    return steps

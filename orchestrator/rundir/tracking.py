@@ -1,0 +1,22 @@
+"""What the two processes agree on about where a run's results go besides its folder: Ultralytics' own
+integrations a job may switch on, the MLflow run a run logs to (its record in the run directory, so a
+resume continues the same MLflow run), the TensorBoard folder, the export formats."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# Ultralytics' settings keys of its callbacks (ultralytics/utils/__init__.py SETTINGS). The training
+# process switches them all off unless the job lists them; its own W&B logger stands for `wandb`.
+ULTRALYTICS_INTEGRATIONS = ("clearml", "comet", "dvc", "mlflow", "raytune", "tensorboard")
+EVERY_ULTRALYTICS_INTEGRATION = (*ULTRALYTICS_INTEGRATIONS, "wandb")
+
+MLFLOW_RECORD = "mlflow.json"  # the MLflow run this run logs to: tracking URI, experiment and run ids
+MLFLOW_DB = "mlflow.db"  # the default store: one SQLite file in the runs folder for every run under it
+MLFLOW_ARTIFACTS = "mlartifacts"  # the default store's artifacts, beside it
+TENSORBOARD = "tensorboard"  # the run's TensorBoard event files (tensorboard --logdir runs/)
+
+
+def default_tracking_uri(runs_dir: Path) -> str:
+    """The local store of a runs folder (no server): `mlflow ui --backend-store-uri` with this shows them all."""
+    return f"sqlite:///{Path(runs_dir).resolve() / MLFLOW_DB}"

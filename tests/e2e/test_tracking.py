@@ -1,0 +1,101 @@
+"""MLflow and TensorBoard from real trainings, read back with their own readers: one MLflow run per
+training with every epoch once, a killed and resumed run is the same MLflow run, a tracking server that
+stops mid-run or cannot be reached costs nothing. Every run here has the quickstart's W&B default on."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import DEFAULT_WANDB, TINY_MODEL, cli_env, run_cli, wait_first_epoch, write_job
+from orchestrator.harness.tracking import (artifact_paths, metric_steps, mlflow_client, mlflow_record, mlflow_runs,
+                                           tensorboard_steps)
+
+pytestmark = pytest.mark.slow
+MAP = "metrics/mAP50-95B"  # Ultralytics' metrics/mAP50-95(B), as MLflow names allow it
+NO_ENV = {"YOLO_ORCH_REGISTRY": "", "MLFLOW_TRACKING_URI": ""}
+
+
+def tracked_job(tmp_path: Path, epochs: int, **mlflow) -> Path:
+    return write_job(tmp_path, model=str(TINY_MODEL), epochs=epochs, wandb=DEFAULT_WANDB, mlflow=mlflow,
+                     tensorboard=True)
+
+
+def test_a_killed_and_resumed_run_is_one_mlflow_run_with_each_epoch_once(tmp_path):
+    job = tracked_job(tmp_path, epochs=3, tags={"team": "vision"})
+    env = cli_env({**NO_ENV, "YOLO_ORCH_FAULT_SLEEP": "epoch=2,seconds=300"})  # held in epoch 2: killed there
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "submit", str(job)], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    run_dir = wait_first_epoch(tmp_path / "runs", proc)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+    r = run_cli("resume", run_dir.name, "--json", cwd=tmp_path, env=NO_ENV)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    summary = json.loads(r.stdout)["summary"]
+
+    uri = f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}"  # the default: the runs folder's own store
+    assert summary["mlflow"] == {"tracking_uri": uri, "run_id": mlflow_record(run_dir)["run_id"], "warnings": []}
+    runs = mlflow_runs(uri, "tiny")
+    assert len(runs) == 1, [r.info.run_id for r in runs]
+    run = runs[0]
+    assert run.info.run_id == summary["mlflow"]["run_id"] and run.info.status == "FINISHED"
+    assert run.info.run_name == run_dir.name and run.data.tags["team"] == "vision"
+    assert run.data.tags["yolo_orch.attempt"] == "2" and run.data.tags["devices"] == "cpu"
+    plan = yaml.safe_load((run_dir / "job.resolved.yaml").read_text())["plan"]
+    assert run.data.params["passed.lr0"] == str(plan["train_args"]["lr0"])
+    assert run.data.params["reference.lr0"] == str(plan["hyp"]["lr0"])
+    assert metric_steps(uri, run.info.run_id, MAP) == [1, 2, 3]
+    assert metric_steps(uri, run.info.run_id, "train/box_loss") == [1, 2, 3]
+    assert run.data.metrics[f"final/{MAP}"] == pytest.approx(summary["metrics"]["metrics/mAP50-95(B)"])
+    assert artifact_paths(uri, run.info.run_id) == ["job.resolved.yaml", "results.csv", "weights"]
+    assert artifact_paths(uri, run.info.run_id, "weights") == ["weights/best.pt"]
+    # TensorBoard: one event file per attempt, each epoch once over both
+    assert len(list((run_dir / "tensorboard").glob("events.out.tfevents.*"))) == 2
+    assert tensorboard_steps(run_dir, "metrics/mAP50-95(B)") == [1, 2, 3]
+    assert summary["tensorboard"]["epochs"] == 3 and summary["tensorboard"]["warnings"] == []
+
+
+def test_a_tracking_server_that_stops_mid_run_costs_nothing(tmp_path, mlflow_server):
+    job = tracked_job(tmp_path, epochs=3, tracking_uri=mlflow_server.url)
+    env = cli_env({**NO_ENV, "YOLO_ORCH_FAULT_SLEEP": "epoch=2,seconds=8"})  # time to stop the server in
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "submit", str(job), "--json"], cwd=tmp_path,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    run_dir = wait_first_epoch(tmp_path / "runs", proc)
+    run_id = mlflow_record(run_dir)["run_id"]
+    assert metric_steps(mlflow_server.url, run_id, MAP) == [1]
+    mlflow_server.stop()
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err[-3000:]
+    summary = json.loads(out)["summary"]
+    assert summary["state"] == "finished" and summary["epochs_completed"] == 3
+    assert summary["mlflow"]["run_id"] == run_id and len(summary["mlflow"]["warnings"]) == 1
+    assert "MLflow logging stopped at epoch 2" in summary["mlflow"]["warnings"][0]
+    assert tensorboard_steps(run_dir, "metrics/mAP50-95(B)") == [1, 2, 3]  # the other trackers went on
+    # the server's store (read directly) holds what was logged before it stopped
+    store = f"sqlite:///{mlflow_server.folder / 'server.db'}"
+    assert metric_steps(store, run_id, MAP) == [1]
+
+
+def test_an_unreachable_tracking_server_logs_to_the_local_store_with_one_warning(tmp_path):
+    import socket
+
+    with socket.socket() as s:  # a loopback port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    job = tracked_job(tmp_path, epochs=1, tracking_uri=f"http://127.0.0.1:{port}")
+    r = run_cli("submit", job, "--json", cwd=tmp_path, env=NO_ENV)
+    assert r.returncode == 0, r.stderr[-3000:]
+    summary = json.loads(r.stdout)["summary"]
+    local = f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}"
+    assert summary["mlflow"]["tracking_uri"] == local and len(summary["mlflow"]["warnings"]) == 1
+    assert f"127.0.0.1:{port} unreachable" in summary["mlflow"]["warnings"][0]
+    assert r.stderr.count("MLflow store") == 1  # one warning line
+    assert metric_steps(local, summary["mlflow"]["run_id"], MAP) == [1]
+    assert mlflow_client(local).get_run(summary["mlflow"]["run_id"]).info.status == "FINISHED"
