@@ -10,9 +10,10 @@ YOLO_ORCH_FAULT_OOM="epoch=E[,step=I][,above=B][,rank=R]"
     Without `above`: once per run directory (a marker file records that it fired).
     With `above=B`: whenever the per-device batch is larger than B (a memory limit).
     `rank=R`: only on that rank (default: every rank; -1 is a single process).
-YOLO_ORCH_FAULT_SLEEP="epoch=E,seconds=S"
+YOLO_ORCH_FAULT_SLEEP="epoch=E,seconds=S[,once=1]"
     Sleep S seconds at the start of epoch E (1-based): holds a run mid-training so a test can
-    kill it at a known point.
+    kill it at a known point. `once=1`: only the first time any rank of the run directory gets there
+    (a marker file), so the attempt after an interruption trains on.
 YOLO_ORCH_FAULT_HANG="epoch=E,batch=B,rank=R[,seconds=S]"
     Rank R (-1: a single process) hangs at the start of batch B (1-based) of epoch E, before its
     forward pass, for S seconds (default an hour), once per run directory: the other ranks then
@@ -30,6 +31,7 @@ ENV_SLEEP = "YOLO_ORCH_FAULT_SLEEP"
 ENV_HANG = "YOLO_ORCH_FAULT_HANG"
 MARKER = ".fault_oom_fired"
 HANG_MARKER = ".fault_hang_fired"
+SLEEP_MARKER = ".fault_sleep_fired"
 
 
 def parse(text: str) -> dict[str, float]:
@@ -50,6 +52,10 @@ def attach(model, run_dir: Path, resolved=None) -> None:  # resolved: the run's 
 
         def hold(trainer, cfg=cfg):
             if int(trainer.epoch) + 1 == int(cfg.get("epoch", 1)):
+                if cfg.get("once"):
+                    if (run_dir / SLEEP_MARKER).exists():
+                        return
+                    (run_dir / SLEEP_MARKER).write_text("slept")
                 print(f"yolo-orch fault hook: sleeping {cfg.get('seconds', 60)} s at epoch {trainer.epoch + 1}",
                       flush=True)
                 time.sleep(cfg.get("seconds", 60))
