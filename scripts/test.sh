@@ -7,8 +7,10 @@
 # wait on processes, services and timeouts more than they compute): YOLO_ORCH_TEST_WORKERS=0 runs one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# the two environments at once: mostly downloads and unpacking, which overlap well
+bash scripts/setup.sh kaggle-image & image=$!   # the emulated Kaggle TPU image (tests/e2e/test_kaggle_image.py)
 bash scripts/setup.sh test
-bash scripts/setup.sh kaggle-image   # the emulated Kaggle TPU image (tests/e2e/test_kaggle_image.py)
+wait "$image"
 export PJRT_DEVICE=${PJRT_DEVICE:-CPU}   # torch-xla tests run XLA on the CPU
 export YOLO_OFFLINE=1
 exec "${YOLO_ORCH_VENV:-.venv}/bin/python" -m pytest -n "${YOLO_ORCH_TEST_WORKERS:-2}" --dist loadgroup "$@"
