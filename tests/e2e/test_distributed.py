@@ -19,7 +19,8 @@ import yaml
 
 from conftest import REPO, TINY_JOB, cli_env, processes_mentioning, run_cli, write_job
 
-pytestmark = pytest.mark.slow
+# one test process runs them all: the one-process and two-rank trainings they compare are made once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("distributed")]
 PROBE_ENV = "YOLO_ORCH_PROBE_DIR"
 
 

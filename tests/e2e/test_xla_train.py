@@ -229,7 +229,9 @@ def _drive(out: Path) -> None:
 
 # ================================================================================ tests (parent)
 
-pytestmark = [pytest.mark.xla, pytest.mark.slow, pytest.mark.skipif(not XLA_OK, reason=XLA_WHY)]
+# one test process runs them all: the module's trainings (`drive`, about 150 s on a Zen 3) run once, not once per process
+pytestmark = [pytest.mark.xla, pytest.mark.slow, pytest.mark.skipif(not XLA_OK, reason=XLA_WHY),
+              pytest.mark.xdist_group("xla_train")]
 
 
 @pytest.fixture(scope="module")
