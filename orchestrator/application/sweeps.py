@@ -198,13 +198,15 @@ def _best_text(trials: list, maximize: bool | None) -> str:
 def final_report(request: SweepRequest, started: float, say) -> dict:
     """The study's summary once the workers ended (written beside it: report, best.yaml, plots), waiting
     for a storage that is away (sweep/outage.py); `say`: one line per wait."""
-    from orchestrator.sweep import report
+    from orchestrator.sweep import mlflow_study, report
     from orchestrator.sweep.outage import retrying
     from orchestrator.sweep.study import open_study
 
     def read() -> dict:
         study = open_study(request.sweep, request.url, heartbeat=False, create=False)
-        return report.write_report(study, request.sweep, request.url, request.n_trials, time.time() - started,
-                                   request.epoch_budget)
+        summary = report.write_report(study, request.sweep, request.url, request.n_trials, time.time() - started,
+                                      request.epoch_budget)
+        mlflow_study.finish_parent(study, summary.get("best"), say)  # nothing when the job has no MLflow
+        return summary
 
     return retrying(read, say, "reading the study for its report")

@@ -20,3 +20,20 @@ TENSORBOARD = "tensorboard"  # the run's TensorBoard event files (tensorboard --
 def default_tracking_uri(runs_dir: Path) -> str:
     """The local store of a runs folder (no server): `mlflow ui --backend-store-uri` with this shows them all."""
     return f"sqlite:///{Path(runs_dir).resolve() / MLFLOW_DB}"
+
+
+def experiment_for(client, uri: str, name: str) -> str:
+    """The experiment's id, made when missing (a local store's artifacts beside its database)."""
+    found = client.get_experiment_by_name(name)
+    if found is not None:
+        return found.experiment_id
+    location = None
+    if uri.startswith("sqlite:///"):
+        location = (Path(uri[len("sqlite:///"):]).parent / MLFLOW_ARTIFACTS).as_uri()
+    try:
+        return client.create_experiment(name, artifact_location=location)
+    except Exception:  # noqa: BLE001 - another process (a sweep's other trial) made it first
+        found = client.get_experiment_by_name(name)
+        if found is None:
+            raise
+        return found.experiment_id

@@ -18,9 +18,11 @@ from orchestrator.rundir import LOG, TrialLink
 from orchestrator.plan import make_plan
 from orchestrator.errors import UserError
 from orchestrator.jobspec.loader import LoadedJob, load_job_dict
+from orchestrator.sweep import mlflow_study
 from orchestrator.sweep.outage import retrying
 from orchestrator.sweep.study import ENV_STORAGE
 from orchestrator.sweep.trial_callback import TRIAL_CALLBACK, TRIAL_RESULT
+from orchestrator.tracking import effective_mlflow
 
 if TYPE_CHECKING:
     import optuna
@@ -66,6 +68,8 @@ def trial_job_raw(sweep: "LoadedSweep", params: dict[str, Any], number: int) -> 
     wandb["group"] = sweep.study
     wandb["tags"] = list(dict.fromkeys([*(wandb.get("tags") or []), f"study:{sweep.study}", f"trial:{number}"]))
     raw["wandb"] = wandb
+    if raw.get("mlflow") is not None:  # every trial in one experiment (its name would make one per trial)
+        raw["mlflow"] = {**raw["mlflow"], "experiment": raw["mlflow"].get("experiment") or sweep.study}
     return raw
 
 
@@ -119,6 +123,9 @@ class TrialRunner:
             self._data = plan.data
         except UserError as exc:
             raise TrialFailed(f"sampled values make an invalid job: {'; '.join(exc.problems)}") from None
+        if plan.job.spec.mlflow is not None:  # nested under the study's parent run
+            parent = mlflow_study.parent_run(trial.study, effective_mlflow(plan.job.spec, sweep.runs_root), self.say)
+            plan.job.spec.mlflow.tags.update(mlflow_study.trial_tags(sweep.study, trial.number, parent))
         tags = {"study": sweep.study, "trial": trial.number, **({"device_group": self.group} if self.group else {})}
         # the training process reports to Optuna through the trial's callback
         run_id, run_dir = create_run(plan, tags=tags, trial=trial_link(sweep, trial, params),
@@ -142,16 +149,23 @@ class TrialRunner:
             step, values = result.get("step"), result.get("values") or []
             note = f"pruned by the sweep at epoch {step} (objective {values[0] if values else '?'})"
             _mark_pruned(run_id, run_dir, note)
+            self._tag_mlflow(plan, run_dir, "PRUNED", values)
             self.last = {"number": trial.number, "state": "PRUNED", "run_dir": str(run_dir)}
             self.say(f"trial {trial.number}: {note}")
             raise optuna.TrialPruned(note)
         if outcome.state != "finished" or result.get("state") != "complete":
+            self._tag_mlflow(plan, run_dir, "FAIL")
             tail = _log_tail(run_dir / LOG)
             raise TrialFailed(f"run {run_id} {outcome.state} (exit {outcome.exit_code}); {run_dir / LOG}:\n{tail}")
         values = [float(v) for v in result["values"]]
+        self._tag_mlflow(plan, run_dir, "COMPLETE", values)
         self.last = {"number": trial.number, "state": "COMPLETE", "values": values, "run_dir": str(run_dir)}
         self.say(f"trial {trial.number}: complete, objective {values}")
         return values[0] if len(values) == 1 else values
+
+    def _tag_mlflow(self, plan, run_dir: Path, state: str, values: list | None = None) -> None:
+        if plan.job.spec.mlflow is not None:
+            mlflow_study.tag_trial(run_dir, state, values, self.say)
 
     @staticmethod
     def _record_attrs(trial: "optuna.Trial", attrs: dict[str, Any]):

@@ -191,7 +191,7 @@ def write_plots(study: "optuna.Study", folder: Path) -> tuple[list[str], list[st
         jobs.append(("intermediate.html", lambda: vis.plot_intermediate_values(study)))
     if len(complete) >= 2:
         jobs.append(("importances.html", lambda: vis.plot_param_importances(
-            study, evaluator=_importance_evaluator(),
+            study, evaluator=_importance_evaluator([t.values[0] for t in complete]),
             target=(lambda t: t.values[0]) if multi else None, target_name=target_name)))
     else:
         notes.append("importances.html skipped: needs at least 2 complete trials")
@@ -216,13 +216,14 @@ def _save_all(jobs, save, notes) -> None:
             notes.append(f"{name} skipped: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
 
 
-def _importance_evaluator():
-    """fANOVA needs scikit-learn; PED-ANOVA (numpy only) otherwise."""
+def _importance_evaluator(values: list[float]):
+    """fANOVA needs scikit-learn and values that differ (with every complete trial's objective equal it
+    raises "zero total variance"); PED-ANOVA (numpy only) otherwise."""
     import importlib.util
 
     import optuna
 
-    if importlib.util.find_spec("sklearn") is not None:
+    if importlib.util.find_spec("sklearn") is not None and len(set(values)) > 1:
         return optuna.importance.FanovaImportanceEvaluator(seed=0)
     return optuna.importance.PedAnovaImportanceEvaluator()
 

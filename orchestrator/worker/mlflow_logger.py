@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from orchestrator.rundir import BEST, ENV, EVENTS, RESOLVED, RESULTS, ResolvedRun, trained_epoch_events, write_json_atomic
-from orchestrator.rundir.tracking import MLFLOW_ARTIFACTS, MLFLOW_RECORD
+from orchestrator.rundir.tracking import MLFLOW_RECORD, experiment_for
 from orchestrator.worker.wandb_reach import tcp_unreachable
 
 # MLflow's client retries a failing request 7 times with backoff (minutes per call): a training must not
@@ -213,23 +213,6 @@ def read_record(run_dir: Path) -> dict[str, Any]:
         return json.loads(path.read_text()) if path.is_file() else {}
     except (OSError, ValueError):
         return {}
-
-
-def experiment_for(client, uri: str, name: str) -> str:
-    """The experiment's id, made when missing (a local store's artifacts beside its database)."""
-    found = client.get_experiment_by_name(name)
-    if found is not None:
-        return found.experiment_id
-    location = None
-    if uri.startswith("sqlite:///"):
-        location = (Path(uri[len("sqlite:///"):]).parent / MLFLOW_ARTIFACTS).as_uri()
-    try:
-        return client.create_experiment(name, artifact_location=location)
-    except Exception:  # noqa: BLE001 - another process (a sweep's other trial) made it first
-        found = client.get_experiment_by_name(name)
-        if found is None:
-            raise
-        return found.experiment_id
 
 
 def last_step(client, run_id: str) -> int:

@@ -1,6 +1,6 @@
 """`yolo-orch sweep` for real: tiny 2-epoch trials on CPU, SQLite storage, a pruner that
 prunes deterministically, best.yaml that plans as a job's `hyp:`, resume to more trials,
-W&B offline runs grouped by study, and bad sweep files that exit 2 naming the field."""
+W&B offline runs grouped by study, the study in MLflow, and bad sweep files that exit 2 naming the field."""
 
 from __future__ import annotations
 
@@ -25,9 +25,31 @@ def trials_by_state(summary: dict, state: str) -> list[dict]:
     return [t for t in summary["trials"] if t["state"] == state]
 
 
+def mlflow_nests_the_study(runs_dir: Path, summary: dict) -> None:
+    """The runs folder's MLflow store: one experiment named after the study (not one per trial), one parent
+    run (kept when the study was resumed) finished with the best trial, and each trial's run nested under
+    it, tagged with the trial's Optuna state; a pruned trial's run holds its one epoch."""
+    from orchestrator.harness.tracking import metric_steps, mlflow_runs
+
+    uri = f"sqlite:///{runs_dir.resolve() / 'mlflow.db'}"
+    runs = mlflow_runs(uri, summary["study"])
+    parents = [run for run in runs if "mlflow.parentRunId" not in run.data.tags]
+    assert [(p.info.run_name, p.info.status) for p in parents] == [(summary["study"], "FINISHED")]
+    parent = parents[0]
+    children = sorted((run for run in runs if run.data.tags.get("mlflow.parentRunId") == parent.info.run_id),
+                      key=lambda run: int(run.data.tags["optuna.trial"]))
+    assert [(c.data.tags["optuna.trial"], c.data.tags["optuna.state"]) for c in children] == \
+        [(str(t["number"]), t["state"]) for t in summary["trials"]]
+    for child, trial in zip(children, summary["trials"]):
+        assert metric_steps(uri, child.info.run_id, "val/box_loss") == list(range(1, trial["epochs"] + 1))
+    assert parent.data.tags["best.trial"] == str(summary["best"]["number"])
+    assert parent.data.metrics["best_value"] == pytest.approx(summary["best"]["value"])
+
+
 @pytest.mark.slow
 def test_sweep_prunes_writes_best_and_resumes(tmp_path):
-    sweep = write_sweep(tmp_path)
+    # with MLflow on (`mlflow: {}`): the study is one parent run with a nested run per trial (checked last)
+    sweep = write_sweep(tmp_path, job_changes={"mlflow": {}})
     first = sweep_json(run_cli("sweep", sweep, "--json", cwd=tmp_path, timeout=900))
 
     assert first["study"] == "tiny-sweep" and first["n_trials"] == 4
@@ -97,6 +119,7 @@ def test_sweep_prunes_writes_best_and_resumes(tmp_path):
     assert [t["number"] for t in second["trials"]] == list(range(6))
     assert [(t["state"], t["values"]) for t in second["trials"][:4]] == \
         [(t["state"], t["values"]) for t in first["trials"]]
+    mlflow_nests_the_study(tmp_path / "runs", second)
 
     # with the budget reached, the command only reports; the orchestrator process imports no torch
     probe = (

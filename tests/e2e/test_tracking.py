@@ -1,6 +1,7 @@
 """MLflow and TensorBoard from real trainings, read back with their own readers: one MLflow run per
 training with every epoch once, a killed and resumed run is the same MLflow run, a tracking server that
-stops mid-run or cannot be reached costs nothing. Every run here has the quickstart's W&B default on."""
+stops mid-run or cannot be reached costs nothing. Every run here has the quickstart's W&B default on.
+(A sweep in MLflow, one parent run with a nested run per trial: tests/e2e/test_sweep.py's first test.)"""
 
 from __future__ import annotations
 
@@ -99,3 +100,4 @@ def test_an_unreachable_tracking_server_logs_to_the_local_store_with_one_warning
     assert r.stderr.count("MLflow store") == 1  # one warning line
     assert metric_steps(local, summary["mlflow"]["run_id"], MAP) == [1]
     assert mlflow_client(local).get_run(summary["mlflow"]["run_id"]).info.status == "FINISHED"
+

@@ -40,7 +40,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "resume": {"rundir", "urls", "data", "devices", "jobspec", "launch", "plan", "registry", "runner"},
     # the pruning callback runs inside the training process, on the worker's epoch bookkeeping
     "sweep": {"rundir", "sqlite_wal", "urls", "devices", "tasks", "jobspec", "launch", "plan", "registry", "runner",
-              "worker.callbacks"},
+              "worker.callbacks", "tracking"},
     "kaggle": {"rundir", "devices", "tasks", "jobspec", "plan", "registry"},
     # doctor checks the training process's offline settings and W&B reach: it reads those two
     # torch-free modules rather than keeping a second copy of their constants
