@@ -26,6 +26,8 @@ from orchestrator.data.cache import make_synth_data
 from orchestrator.plan import Plan
 from orchestrator.registry import Registry
 from orchestrator.errors import UserError
+from orchestrator.exports import describe, run_exports
+from orchestrator.rundir.tracking import EXPORTS, MLFLOW_RECORD, TENSORBOARD
 from orchestrator.tracking import effective_mlflow, runs_root
 from orchestrator.wandb_mode import resolve_mode
 from orchestrator.watchdog import Stall, Watchdog, dump_stacks
@@ -204,6 +206,9 @@ def supervise(run_id: str, run_dir: Path, launcher: str, oom_retries: int = 0,
         if used and code == 0:  # OOM restarts, of this or an earlier attempt: in the re-written file
             summary["oom_recoveries"] = [s.to_dict() for s in load_resolved(run_dir).oom_history]
             write_json_atomic(run_dir / SUMMARY, summary)
+        if state == "finished" and summary.get("state") == "finished":
+            summary, export_notes = export_finished(run_dir, summary)
+            notes += export_notes
     exit_code = {"killed": 130, "stalled": 124}.get(state, code)  # as the CLI exits (cli/common.py)
     epochs_done = (summary or {}).get("epochs_completed") or completed_epochs(run_dir)
     if state == "failed" and not notes:
@@ -213,6 +218,24 @@ def supervise(run_id: str, run_dir: Path, launcher: str, oom_retries: int = 0,
                         metrics=(summary or {}).get("metrics"), note="; ".join(notes) or None)
     return RunOutcome(run_id, run_dir, state, exit_code, summary, events, recoveries, "; ".join(notes) or None,
                       epochs=load_resolved(run_dir).plan.epochs, epochs_done=epochs_done)
+
+
+def export_finished(run_dir: Path, summary: dict) -> tuple[dict, list[str]]:
+    """The job's export formats, after a finished training (each in a process of its own: exports.py);
+    the summary with their records, and a note for each that failed or scored beyond the tolerance."""
+    formats = load_resolved(run_dir).job.export_formats
+    if not formats:
+        return summary, []
+
+    def say(line: str) -> None:
+        with open(run_dir / LOG, "a") as log:
+            log.write(f"[yolo-orch] {line}\n")
+
+    records = run_exports(run_dir, formats, env=child_env(), say=say)
+    import json
+
+    summary = json.loads((run_dir / SUMMARY).read_text())
+    return summary, [describe(r) for r in records.values() if not r.get("ok")]
 
 
 def failure_note(run_id: str, run_dir: Path, code: int, epochs_done: int) -> str:
@@ -235,8 +258,9 @@ def disk_full(run_dir: Path) -> bool:
         return False
 
 
-RUN_FILES = (LOG, EVENTS, SUMMARY, RESOLVED, RESULTS, ENV, DATA_YAML, DEADLINE_STOP, "args.yaml", "trial.json")
-RUN_FOLDERS = ("weights", HEARTBEATS, STACKS, "wandb")
+RUN_FILES = (LOG, EVENTS, SUMMARY, RESOLVED, RESULTS, ENV, DATA_YAML, DEADLINE_STOP, "args.yaml", "trial.json",
+             MLFLOW_RECORD)
+RUN_FOLDERS = ("weights", HEARTBEATS, STACKS, "wandb", TENSORBOARD, EXPORTS)
 
 
 # W&B's own links in wandb/ (made by wandb.init before the logger switched them off: worker/wandb_logger.py)

@@ -21,6 +21,9 @@ ENV_URI = "MLFLOW_TRACKING_URI"
 PACKAGES = {"mlflow": "mlflow", "tensorboard": "tensorboard", "clearml": "clearml", "comet": "comet_ml",
             "dvc": "dvclive", "raytune": "ray"}
 EXTRA_HINT = "pip install 'yolo-orch[tracking]'"
+# what Ultralytics' exporter imports for a format (and its validator to run the file): it would try to pip-install
+# them mid-run, which yolo-orch forbids (YOLO_AUTOINSTALL=false)
+EXPORT_PACKAGES = {"onnx": ("onnx", "onnxslim", "onnxruntime"), "torchscript": (), "openvino": ("openvino",)}
 
 
 def check_trackers(spec: JobSpec) -> None:
@@ -30,9 +33,20 @@ def check_trackers(spec: JobSpec) -> None:
         ([("tensorboard", "tensorboard")] if spec.tensorboard else []) + [("integrations", n) for n in spec.integrations]
     problems = [f"{field}: {name} needs the {PACKAGES[name]} package, which is not installed ({EXTRA_HINT})"
                 for field, name in wanted if importlib.util.find_spec(PACKAGES[name]) is None]
+    problems += export_problems(spec.export.formats)
     if problems:
         raise UserError(problems)
     effective_mlflow(spec, runs_root(spec))
+
+
+def export_problems(formats, field: str = "export.formats") -> list[str]:
+    """One line per format whose packages are not installed."""
+    out = []
+    for name in formats:
+        missing = [p for p in EXPORT_PACKAGES[name] if importlib.util.find_spec(p) is None]
+        if missing:
+            out.append(f"{field}: {name} needs {', '.join(missing)}, not installed (pip install 'yolo-orch[export]')")
+    return out
 
 
 def runs_root(spec: JobSpec) -> Path:
@@ -101,6 +115,9 @@ def describe(spec: JobSpec, runs_root: Path) -> list[str]:
                      f"if that store cannot be reached when the run starts, it logs to {mlflow['fallback_uri']}")
     if spec.tensorboard:
         lines.append(f"TensorBoard: each run's scalars in RUN_DIR/tensorboard (tensorboard --logdir {runs_root})")
+    if spec.export.formats:
+        lines.append(f"Export after training: {', '.join(spec.export.formats)} from best.pt, each validated on the val "
+                     f"split and compared with best.pt (tolerance {spec.export.tolerance:g})")
     if spec.integrations:
         lines.append(f"Ultralytics integrations on: {', '.join(spec.integrations)} (rank 0; Comet and ClearML offline "
                      "unless configured)")

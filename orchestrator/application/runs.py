@@ -96,3 +96,25 @@ def log_of(row: dict, follow: bool) -> Path:
     if not log.is_file() and not (follow and row["state"] in ACTIVE):
         raise UserError(f"RUN: {row['id']} has no log yet ({log})")
     return log
+
+
+def export_run(row: dict, formats: list[str], say=None) -> dict[str, dict]:
+    """`export`: a finished run's best.pt to each format (orchestrator/exports.py), refused in one line per
+    problem before anything runs: an unknown format, its packages missing, a run not finished or without best.pt."""
+    from orchestrator.exports import run_exports
+    from orchestrator.rundir import BEST
+    from orchestrator.rundir.tracking import EXPORT_FORMATS
+    from orchestrator.runner import child_env
+    from orchestrator.tracking import export_problems
+
+    unknown = [f for f in formats if f not in EXPORT_FORMATS]
+    problems = [f"--format: {f!r} is not one of {', '.join(EXPORT_FORMATS)}" for f in unknown]
+    problems += export_problems([f for f in formats if f not in unknown], field="--format")
+    run_dir = Path(row["run_dir"] or "")
+    if row["state"] != "finished":
+        problems.append(f"RUN: {row['id']} is {row['state']}; only a finished run is exported")
+    elif not (run_dir / BEST).is_file():
+        problems.append(f"RUN: {row['id']} has no {BEST}")
+    if problems:
+        raise UserError(problems)
+    return run_exports(run_dir, list(dict.fromkeys(formats)), env=child_env(), say=say or (lambda line: None))

@@ -1,4 +1,5 @@
-"""`yolo-orch runs`, `yolo-orch show RUN`, `yolo-orch logs RUN [--follow]`: the run registry.
+"""`yolo-orch runs`, `yolo-orch show RUN`, `yolo-orch logs RUN [--follow]`: the run registry; `yolo-orch
+export RUN --format F`: a finished run's best.pt exported and checked.
 
 Each command parses, calls the application layer (application/runs.py: the registry and the run
 directory's read model) and renders. Light: sqlite3, rich and text files; never torch or ultralytics."""
@@ -16,9 +17,10 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from orchestrator.application.runs import existing_registry, find_run, list_runs, log_of, show_run
+from orchestrator.application.runs import existing_registry, export_run, find_run, list_runs, log_of, show_run
 from orchestrator.cli.common import out, print_json
 from orchestrator.cli.options import REGISTRY, RUNS_DIR
+from orchestrator.exports import describe as describe_export
 from orchestrator.registry import ACTIVE, STATES
 from orchestrator.rundir import BEST, LAST, OomStep
 from orchestrator.rundir.reading import as_text
@@ -162,6 +164,8 @@ def show_cmd(
         rows.append(("oom recovery", describe_oom_step(OomStep(**step))))
     for note in row.get("notes") or []:
         rows.append(("note", f"{_time(note.get('time'))}  {note.get('text')}"))
+    for record in ((info["summary"] or {}).get("exports") or {}).values():
+        rows.append((f"export {record['format']}", describe_export(record).split(": ", 1)[1]))
     rows.append(("run dir", row.get("run_dir") or "-"))
     for name, path in info["files"].items():
         if path and name in (str(LAST), str(BEST)):
@@ -169,6 +173,22 @@ def show_cmd(
     for k, v in rows:
         table.add_row(k, v)
     out.print(table)
+
+
+def export_cmd(
+    run: str = typer.Argument(..., help="Run id of a finished run, or a unique prefix of one."),
+    formats: list[str] = typer.Option(..., "--format", "-f", help="onnx, torchscript or openvino (repeat for more)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the export records as JSON."),
+    runs_dir: Path = RUNS_DIR,
+    registry: Optional[Path] = REGISTRY,
+) -> None:
+    """Export a finished run's best.pt (each format in a process of its own), validate each file on the
+    job's val split and compare it with best.pt; the records go into the run's summary.json."""
+    records = export_run(find_run(runs_dir, registry, run), formats, say=None if json_out else out.print)
+    if json_out:
+        print_json(records)
+    if not all(r.get("ok") for r in records.values()):
+        raise typer.Exit(1)
 
 
 def _write_log(data: bytes) -> None:
@@ -228,3 +248,4 @@ def register(app: typer.Typer) -> None:
     app.command("runs")(runs_cmd)
     app.command("show")(show_cmd)
     app.command("logs")(logs_cmd)
+    app.command("export")(export_cmd)

@@ -16,7 +16,7 @@ from orchestrator.scaling.types import POLICIES, WARMUPS
 from orchestrator.scaling.ultralytics_math import DEFAULTS, canonical_optimizer
 from orchestrator.jobspec.files import NAME_MAX, too_long_component
 from orchestrator.jobspec.kaggle import KaggleOptions
-from orchestrator.rundir.tracking import ULTRALYTICS_INTEGRATIONS
+from orchestrator.rundir.tracking import EXPORT_FORMATS, EXPORT_TOLERANCE, ULTRALYTICS_INTEGRATIONS
 
 # Ultralytics' spellings (BaseTrainer.build_optimizer); a job may write any case, as Ultralytics maps
 # names case-insensitively ('sgd', 'adamw', default.yaml's 'RMSProp'): the plan carries these.
@@ -203,6 +203,25 @@ def checked_tracking_uri(uri: str) -> str:
     return uri
 
 
+class ExportOptions(Strict):
+    """Export after training: each format made from best.pt in its own process, validated on the job's
+    val split and compared with best.pt validated the same way (orchestrator/export.py)."""
+
+    formats: list[Literal[EXPORT_FORMATS]] = Field(default_factory=list, max_length=len(EXPORT_FORMATS))  # type: ignore[valid-type]
+    tolerance: float = Field(default=EXPORT_TOLERANCE, ge=0, le=1,
+                             description="the largest |exported - best.pt| over the val metrics that passes")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _a_list_is_the_formats(cls, value):
+        return {"formats": value} if isinstance(value, list) else value
+
+    @field_validator("formats")
+    @classmethod
+    def _once_each(cls, value):
+        return list(dict.fromkeys(value))
+
+
 class XlaOptions(Strict):
     """XLA (TPU) backend settings: targets `tpu:N` and `xla:cpu`."""
 
@@ -229,6 +248,8 @@ class JobSpec(Strict):
     wandb: Wandb = Field(default_factory=Wandb)
     mlflow: Optional[Mlflow] = Field(default=None, description="MLflow tracking; off unless this section is given")
     tensorboard: bool = Field(default=False, description="per-epoch scalars in RUN_DIR/tensorboard (tensorboard --logdir runs/)")
+    export: ExportOptions = Field(default_factory=ExportOptions,
+                                  description="formats to export best.pt to after training: [onnx, torchscript, openvino]")
     integrations: list[Literal[ULTRALYTICS_INTEGRATIONS]] = Field(  # type: ignore[valid-type]
         default_factory=list, description="Ultralytics' own callbacks to switch on (rank 0, offline rules); default: none")
     overrides: dict[str, Any] = Field(default_factory=dict)

@@ -87,6 +87,14 @@ class RunJob:
         return bool(self.document.get("tensorboard", False))
 
     @property
+    def export_formats(self) -> tuple[str, ...]:
+        return tuple((self.document.get("export") or {}).get("formats") or ())
+
+    @property
+    def export_tolerance(self) -> float:
+        return float((self.document.get("export") or {}).get("tolerance", 0.01))
+
+    @property
     def integrations(self) -> tuple[str, ...]:
         """Ultralytics' own callbacks the job switched on (rundir/tracking.py's names)."""
         return tuple(self.document.get("integrations") or ())

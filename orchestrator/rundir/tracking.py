@@ -37,3 +37,9 @@ def experiment_for(client, uri: str, name: str) -> str:
         if found is None:
             raise
         return found.experiment_id
+
+
+# ---------------------------------------------------------------- export after training
+EXPORT_FORMATS = ("onnx", "torchscript", "openvino")  # Ultralytics' format names
+EXPORTS = "exports"  # RUN_DIR/exports/<format>.json: each export's record (file, size, metrics, the difference)
+EXPORT_TOLERANCE = 0.01  # the default: the largest |exported - best.pt| over the val metrics that still passes

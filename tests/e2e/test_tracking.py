@@ -24,13 +24,15 @@ MAP = "metrics/mAP50-95B"  # Ultralytics' metrics/mAP50-95(B), as MLflow names a
 NO_ENV = {"YOLO_ORCH_REGISTRY": "", "MLFLOW_TRACKING_URI": ""}
 
 
-def tracked_job(tmp_path: Path, epochs: int, **mlflow) -> Path:
+def tracked_job(tmp_path: Path, epochs: int, export: list[str] | None = None, **mlflow) -> Path:
     return write_job(tmp_path, model=str(TINY_MODEL), epochs=epochs, wandb=DEFAULT_WANDB, mlflow=mlflow,
-                     tensorboard=True)
+                     tensorboard=True, export=export or [])
 
 
 def test_a_killed_and_resumed_run_is_one_mlflow_run_with_each_epoch_once(tmp_path):
-    job = tracked_job(tmp_path, epochs=3, tags={"team": "vision"})
+    """... and, finished, exported to ONNX and TorchScript (the job's `export:`), then to OpenVINO by
+    `yolo-orch export`: each file validated within the tolerance of best.pt, and in MLflow."""
+    job = tracked_job(tmp_path, epochs=3, export=["onnx", "torchscript"], tags={"team": "vision"})
     env = cli_env({**NO_ENV, "YOLO_ORCH_FAULT_SLEEP": "epoch=2,seconds=300"})  # held in epoch 2: killed there
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "submit", str(job)], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
@@ -55,12 +57,23 @@ def test_a_killed_and_resumed_run_is_one_mlflow_run_with_each_epoch_once(tmp_pat
     assert metric_steps(uri, run.info.run_id, MAP) == [1, 2, 3]
     assert metric_steps(uri, run.info.run_id, "train/box_loss") == [1, 2, 3]
     assert run.data.metrics[f"final/{MAP}"] == pytest.approx(summary["metrics"]["metrics/mAP50-95(B)"])
-    assert artifact_paths(uri, run.info.run_id) == ["job.resolved.yaml", "results.csv", "weights"]
+    assert artifact_paths(uri, run.info.run_id) == ["exports", "job.resolved.yaml", "results.csv", "weights"]
     assert artifact_paths(uri, run.info.run_id, "weights") == ["weights/best.pt"]
     # TensorBoard: one event file per attempt, each epoch once over both
     assert len(list((run_dir / "tensorboard").glob("events.out.tfevents.*"))) == 2
     assert tensorboard_steps(run_dir, "metrics/mAP50-95(B)") == [1, 2, 3]
     assert summary["tensorboard"]["epochs"] == 3 and summary["tensorboard"]["warnings"] == []
+    # exported after the training finished: the job's formats, then one more by `yolo-orch export`
+    exports_hold(run_dir, summary, ["onnx", "torchscript"])
+    r = run_cli("export", run_dir.name, "--format", "openvino", "--json", cwd=tmp_path, env=NO_ENV)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    assert json.loads(r.stdout)["openvino"]["ok"]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert set(summary["exports"]) == {"onnx", "torchscript", "openvino"}
+    exports_hold(run_dir, summary, ["onnx", "torchscript", "openvino"])
+    assert artifact_paths(uri, run.info.run_id, "exports") == \
+        ["exports/best.onnx", "exports/best.torchscript", "exports/best_openvino_model"]
+    assert mlflow_client(uri).get_run(run.info.run_id).data.tags["export.openvino"] == "ok"
 
 
 def test_a_tracking_server_that_stops_mid_run_costs_nothing(tmp_path, mlflow_server):
@@ -101,3 +114,27 @@ def test_an_unreachable_tracking_server_logs_to_the_local_store_with_one_warning
     assert metric_steps(local, summary["mlflow"]["run_id"], MAP) == [1]
     assert mlflow_client(local).get_run(summary["mlflow"]["run_id"]).info.status == "FINISHED"
 
+
+
+def exports_hold(run_dir: Path, summary: dict, formats: list[str]) -> None:
+    """Each export's record: its file there, its size, val metrics within the tolerance of best.pt's; and
+    the exported model's raw predictions (onnxruntime, TorchScript, OpenVINO) on a val image match best.pt's."""
+    from ultralytics import YOLO
+
+    image = sorted((Path(yaml.safe_load((run_dir / "job.resolved.yaml").read_text())["plan"]["data"]["yaml"])
+                    .parent / "images" / "val").glob("*"))[0]
+
+    def top(model_path) -> list[float]:
+        result = YOLO(str(model_path), task="detect").predict(str(image), imgsz=64, conf=0.0001, device="cpu",
+                                                             verbose=False)[0]
+        return sorted(result.boxes.conf.tolist(), reverse=True)[:5]
+
+    expected = top(run_dir / "weights" / "best.pt")
+    assert expected, "best.pt predicts no box at all: nothing to compare"
+    for fmt in formats:
+        record = summary["exports"][fmt]
+        assert record["ok"] and "error" not in record, record
+        assert Path(record["file"]).exists() and record["size_bytes"] > 1000
+        assert record["difference"] <= record["tolerance"] == 0.01
+        assert set(record["metrics"]) == set(record["best_pt"]) and "metrics/mAP50-95(B)" in record["metrics"]
+        assert top(record["file"]) == pytest.approx(expected, abs=1e-3), fmt

@@ -35,8 +35,9 @@ MAY_IMPORT: dict[str, set[str]] = {
     "registry": {"rundir", "sqlite_wal"},
     "wandb_mode": {"jobspec"},
     "watchdog": {"rundir"},
+    "exports": {"rundir"},  # export after training: each format in a child process (worker/export.py)
     "runner": {"rundir", "data", "devices", "jobspec", "launch", "plan", "registry", "wandb_mode", "tracking",
-               "watchdog"},
+               "watchdog", "exports"},
     "resume": {"rundir", "urls", "data", "devices", "jobspec", "launch", "plan", "registry", "runner"},
     # the pruning callback runs inside the training process, on the worker's epoch bookkeeping
     "sweep": {"rundir", "sqlite_wal", "urls", "devices", "tasks", "jobspec", "launch", "plan", "registry", "runner",
@@ -50,10 +51,10 @@ MAY_IMPORT: dict[str, set[str]] = {
     "ui": {"rundir", "registry", "sqlite_wal", "tasks", "urls"},
     # what the commands that change something do, without a terminal (the CLI renders it)
     "application": {"rundir", "urls", "data", "devices", "scaling", "jobspec", "launch", "plan", "registry", "runner",
-                    "resume", "sweep", "kaggle", "doctor", "ui"},
+                    "resume", "sweep", "kaggle", "doctor", "ui", "exports", "tracking"},
     # the command line on top
     "cli": {"rundir", "urls", "data", "devices", "tasks", "scaling", "jobspec", "launch", "plan", "registry", "wandb_mode",
-            "tracking", "runner", "application", "sweep", "kaggle", "doctor", "ui"},
+            "tracking", "exports", "runner", "application", "sweep", "kaggle", "doctor", "ui"},
     "__main__": {"cli"},
     # the tests' and benches' one harness, on top beside the command line: nothing of the tool imports it
     "harness": {"rundir", "registry", "worker.offline", "worker.wandb_history"},
