@@ -110,10 +110,10 @@ def create_run(plan: Plan, runs_dir: Path | None = None, tags: dict | None = Non
     data_yaml = write_data_yaml(plan, run_dir)
     mode, _ = resolve_mode(spec.wandb)
     resolved = plan.resolved_document(run_id, run_dir, mode, data_yaml)
-    if mlflow is not None:  # the store decided once: a resume from another shell logs to the same one
-        resolved.job.document["mlflow"] = mlflow
     resolved.sweep, resolved.callbacks = trial, list(callbacks or [])
     resolved.save(run_dir)
+    if mlflow is not None:  # the store decided once: a resume from another shell logs to the same one
+        write_json_atomic(run_dir / MLFLOW_RECORD, {"settings": mlflow})
     with registry:
         registry.reconcile()  # a command that changes state records the runs that vanished since
         registry.add_run(run_id, job=spec.name, run_dir=run_dir, devices=plan.devices.text, tags=tags,

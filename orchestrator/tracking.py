@@ -2,8 +2,8 @@
 tracker: the MLflow store a run logs to (the job's `mlflow.tracking_uri`, else MLFLOW_TRACKING_URI,
 else a SQLite file in the runs folder), TensorBoard, and Ultralytics' own integrations. `plan` prints
 these lines and refuses what would fail later (a password in the URI, a store folder it cannot write);
-`create_run` writes the effective settings into the run's job, so a resume logs to the same store
-from any shell."""
+`create_run` writes the effective settings into the run's mlflow.json, so a resume logs to the same
+store from any shell."""
 
 from __future__ import annotations
 
@@ -111,8 +111,10 @@ def describe(spec: JobSpec, runs_root: Path) -> list[str]:
     lines = []
     mlflow = effective_mlflow(spec, runs_root)
     if mlflow is not None:
-        lines.append(f"MLflow: {mlflow['tracking_uri']} (experiment {mlflow['experiment']}); "
-                     f"if that store cannot be reached when the run starts, it logs to {mlflow['fallback_uri']}")
+        fallback = mlflow["fallback_uri"]
+        lines.append(f"MLflow: {mlflow['tracking_uri']} (experiment {mlflow['experiment']})"
+                     + (f"; if that store cannot be reached when the run starts, it logs to {fallback}"
+                        if fallback != mlflow["tracking_uri"] else ""))
     if spec.tensorboard:
         lines.append(f"TensorBoard: each run's scalars in RUN_DIR/tensorboard (tensorboard --logdir {runs_root})")
     if spec.export.formats:

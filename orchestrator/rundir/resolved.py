@@ -79,8 +79,9 @@ class RunJob:
 
     @property
     def mlflow(self) -> dict[str, Any] | None:
-        """The MLflow settings with the store decided at run creation (orchestrator/tracking.py); None: off."""
-        return dict(self.document["mlflow"]) if self.document.get("mlflow") else None
+        """The job's `mlflow` section as written (None: off); the store decided at run creation is in the
+        run's mlflow.json (orchestrator/tracking.py, worker/mlflow_logger.py)."""
+        return dict(self.document["mlflow"]) if self.document.get("mlflow") is not None else None
 
     @property
     def tensorboard(self) -> bool:

@@ -11,7 +11,7 @@ from pathlib import Path
 ULTRALYTICS_INTEGRATIONS = ("clearml", "comet", "dvc", "mlflow", "raytune", "tensorboard")
 EVERY_ULTRALYTICS_INTEGRATION = (*ULTRALYTICS_INTEGRATIONS, "wandb")
 
-MLFLOW_RECORD = "mlflow.json"  # the MLflow run this run logs to: tracking URI, experiment and run ids
+MLFLOW_RECORD = "mlflow.json"  # the store decided at run creation (`settings`), then the MLflow run(s) it logs to
 MLFLOW_DB = "mlflow.db"  # the default store: one SQLite file in the runs folder for every run under it
 MLFLOW_ARTIFACTS = "mlartifacts"  # the default store's artifacts, beside it
 TENSORBOARD = "tensorboard"  # the run's TensorBoard event files (tensorboard --logdir runs/)

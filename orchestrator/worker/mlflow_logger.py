@@ -42,7 +42,7 @@ class MlflowLogger:
 
     def __init__(self, run_dir: Path, resolved: ResolvedRun):
         self.run_dir, self.resolved = Path(run_dir), resolved
-        self.settings = resolved.job.mlflow or {}
+        self.settings = read_record(run_dir).get("settings") or {}  # decided at run creation (orchestrator/tracking.py)
         self.client = None
         self.uri: str | None = None
         self.run_id: str | None = None
@@ -56,6 +56,8 @@ class MlflowLogger:
         warning when the store it was asked for could not be used; None when nothing went wrong."""
         for key, value in HTTP_DEFAULTS.items():
             os.environ.setdefault(key, value)
+        if not self.settings.get("tracking_uri"):
+            return self._warn(f"{self.run_dir / MLFLOW_RECORD} holds no MLflow settings: this run is not logged to MLflow")
         primary, fallback = self.settings["tracking_uri"], self.settings.get("fallback_uri")
         why = self._try(primary)
         if why is None:
