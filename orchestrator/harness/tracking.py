@@ -38,12 +38,13 @@ def artifact_paths(uri: str, run_id: str, folder: str | None = None) -> list[str
     return sorted(a.path for a in mlflow_client(uri).list_artifacts(run_id, folder))
 
 
-def tensorboard_steps(run_dir: Path, tag: str) -> list[int]:
-    """The steps of every scalar `tag` in the run's TensorBoard event files, over all files (attempts)."""
+def tensorboard_steps(run_dir: Path, tag: str, folder: str = TENSORBOARD) -> list[int]:
+    """The steps of every scalar `tag` in the event files of RUN_DIR/folder (default: the tool's own
+    TensorBoard folder; "" for the run directory, where Ultralytics' own callback writes), over all files."""
     from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 
     steps = []
-    for path in sorted((Path(run_dir) / TENSORBOARD).glob("events.out.tfevents.*")):
+    for path in sorted((Path(run_dir) / folder).glob("events.out.tfevents.*")):
         for event in EventFileLoader(str(path)).Load():
             if event.HasField("summary") and any(v.tag == tag for v in event.summary.value):
                 steps.append(event.step)

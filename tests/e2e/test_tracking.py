@@ -98,13 +98,18 @@ def test_a_tracking_server_that_stops_mid_run_costs_nothing(tmp_path, mlflow_ser
 
 
 def test_an_unreachable_tracking_server_logs_to_the_local_store_with_one_warning(tmp_path):
+    """... with Ultralytics' own TensorBoard callback switched on too (`integrations:`), beside the tool's."""
     import socket
 
     with socket.socket() as s:  # a loopback port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     job = tracked_job(tmp_path, epochs=1, tracking_uri=f"http://127.0.0.1:{port}")
-    r = run_cli("submit", job, "--json", cwd=tmp_path, env=NO_ENV)
+    job.write_text(job.read_text() + "integrations: [tensorboard]\n")
+    # Ultralytics switches its integrations off when it sees pytest (PYTEST_CURRENT_TEST): run as a user would
+    env = {k: v for k, v in cli_env(NO_ENV).items() if k != "PYTEST_CURRENT_TEST"}
+    r = subprocess.run([sys.executable, "-m", "orchestrator", "submit", str(job), "--json"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     summary = json.loads(r.stdout)["summary"]
     local = f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}"
@@ -113,6 +118,10 @@ def test_an_unreachable_tracking_server_logs_to_the_local_store_with_one_warning
     assert r.stderr.count("MLflow store") == 1  # one warning line
     assert metric_steps(local, summary["mlflow"]["run_id"], MAP) == [1]
     assert mlflow_client(local).get_run(summary["mlflow"]["run_id"]).info.status == "FINISHED"
+    run_dir = Path(json.loads(r.stdout)["run_dir"])
+    # Ultralytics' own writer: epoch 1, then its final validation once more as step 2 (its callback's way)
+    assert tensorboard_steps(run_dir, "metrics/mAP50-95(B)", folder="") == [1, 2]
+    assert tensorboard_steps(run_dir, "metrics/mAP50-95(B)") == [1]  # the tool's
 
 
 
