@@ -19,7 +19,7 @@ import yaml
 
 from conftest import REPO, TINY_JOB, cli_env, processes_mentioning, run_cli, write_job
 
-# one test process runs them all: the one-process and two-rank trainings they compare are made once
+# meant to keep the module on one test process so its module-scoped trainings are made once (docs/testing.md)
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("distributed")]
 PROBE_ENV = "YOLO_ORCH_PROBE_DIR"
 

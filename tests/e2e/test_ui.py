@@ -21,7 +21,7 @@ import pytest
 
 from conftest import REPO, TINY_MODEL, cli_env, run_cli, write_job, write_sweep
 
-# one test process runs them all: the trained runs the pages show (`runs`) are made once, not once per process
+# meant to keep the module on one test process so `runs` is made once; measured: not yet (docs/testing.md)
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ui")]
 SECRET = "S3CRET-dashboard-4711"
 SHOTS = Path(os.environ.get("YOLO_ORCH_UI_SCREENSHOTS", "")) if os.environ.get("YOLO_ORCH_UI_SCREENSHOTS") else None

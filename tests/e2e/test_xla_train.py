@@ -229,7 +229,8 @@ def _drive(out: Path) -> None:
 
 # ================================================================================ tests (parent)
 
-# one test process runs them all: the module's trainings (`drive`, about 150 s on a Zen 3) run once, not once per process
+# meant to keep the module on one test process so `drive` (about 150 s on a Zen 3) runs once; measured: it still ran
+# in both processes (docs/testing.md, "Known waste")
 pytestmark = [pytest.mark.xla, pytest.mark.slow, pytest.mark.skipif(not XLA_OK, reason=XLA_WHY),
               pytest.mark.xdist_group("xla_train")]
 
