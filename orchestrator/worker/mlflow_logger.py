@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from orchestrator.rundir import BEST, ENV, EVENTS, RESOLVED, RESULTS, ResolvedRun, trained_epoch_events, write_json_atomic
+from orchestrator.rundir import BEST, ENV, RESOLVED, RESULTS, ResolvedRun, write_json_atomic
 from orchestrator.rundir.tracking import MLFLOW_RECORD, experiment_for
+from orchestrator.worker.trackers import first_line, trained_epoch_metrics
 from orchestrator.worker.wandb_reach import tcp_unreachable
 
 # MLflow's client retries a failing request 7 times with backoff (minutes per call): a training must not
@@ -146,8 +147,7 @@ class MlflowLogger:
 
     def catch_up(self) -> None:
         """Log the epochs earlier attempts trained that this store does not hold yet, in order."""
-        last = {e["epoch"]: e.get("metrics") or {} for e in trained_epoch_events(self.run_dir / EVENTS)}
-        for epoch, metrics in sorted(last.items()):
+        for epoch, metrics in trained_epoch_metrics(self.run_dir):
             self.log_epoch(epoch, metrics)
 
     def log_epoch(self, epoch: int, metrics: dict[str, Any]) -> None:
@@ -229,10 +229,6 @@ def unreachable(uri: str) -> str | None:
     if parts.scheme not in ("http", "https"):
         return None
     return tcp_unreachable(parts.hostname or "localhost", parts.port or (443 if parts.scheme == "https" else 80))
-
-
-def first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [""])[0][:200]
 
 
 def start_for_run(run_dir: Path, resolved: ResolvedRun, warn=None) -> MlflowLogger | None:

@@ -12,8 +12,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from orchestrator.rundir import EVENTS, ResolvedRun, trained_epoch_events
+from orchestrator.rundir import ResolvedRun
 from orchestrator.rundir.tracking import TENSORBOARD
+from orchestrator.worker.trackers import first_line, trained_epoch_metrics
 
 
 class TensorboardLogger:
@@ -33,13 +34,12 @@ class TensorboardLogger:
             self.logged_through = last_step(self.folder)
             self.writer = SummaryWriter(log_dir=str(self.folder))
         except Exception as exc:  # noqa: BLE001 - ImportError (no tensorboard), OSError: never costs the run
-            return self._lost(f"TensorBoard could not start ({type(exc).__name__}: {_first_line(exc)}): "
+            return self._lost(f"TensorBoard could not start ({type(exc).__name__}: {first_line(exc)}): "
                               "this run writes no TensorBoard scalars")
         return None
 
     def catch_up(self) -> None:
-        last = {e["epoch"]: e.get("metrics") or {} for e in trained_epoch_events(self.run_dir / EVENTS)}
-        for epoch, metrics in sorted(last.items()):
+        for epoch, metrics in trained_epoch_metrics(self.run_dir):
             self.log_epoch(epoch, metrics)
 
     def log_epoch(self, epoch: int, metrics: dict[str, Any]) -> None:
@@ -51,7 +51,7 @@ class TensorboardLogger:
                     self.writer.add_scalar(key, value, epoch)
             self.writer.flush()  # a kill loses nothing already logged
         except Exception as exc:  # noqa: BLE001
-            self._lost(f"TensorBoard stopped at epoch {epoch} ({type(exc).__name__}: {_first_line(exc)})")
+            self._lost(f"TensorBoard stopped at epoch {epoch} ({type(exc).__name__}: {first_line(exc)})")
             return
         self.logged_through = epoch
 
@@ -60,7 +60,7 @@ class TensorboardLogger:
             try:
                 self.writer.close()
             except Exception as exc:  # noqa: BLE001
-                self._lost(f"TensorBoard could not close its file ({type(exc).__name__}: {_first_line(exc)})")
+                self._lost(f"TensorBoard could not close its file ({type(exc).__name__}: {first_line(exc)})")
         self.writer = None
 
     def record(self) -> dict[str, Any]:
@@ -88,10 +88,6 @@ def last_step(folder: Path) -> int:
         except Exception:  # noqa: BLE001 - a file torn by a kill: the steps before the tear count
             continue
     return max(steps)
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [""])[0][:200]
 
 
 def start_for_run(run_dir: Path, resolved: ResolvedRun, warn=None) -> TensorboardLogger | None:

@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from orchestrator.rundir import EVENTS, ResolvedRun, trained_epoch_events
+from orchestrator.rundir import ResolvedRun
+from orchestrator.worker.trackers import first_line, trained_epoch_metrics
 
 # wandb's own default is 90 s, spent before the first epoch on a node whose W&B server is slow
 # or half-reachable; past this the run logs offline instead.
@@ -52,7 +53,7 @@ class WandbLogger:
                 try:
                     self.run = self._init("online")
                 except Exception as exc:  # noqa: BLE001 - wandb raises CommError, AuthenticationError, UsageError...
-                    why = f"wandb.init failed ({type(exc).__name__}: {_first_line(exc)})"
+                    why = f"wandb.init failed ({type(exc).__name__}: {first_line(exc)})"
                     _teardown()  # else the offline init below finds the half-started run's id "in use"
             if why is not None:
                 self.mode = "offline"
@@ -64,7 +65,7 @@ class WandbLogger:
             except Exception as exc:  # noqa: BLE001 - even offline W&B must not end the training
                 self.mode = "disabled"
                 warning = ((warning + "; then " if warning else "") + f"W&B could not start offline either "
-                           f"({type(exc).__name__}: {_first_line(exc)}): this run is not logged to W&B")
+                           f"({type(exc).__name__}: {first_line(exc)}): this run is not logged to W&B")
         return warning
 
     def _init(self, mode: str):
@@ -124,17 +125,6 @@ class WandbLogger:
             self.run.summary[f"final/{key}"] = value
         self.run.finish(exit_code=exit_code)
         self.run = None
-
-
-def trained_epoch_metrics(run_dir: Path) -> list[tuple[int, dict]]:
-    """(epoch, metrics) of each epoch the run trained (rundir.trained_epoch_events: an epoch a rewind
-    declared trained again is logged when it is), in order, the last record of an epoch winning."""
-    last = {event["epoch"]: event.get("metrics") or {} for event in trained_epoch_events(Path(run_dir) / EVENTS)}
-    return sorted(last.items())
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [""])[0][:200]
 
 
 def _teardown() -> None:
