@@ -19,7 +19,7 @@ import yaml
 
 from conftest import REPO, TINY_JOB, cli_env, processes_mentioning, run_cli, write_job
 
-# meant to keep the module on one test process so its module-scoped trainings are made once (docs/testing.md)
+# one test process runs the module, so its module-scoped trainings are made once (tests/unit/test_xdist_groups.py)
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("distributed")]
 PROBE_ENV = "YOLO_ORCH_PROBE_DIR"
 

@@ -21,7 +21,7 @@ import pytest
 
 from conftest import REPO, TINY_MODEL, cli_env, run_cli, write_job, write_sweep
 
-# meant to keep the module on one test process so `runs` is made once; measured: not yet (docs/testing.md)
+# one test process runs the module, so `runs` is made once (tests/unit/test_xdist_groups.py)
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ui")]
 SECRET = "S3CRET-dashboard-4711"
 SHOTS = Path(os.environ.get("YOLO_ORCH_UI_SCREENSHOTS", "")) if os.environ.get("YOLO_ORCH_UI_SCREENSHOTS") else None

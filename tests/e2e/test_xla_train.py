@@ -229,8 +229,7 @@ def _drive(out: Path) -> None:
 
 # ================================================================================ tests (parent)
 
-# meant to keep the module on one test process so `drive` (about 150 s on a Zen 3) runs once; measured: it still ran
-# in both processes (docs/testing.md, "Known waste")
+# one test process runs the module, so `drive` (about 150 s on a Zen 3) is made once (tests/unit/test_xdist_groups.py)
 pytestmark = [pytest.mark.xla, pytest.mark.slow, pytest.mark.skipif(not XLA_OK, reason=XLA_WHY),
               pytest.mark.xdist_group("xla_train")]
 
