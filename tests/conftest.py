@@ -16,6 +16,7 @@ import pytest
 
 from orchestrator.harness import Unavailable
 from orchestrator.harness.cli import REPO, cli_env, run_cli  # noqa: F401 (the tests' own imports)
+from orchestrator.harness.dashboard import find_browser
 from orchestrator.harness.jobs import (DEFAULT_WANDB, SWEEP, TINY_JOB, TINY_MODEL, space, write_job,  # noqa: F401
                                        write_sweep, write_text)
 from orchestrator.harness.processes import processes_naming as processes_mentioning  # noqa: F401
@@ -100,6 +101,12 @@ def private_pg():
     server = started(PrivateServer)
     yield server
     server.remove()
+
+
+@pytest.fixture(scope="session")
+def browser() -> str:
+    """Chromium's path (installed when missing): the dashboard's pages as a person sees them."""
+    return started(find_browser)
 
 
 @pytest.fixture

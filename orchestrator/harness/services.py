@@ -72,16 +72,17 @@ class PrivateServer:
 class MlflowServer:
     """`mlflow server` on a loopback port of its own, its SQLite store in `folder` (MLflow's job runner off:
     it starts seven consumer processes a test does not need). `.url`, `.stop()` (the whole process group:
-    uvicorn's workers too), `.start()` again on the same port and store."""
+    uvicorn's workers too), `.start()` again on the same port and store. `store`: serve that store instead (a
+    runs folder's sqlite:///RUNS_DIR/mlflow.db, as `mlflow ui` would)."""
 
-    def __init__(self, folder: Path, timeout: float = 120):
+    def __init__(self, folder: Path, timeout: float = 120, store: str | None = None):
         import sys
 
         self.folder, self.port, self.timeout = Path(folder), _free_port(), timeout
         self.folder.mkdir(parents=True, exist_ok=True)
         self.url = f"http://127.0.0.1:{self.port}"
         self.command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri",
-                        f"sqlite:///{self.folder / 'server.db'}", "--artifacts-destination",
+                        store or f"sqlite:///{self.folder / 'server.db'}", "--artifacts-destination",
                         (self.folder / "artifacts").as_uri(), "--host", "127.0.0.1", "--port", str(self.port),
                         "--workers", "1"]
         self.proc: subprocess.Popen | None = None
@@ -115,6 +116,39 @@ class MlflowServer:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(30)
         self.proc = None
+
+
+class TensorBoardServer:
+    """`tensorboard --logdir logdir` on a loopback port of its own; `.url`, `.stop()`."""
+
+    def __init__(self, logdir: Path, timeout: float = 120):
+        import sys
+        import time
+        import urllib.request
+
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host",
+                                      "127.0.0.1", "--port", str(self.port)], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True, start_new_session=True)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise Unavailable(f"tensorboard exited {self.proc.returncode}: {self.proc.stderr.read()[-300:]}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/data/logdir", timeout=2):
+                    return
+            except OSError:
+                time.sleep(0.3)
+        self.stop()
+        raise Unavailable(f"tensorboard did not answer within {timeout:.0f} s")
+
+    def stop(self) -> None:
+        import signal
+
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(30)
 
 
 def slurm_command(env: dict[str, str], *args: str) -> str:

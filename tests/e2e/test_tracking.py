@@ -5,8 +5,10 @@ stops mid-run or cannot be reached costs nothing. Every run here has the quickst
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -16,6 +18,7 @@ import pytest
 import yaml
 
 from conftest import DEFAULT_WANDB, TINY_MODEL, cli_env, run_cli, wait_first_epoch, write_job
+from orchestrator.harness.dashboard import Dashboard
 from orchestrator.harness.tracking import (artifact_paths, metric_steps, mlflow_client, mlflow_record, mlflow_runs,
                                            tensorboard_steps)
 
@@ -29,9 +32,9 @@ def tracked_job(tmp_path: Path, epochs: int, export: list[str] | None = None, **
                      tensorboard=True, export=export or [])
 
 
-def test_a_killed_and_resumed_run_is_one_mlflow_run_with_each_epoch_once(tmp_path):
+def test_a_killed_and_resumed_run_is_one_mlflow_run_with_each_epoch_once(tmp_path, browser):
     """... and, finished, exported to ONNX and TorchScript (the job's `export:`), then to OpenVINO by
-    `yolo-orch export`: each file validated within the tolerance of best.pt, and in MLflow."""
+    `yolo-orch export`: each file validated within the tolerance of best.pt, in MLflow and on the dashboard."""
     job = tracked_job(tmp_path, epochs=3, export=["onnx", "torchscript"], tags={"team": "vision"})
     env = cli_env({**NO_ENV, "YOLO_ORCH_FAULT_SLEEP": "epoch=2,seconds=300"})  # held in epoch 2: killed there
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "submit", str(job)], cwd=tmp_path, env=env,
@@ -74,6 +77,29 @@ def test_a_killed_and_resumed_run_is_one_mlflow_run_with_each_epoch_once(tmp_pat
     assert artifact_paths(uri, run.info.run_id, "exports") == \
         ["exports/best.onnx", "exports/best.torchscript", "exports/best_openvino_model"]
     assert mlflow_client(uri).get_run(run.info.run_id).data.tags["export.openvino"] == "ok"
+    dashboard_shows(tmp_path, browser, run_dir, summary)
+
+
+def dashboard_shows(tmp_path: Path, browser: str, run_dir: Path, summary: dict) -> None:
+    """The run page's "tracking and export" section: the MLflow run, the TensorBoard folder, each export's
+    file (a link where it is one file), its size and its verdict."""
+    board = Dashboard(tmp_path / "runs", browser, tmp_path)
+    try:
+        dom = board.dom(f"/run/{run_dir.name}", shot="run-tracking.png")
+    finally:
+        board.stop()
+    section = re.search(r'<section id="tracking">(.*?)</section>', dom, re.S)
+    assert section, dom[-3000:]
+    text = html.unescape(re.sub(r"<[^>]+>", " ", section.group(1)))
+    assert f"MLflow: run {summary['mlflow']['run_id']} in {summary['mlflow']['tracking_uri']}" in text
+    assert f"TensorBoard: {run_dir / 'tensorboard'} (epochs logged: 3;" in text
+    rows = re.findall(r'<tr data-format="(\w+)"[^>]*>(.*?)</tr>', section.group(1), re.S)
+    assert sorted(fmt for fmt, _ in rows) == ["onnx", "openvino", "torchscript"]
+    for fmt, row in rows:
+        assert "within the tolerance" in row and f"{summary['exports'][fmt]['size_bytes'] / 1e6:.1f} MB" in row
+    links = dict(rows)
+    assert f'href="/files/{run_dir.name}/exports/best.onnx"' in links["onnx"]
+    assert "href=" not in links["openvino"]  # a folder: named, not linked
 
 
 def test_a_tracking_server_that_stops_mid_run_costs_nothing(tmp_path, mlflow_server):

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import re
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -19,72 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, TINY_MODEL, cli_env, run_cli, write_job, write_sweep
+from conftest import TINY_MODEL, cli_env, run_cli, write_job, write_sweep
+from orchestrator.harness.dashboard import Dashboard
 
 # one test process runs the module, so `runs` is made once (tests/unit/test_xdist_groups.py)
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ui")]
 SECRET = "S3CRET-dashboard-4711"
-SHOTS = Path(os.environ.get("YOLO_ORCH_UI_SCREENSHOTS", "")) if os.environ.get("YOLO_ORCH_UI_SCREENSHOTS") else None
-
-
-@pytest.fixture(scope="module")
-def browser() -> str:
-    r = subprocess.run(["bash", str(REPO / "scripts" / "browser.sh")], capture_output=True, text=True, timeout=600)
-    if r.returncode != 0:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"no browser in CI: {r.stderr.strip()}")
-        pytest.skip(f"no browser: {r.stderr.strip()}")
-    return r.stdout.strip().splitlines()[-1]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Dashboard:
-    def __init__(self, runs: Path, browser: str, tmp: Path):
-        self.port, self.browser, self.tmp = _free_port(), browser, tmp
-        self.url = f"http://127.0.0.1:{self.port}"
-        start = time.monotonic()
-        self.proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "ui", "--runs-dir", str(runs), "--port",
-                                      str(self.port)], env=cli_env(), stderr=subprocess.PIPE, text=True)
-        while True:
-            try:
-                urllib.request.urlopen(self.url + "/api/runs", timeout=1)
-                break
-            except OSError:
-                assert self.proc.poll() is None, self.proc.stderr.read()
-                assert time.monotonic() - start < 30, "the dashboard did not start"
-                time.sleep(0.1)
-        self.started_in = time.monotonic() - start
-
-    def api(self, path: str):
-        with urllib.request.urlopen(self.url + path, timeout=30) as r:
-            return json.loads(r.read())
-
-    def status(self, path: str) -> int:
-        try:
-            with urllib.request.urlopen(self.url + path, timeout=30) as r:
-                return r.status
-        except urllib.error.HTTPError as exc:
-            return exc.code
-
-    def dom(self, path: str, budget_ms: int = 8000, shot: str | None = None) -> str:
-        """The page as the browser leaves it after running its script (and a screenshot, when asked)."""
-        base = [self.browser, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={self.tmp / 'chrome'}",
-                f"--virtual-time-budget={budget_ms}", "--window-size=1280,1800"]
-        r = subprocess.run([*base, "--dump-dom", self.url + path], capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, r.stderr[-2000:]
-        if shot and SHOTS:
-            SHOTS.mkdir(parents=True, exist_ok=True)
-            subprocess.run([*base, f"--screenshot={SHOTS / shot}", self.url + path], capture_output=True, timeout=300)
-        return r.stdout
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(30)
 
 
 def _submit(tmp: Path, name: str, *args: str, epochs: int = 3) -> dict:

@@ -118,6 +118,35 @@ function planSection(resolved) {
     el("h3", {}, "warnings"), el("ul", { class: "warnings" }, (s.warnings || []).map((w) => el("li", {}, w))));
 }
 
+// where the run's results went next: W&B, MLflow, TensorBoard (summary.json) and the exported files (its
+// `exports`, each compared with best.pt on the val split); nothing when the run used none of them
+function trackingSection(d) {
+  const summary = d.summary && !d.summary.damaged ? d.summary : {};
+  const resolved = d.resolved && !d.resolved.damaged ? d.resolved : {};
+  const lines = [];
+  if (resolved.wandb_mode && resolved.wandb_mode !== "disabled") lines.push(`W&B: ${resolved.wandb_mode}`);
+  if (summary.mlflow) lines.push(`MLflow: run ${summary.mlflow.run_id || "-"} in ${summary.mlflow.tracking_uri}`);
+  if (summary.tensorboard) lines.push(`TensorBoard: ${summary.tensorboard.folder} (epochs logged: ` +
+    `${summary.tensorboard.epochs ?? "-"}; tensorboard --logdir ${summary.tensorboard.folder})`);
+  const warnings = ["mlflow", "tensorboard"].flatMap((k) => ((summary[k] || {}).warnings || []).map((w) => `${k}: ${w}`));
+  const exports = Object.values(summary.exports || {});
+  if (!lines.length && !exports.length) return "";
+  const listed = new Set(Array.isArray(d.files) ? d.files.map((f) => f.path) : []);  // a folder (openvino) is not
+  const inRun = (file) => (file && file.startsWith(`${d.run_dir}/`) ? file.slice(d.run_dir.length + 1) : null);
+  const rows = exports.map((x) => {
+    const relative = inRun(x.file);
+    const verdict = x.error ? `failed: ${x.error}` : x.ok ? "within the tolerance" : "BEYOND the tolerance";
+    return { attrs: { "data-format": x.format, class: x.ok ? "" : "export-bad" }, cells: [x.format,
+      listed.has(relative) ? el("a", { href: `/files/${d.run.id}/${relative}` }, relative) : relative || x.file || "-",
+      x.size_bytes == null ? "-" : `${(x.size_bytes / 1e6).toFixed(1)} MB`, fmt(x.difference), fmt(x.tolerance), verdict] };
+  });
+  return el("section", { id: "tracking" }, el("h2", {}, "tracking and export"),
+    el("ul", {}, lines.map((line) => el("li", {}, line))),
+    warnings.length ? el("ul", { class: "warnings" }, warnings.map((w) => el("li", {}, w))) : "",
+    exports.length ? table(["format", "file", "size", "largest val metric difference from best.pt", "tolerance",
+      "verdict"], rows, "exports") : "");
+}
+
 function deviceSection(d) {
   const plan = (d.resolved && d.resolved.plan) || {};
   const env = d.env && !d.env.damaged ? d.env : {};
@@ -160,7 +189,7 @@ async function runPage() {
         `  ${r.task || ""} on ${r.devices || "-"}, epochs ${r.epochs_done ?? "-"}/${r.epochs ?? "-"}, ${headline(r)}, `,
         `wall ${dur(r.wall_s)}`, r.study ? el("a", { href: `/sweep/${r.study}` }, `  sweep ${r.study} #${r.trial}`) : ""),
       el("p", { class: "dim" }, d.run_dir)),
-    charts, planSection(d.resolved), deviceSection(d), timelineSection(d),
+    charts, planSection(d.resolved), trackingSection(d), deviceSection(d), timelineSection(d),
     el("section", { id: "log" }, el("h2", {}, "train.log (tail)"), damaged(d.log, "train.log"),
       el("pre", {}, typeof d.log === "string" ? d.log.split("\n").slice(-200).join("\n") : "no log")),
     filesSection(d));
