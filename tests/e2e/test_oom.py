@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from conftest import TINY_JOB, read_events, run_cli, write_job
+from orchestrator.harness.tracking import metric_steps, mlflow_runs, tensorboard_steps
 from orchestrator.registry import Registry
 
 OOM_JOB = {**TINY_JOB, "name": "oomjob", "epochs": 2, "reference": {"devices": 1, "batch": 6, "nbs": 16}}
@@ -33,7 +34,8 @@ def _images_per_step(start: dict) -> int:
 
 @pytest.mark.slow
 def test_oom_after_checkpoint_restarts_from_last_pt(tmp_path):
-    job = write_job(tmp_path, OOM_JOB)
+    """... and the restart continues the run's MLflow run and TensorBoard record, each epoch once."""
+    job = write_job(tmp_path, {**OOM_JOB, "mlflow": {}, "tensorboard": True})
     r = run_cli("submit", job, "--json", cwd=tmp_path, env={**ENV, "YOLO_ORCH_FAULT_OOM": "epoch=2"})
     assert r.returncode == 0, r.stdout + r.stderr
     out = json.loads(r.stdout)
@@ -66,6 +68,12 @@ def test_oom_after_checkpoint_restarts_from_last_pt(tmp_path):
     assert any("per-device batch 6 -> 3" in n["text"] for n in row["notes"])
     r = run_cli("show", run_dir.name, cwd=tmp_path, env=ENV)
     assert r.returncode == 0 and "oom recovery" in r.stdout
+    uri = summary["mlflow"]["tracking_uri"]
+    (run,) = mlflow_runs(uri, "oomjob")
+    assert run.info.run_id == summary["mlflow"]["run_id"] and run.info.status == "FINISHED"
+    assert run.data.tags["yolo_orch.attempt"] == "2" and run.data.tags["batch"] == "3"  # the restart's batch
+    assert metric_steps(uri, run.info.run_id, "metrics/mAP50-95B") == [1, 2]
+    assert tensorboard_steps(run_dir, "metrics/mAP50-95(B)") == [1, 2]
 
 
 @pytest.mark.slow
