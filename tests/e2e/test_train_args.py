@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from conftest import REPO, run_cli
+from orchestrator.tasks import TASKS
 
 TINY = str(REPO / "tests" / "assets" / "tiny-det.yaml")
 
@@ -61,7 +62,7 @@ ULTRALYTICS_FORMS = {
 }
 
 
-@pytest.mark.parametrize("task", ["detect", "segment", "pose", "obb", "classify"])
+@pytest.mark.parametrize("task", TASKS)
 def test_ultralytics_cli_test_commands_plan_alike(tmp_path, task):
     from orchestrator.data.synth import generate_dataset
     from orchestrator.tasks import EXAMPLE_MODELS
