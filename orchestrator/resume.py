@@ -264,7 +264,8 @@ def move_to(resolved: ResolvedRun, devices: str | None) -> bool:
     except DeviceSpecError as exc:
         raise exc.under("--devices" if devices else f"plan.devices in {RESOLVED}") from None
     if wanted.text == resolved.plan.devices:
-        planmod.checked_release(resolved.plan.train_args.get("optimizer"), wanted)
+        args = resolved.plan.train_args
+        planmod.checked_release(args.get("optimizer"), wanted, resolved.job.task, str(args.get("model") or ""))
         return False
     new = replan(resolved, devices=wanted.text)
     missing = launch.unavailable(new.launcher, wanted)

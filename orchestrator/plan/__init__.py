@@ -197,11 +197,13 @@ def refuse_xla_task(task: str | None, target_spec: DeviceSpec) -> None:
                         f"(its fixed-shape loss is the detection loss); task {task} trains on cpu, cpu:N or GPUs")
 
 
-def checked_release(optimizer: str | None, target_spec: DeviceSpec) -> str:
-    """The installed Ultralytics release, when it can run this optimizer on this launcher (else a
-    UserError saying which release can): the plan's check, and a resume's on the run's own devices."""
+def checked_release(optimizer: str | None, target_spec: DeviceSpec, task: str | None = None,
+                    model: str | None = None) -> str:
+    """The installed Ultralytics release, when it can run this optimizer on this launcher, this task and this
+    model family (else a UserError saying which release can): the plan's check, and a resume's on the run's
+    own devices."""
     release = ultralytics_cfg.version()
-    refused = releases.refusal(release, optimizer, target_spec.backend, target_spec.text)
+    refused = releases.refusal(release, optimizer, target_spec.backend, target_spec.text, task=task, model=model)
     if refused:
         raise UserError(refused)
     return release
@@ -228,7 +230,7 @@ def assemble(spec, hyp: dict[str, Any], nc: int | None, train_images: int | None
     scaled = scale_for(spec, hyp, nc, train_images, target_spec, policy, max_batch_per_device)
     args = {**base_args, **scaled.passed, **(overrides or {})}
     args["device"] = target_spec.ultralytics_device()
-    release = checked_release(args.get("optimizer"), target_spec)
+    release = checked_release(args.get("optimizer"), target_spec, spec.task, str(args.get("model") or ""))
     scaled.warnings += accumulate_warning(scaled.effective, release) + releases.untested(release)
     return Assembled(scaled, args, release)
 

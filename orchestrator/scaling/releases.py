@@ -29,6 +29,14 @@ LAUNCHER_MINIMUM = {
     "xla": ((8, 4, 135), "the XLA backend builds on Ultralytics' E2ELoss (8.4.1) and "
                          "DetectionValidator._check_max_det (8.4.135)"),
 }
+# The oldest release that trains each task that came after 8.3.200: (release, the file and text that mark it,
+# bisected on the wheels; tests/e2e/test_releases_source.py checks both sides of each boundary).
+TASK_MINIMUM = {
+    "semantic": ((8, 4, 52), "cfg/__init__.py", '"semantic"'),  # SemanticDataset, yolo26-sem.yaml
+    "depth": ((8, 4, 104), "cfg/__init__.py", '"depth"'),  # DepthDataset, yolo26-depth.yaml
+}
+# The oldest release that builds a model family (by the model's file name): YOLO26's yamls came with 8.4.0.
+FAMILY_MINIMUM = {"yolo26": ((8, 4, 0), "cfg/models/26/yolo26.yaml")}
 
 
 @dataclass(frozen=True)
@@ -120,7 +128,7 @@ def untested(version: str) -> list[str]:
 
 
 def refusal(version: str, optimizer: str | None = None, launcher: str = "local", devices: str = "",
-            accepted: str = ACCEPTED) -> str | None:
+            accepted: str = ACCEPTED, task: str | None = None, model: str | None = None) -> str | None:
     """Why the installed release cannot run this training (None: it can)."""
     release = parse(version)
     if release is None:
@@ -139,4 +147,13 @@ def refusal(version: str, optimizer: str | None = None, launcher: str = "local",
     if optimizer == "MuSGD" and release < (8, 4, 0):
         return (f"hyp.optimizer: MuSGD came with Ultralytics 8.4.0; the installed {version} has SGD, Adam, Adamax, "
                 "AdamW, NAdam, RAdam, RMSprop")
+    if task in TASK_MINIMUM and release < TASK_MINIMUM[task][0]:
+        needed = text(TASK_MINIMUM[task][0])
+        return (f"task: {task} came with Ultralytics {needed}; the installed {version} does not train it: "
+                f"pip install 'ultralytics>={needed},<8.5'")
+    family = next((f for f in FAMILY_MINIMUM if model and f in model.rsplit("/", 1)[-1].lower()), None)
+    if family and release < FAMILY_MINIMUM[family][0]:
+        needed = text(FAMILY_MINIMUM[family][0])
+        return (f"model: {family.upper()} models came with Ultralytics {needed}; the installed {version} cannot build "
+                f"{model}: pip install 'ultralytics>={needed},<8.5', or a yolo11 model")
     return None

@@ -52,3 +52,18 @@ def test_the_oldest_working_release_is_the_first_with_what_the_worker_imports():
     file, marker = releases.OLDEST_MARKER
     assert marker not in _source(_before(releases.OLDEST_WORKING), file)
     assert marker in _source(releases.text(releases.OLDEST_WORKING), file)
+
+
+@pytest.mark.parametrize("task", sorted(releases.TASK_MINIMUM))
+def test_each_new_task_begins_where_the_table_says(task):
+    since, file, marker = releases.TASK_MINIMUM[task]
+    assert marker not in _source(_before(since), file).split("TASKS =", 1)[1].split("\n", 1)[0]
+    assert marker in _source(releases.text(since), file).split("TASKS =", 1)[1].split("\n", 1)[0]
+
+
+def test_yolo26_begins_where_the_table_says():
+    since, path = releases.FAMILY_MINIMUM["yolo26"]
+    with zipfile.ZipFile(_wheel(_before(since))) as wheel:
+        assert f"ultralytics/{path}" not in wheel.namelist()
+    with zipfile.ZipFile(_wheel(releases.text(since))) as wheel:
+        assert f"ultralytics/{path}" in wheel.namelist()

@@ -73,6 +73,21 @@ def test_releases_that_cannot_run_are_refused_in_one_line():
     assert releases.refusal("8.3.199") is not None and releases.refusal("8.3.200") is None
 
 
+
+def test_a_task_or_model_family_newer_than_the_installed_release_is_refused_in_one_line():
+    assert releases.refusal("8.4.51", task="semantic") == (
+        "task: semantic came with Ultralytics 8.4.52; the installed 8.4.51 does not train it: "
+        "pip install 'ultralytics>=8.4.52,<8.5'")
+    assert releases.refusal("8.4.52", task="semantic") is None
+    assert "task: depth came with Ultralytics 8.4.104" in releases.refusal("8.4.103", task="depth")
+    assert releases.refusal("8.4.104", task="depth") is None
+    assert releases.refusal("8.3.200", task="pose") is None
+    assert "model: YOLO26 models came with Ultralytics 8.4.0; the installed 8.3.250 cannot build yolo26n.yaml" in \
+        releases.refusal("8.3.250", model="yolo26n.yaml")
+    assert releases.refusal("8.3.250", model="/work/models/my-yolo11n.yaml") is None
+    assert releases.refusal("8.4.0", model="/work/yolo26n-seg.yaml") is None
+
+
 def test_a_release_newer_than_the_tested_ones_plans_with_a_warning_naming_the_check(tmp_path, monkeypatch):
     plan = _plan(tmp_path, monkeypatch, "8.4.191")
     assert plan.ultralytics == "8.4.191"
