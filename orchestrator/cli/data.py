@@ -19,7 +19,7 @@ def synth_cmd(
     classes: int = typer.Option(3, "--classes", help="Number of shape classes (1-8)."),
     imgsz: int = typer.Option(128, "--imgsz", help="Image size in pixels."),
     seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same bytes)."),
-    task: str = typer.Option("detect", "--task", help="detect, segment, pose, obb or classify: the labels written."),
+    task: str = typer.Option("detect", "--task", help="detect, segment, pose, obb, classify, semantic or depth: the labels, masks or depth maps written."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Write a deterministic synthetic dataset in the task's Ultralytics format (boxes, polygons,

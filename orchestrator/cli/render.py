@@ -8,7 +8,7 @@ from typing import Any, Callable, Iterator
 from rich.table import Table
 
 from orchestrator.plan import Plan
-from orchestrator.tasks import headline
+from orchestrator.tasks import LOSSES, headline, task_of_keys
 from orchestrator.scaling.types import ScaleResult
 
 
@@ -132,7 +132,7 @@ def training_progress(console, total: int, completed: int = 0) -> Iterator[Calla
             elif kind == "epoch":
                 m = event.get("metrics") or {}
                 label, value = headline(m)[-1]
-                loss = "train/box_loss" if "train/box_loss" in m else "train/loss"
+                loss = f"train/{LOSSES[task_of_keys(m)][0]}"  # box_loss; classify's loss, ce_loss, dlog_loss
                 text = f"{label} {value or 0:.3f}  {loss.split('/')[1].replace('_', ' ')} {m.get(loss) or 0:.3f}"
                 progress.update(task, completed=event["epoch"], metrics=text)
             elif kind in ("oom_restart", "warning"):  # OOM recovery (docs/operations.md), W&B fallback

@@ -12,3 +12,9 @@ def dataset_path(out_dir, task: str):
     """What a job's `data` names for a generated dataset in `out_dir` (a pathlib.Path): its data.yaml,
     or the folder itself for classify (Ultralytics' classify `data` is a folder of class folders)."""
     return out_dir if task == "classify" else out_dir / "data.yaml"
+
+
+def synth_nc(task: str, classes: int) -> int:
+    """The classes a generated dataset's data.yaml names for `classes` shapes: semantic adds the background
+    (class 0), depth has one output (metres per pixel); every other task one class per shape."""
+    return classes + 1 if task == "semantic" else 1 if task == "depth" else classes

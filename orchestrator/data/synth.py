@@ -14,12 +14,21 @@ label describes a fully visible object. Labels per task (Ultralytics' formats, c
     obb       class x1 y1 x2 y2 x3 y3 x4 y4         the shape drawn rotated: the corners of its rotated box
     classify  (no label files)                      one shape per image, 40-80 % of the side, in a folder
                                                     per class; classes balanced (image i has class i % nc)
+    semantic  masks/SPLIT/NNNNNN.png                a class id per pixel (8-bit): 0 the background, 1..nc
+                                                    the shapes, 255 (ignored) on each shape's anti-aliased edge
+    depth     depth/SPLIT/NNNNNN.png                metres x 1000 per pixel (16-bit, depth_scale 1000): the
+                                                    background recedes from 3 m (bottom) to 8 m (top), each
+                                                    shape stands at 0.45 m / its size (0.9-3 m); the image
+                                                    is shaded by depth (nearer is brighter), so it
+                                                    determines the map
 
 Layout written under ``out_dir``::
 
     images/train/000000.png ...   labels/train/000000.txt ...     (classify: train/<class>/000000.png)
     images/val/000000.png ...     labels/val/000000.txt ...       (classify: val/<class>/000000.png)
-    data.yaml                     (path: <absolute out_dir>, train, val, nc, names; pose: kpt_shape, flip_idx)
+                                  (semantic: masks/, depth: depth/ instead of labels/)
+    data.yaml                     (path: <absolute out_dir>, train, val, nc, names; pose: kpt_shape, flip_idx;
+                                   semantic: masks_dir, names background + the shapes; depth: depth_scale)
     synth.json                    (manifest: generator version + config; written last)
 
 A classify dataset is the folder itself (Ultralytics' classify `data` is a folder); it holds no data.yaml.
@@ -50,7 +59,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from orchestrator.data import SYNTH_MAX_IMAGES, SYNTH_MAX_IMGSZ, dataset_path
+from orchestrator.data import SYNTH_MAX_IMAGES, SYNTH_MAX_IMGSZ, dataset_path, synth_nc
 from orchestrator.tasks import TASKS
 from orchestrator.data import shapes
 from orchestrator.data.shapes import SHAPE_NAMES
@@ -78,6 +87,14 @@ MAX_CLASSES = len(SHAPE_NAMES)
 POSE_KPT_SHAPE = [4, 3]  # top, right, bottom, left; x, y, visibility
 POSE_FLIP_IDX = [0, 3, 2, 1]  # a horizontal flip swaps right and left
 _SPLITS = ("train", "val")
+SEMANTIC_BACKGROUND = "background"  # class 0 of a semantic dataset; the shapes are 1..classes
+IGNORE = 255  # Ultralytics' ignore label in a semantic mask
+DEPTH_SCALE = 1000  # a depth PNG's value per metre (Ultralytics' default depth_scale)
+_FLOOR_DEPTH = (3.0, 8.0)  # metres at the image's bottom and top row
+_SHAPE_DEPTH = 0.45  # metres x the shape's size (fraction of the side): a larger shape is nearer
+_SHADE_AT = 0.9  # metres where shading is 1; farther pixels are darker, as sqrt(_SHADE_AT / depth)
+# The folder of each task's per-image targets (beside images/); classify has none.
+TARGETS = {"semantic": "masks", "depth": "depth"}
 
 
 @dataclass(frozen=True)
@@ -148,13 +165,14 @@ def _check_int(name: str, value: object, lo: int, hi: int | None = None) -> None
 # --------------------------------------------------------------------------- labels
 
 
-def _render(cfg: SynthConfig, split: str, index: int) -> tuple[Image.Image, list[str], int]:
-    """One image, its label lines and its class (classify; -1 otherwise); depends only on
-    (cfg, split, index)."""
+def _render(cfg: SynthConfig, split: str, index: int) -> tuple[Image.Image, list[str], int, np.ndarray | None]:
+    """One image, its label lines, its class (classify; -1 otherwise) and its per-pixel target (semantic: the
+    class ids, depth: metres; None otherwise); depends only on (cfg, split, index)."""
     size = cfg.imgsz
     rng = np.random.default_rng(cfg.stream(split, index))
     img, avoid = shapes.background(rng, size, cfg.style)
     classify = cfg.task == "classify"
+    target = _target_background(cfg.task, size)
     n = 1 if classify else int(rng.integers(_MIN_OBJECTS, _MAX_OBJECTS + 1))
     boxes: list[shapes.Box] = []
     lines: list[str] = []
@@ -172,11 +190,39 @@ def _render(cfg: SynthConfig, split: str, index: int) -> tuple[Image.Image, list
         label = _label(cfg.task, cls, np.asarray(mask) > 0, outline, drawn, angle, size)
         if label is None:  # no visible pixel: cannot happen for boxes >= 15 % of imgsz >= 32; be safe
             continue
+        _draw_target(cfg.task, target, np.asarray(mask), cls, box, size)
         boxes.append(box)
         lines.append(label)
+    if cfg.task == "depth":
+        img = img * _shading(target)[..., None]
     img = img + rng.normal(0.0, shapes.NOISE_SIGMA, size=img.shape)
     arr = np.clip(np.rint(img), 0, 255).astype(np.uint8)
-    return Image.fromarray(arr, "RGB"), lines, (index % cfg.classes if classify else -1)
+    return Image.fromarray(arr, "RGB"), lines, (index % cfg.classes if classify else -1), target
+
+
+def _target_background(task: str, size: int) -> np.ndarray | None:
+    """A semantic mask all background, or the depth of the receding floor (far at the top); else None."""
+    if task == "semantic":
+        return np.zeros((size, size), np.uint8)
+    if task == "depth":
+        near, far = _FLOOR_DEPTH
+        rows = np.linspace(far, near, size, dtype=np.float32)
+        return np.repeat(rows[:, None], size, axis=1)
+    return None
+
+
+def _draw_target(task: str, target: np.ndarray | None, mask: np.ndarray, cls: int, box, size: int) -> None:
+    """One shape into the per-pixel target: its class id (the anti-aliased edge ignored), or its depth."""
+    if task == "semantic":
+        target[mask == 255] = cls + 1
+        target[(mask > 0) & (mask < 255)] = IGNORE
+    elif task == "depth":
+        side = max(box[2] - box[0], box[3] - box[1]) / size
+        target[mask >= 128] = _SHAPE_DEPTH / side
+
+
+def _shading(depth: np.ndarray) -> np.ndarray:
+    return np.minimum(1.0, np.sqrt(_SHADE_AT / depth)).astype(np.float32)
 
 
 def _label(task: str, cls: int, pixels: np.ndarray, outline, drawn, angle: float, size: int) -> str | None:
@@ -228,7 +274,7 @@ def _looks_complete(out_dir: Path, cfg: SynthConfig) -> bool:
     if not (out_dir / "data.yaml").is_file():
         return False
     for split in _SPLITS:
-        for kind in ("images", "labels"):
+        for kind in ("images", TARGETS.get(cfg.task, "labels")):
             try:
                 if len(os.listdir(out_dir / kind / split)) != cfg.count(split):
                     return False
@@ -245,11 +291,19 @@ def _data_yaml_text(out_dir: Path, cfg: SynthConfig) -> str:
         f"path: {json.dumps(str(out_dir))}",
         "train: images/train",
         "val: images/val",
-        f"nc: {cfg.classes}",
     ]
+    names = cfg.names
     if cfg.task == "pose":
         lines += [f"kpt_shape: {POSE_KPT_SHAPE}", f"flip_idx: {POSE_FLIP_IDX}"]
-    lines += ["names:"] + [f"  {i}: {name}" for i, name in enumerate(cfg.names)]
+    if cfg.task == "semantic":
+        lines += [f"masks_dir: {TARGETS['semantic']}"]
+        names = [SEMANTIC_BACKGROUND, *names]
+    if cfg.task == "depth":
+        lines += [f"depth_scale: {DEPTH_SCALE}"]
+        names = ["depth"]  # one output: metres per pixel
+    assert len(names) == synth_nc(cfg.task, cfg.classes)  # the plan's count (data/__init__.py) is this one
+    lines.insert(5, f"nc: {len(names)}")
+    lines += ["names:"] + [f"  {i}: {name}" for i, name in enumerate(names)]
     return "\n".join(lines) + "\n"
 
 
@@ -260,18 +314,29 @@ def _write_all(tmp: Path, final: Path, cfg: SynthConfig) -> None:
                 (tmp / split / name).mkdir(parents=True)
         else:
             (tmp / "images" / split).mkdir(parents=True)
-            (tmp / "labels" / split).mkdir(parents=True)
+            (tmp / TARGETS.get(cfg.task, "labels") / split).mkdir(parents=True)
         for i in range(cfg.count(split)):
-            image, lines, cls = _render(cfg, split, i)
+            image, lines, cls, target = _render(cfg, split, i)
             if cfg.task == "classify":
                 image.save(tmp / split / cfg.names[cls] / f"{i:06d}.png", format="PNG", compress_level=6)
                 continue
             image.save(tmp / "images" / split / f"{i:06d}.png", format="PNG", compress_level=6)
+            if target is not None:
+                _target_image(cfg.task, target).save(tmp / TARGETS[cfg.task] / split / f"{i:06d}.png", format="PNG",
+                                                     compress_level=6)
+                continue
             (tmp / "labels" / split / f"{i:06d}.txt").write_text("".join(line + "\n" for line in lines))
     if cfg.task != "classify":
         (tmp / "data.yaml").write_text(_data_yaml_text(final, cfg))
     # The manifest is written last: its presence marks a complete dataset.
     (tmp / MANIFEST_NAME).write_text(json.dumps(cfg.manifest(), indent=2, sort_keys=True) + "\n")
+
+
+def _target_image(task: str, target: np.ndarray) -> Image.Image:
+    """A semantic mask as an 8-bit grey PNG; a depth map as a 16-bit one (millimetres)."""
+    if task == "depth":
+        return Image.fromarray(np.clip(np.rint(target * DEPTH_SCALE), 1, 65535).astype(np.uint16))
+    return Image.fromarray(target, "L")
 
 
 def generate_dataset(

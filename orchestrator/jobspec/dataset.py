@@ -1,7 +1,8 @@
 """A dataset, read as Ultralytics will read it for the job's task, and its labels checked before anything
 runs (no torch: these are text files and folder walks). Detect, segment, pose and obb datasets are a
-data.yaml with label files (each task its own line format); a classify dataset is a folder of
-train/ and val/ (or test/) folders, one folder per class.
+data.yaml with label files (each task its own line format); semantic and depth datasets a data.yaml with a
+mask or depth map per image (jobspec/pixel_targets.py; semantic without `masks_dir`: polygon label files); a
+classify dataset is a folder of train/ and val/ (or test/) folders, one folder per class.
 
 Ultralytics (`ultralytics.data.utils.check_det_dataset`) resolves a relative `path:` against the
 training process's current folder, else its settings' `datasets_dir`; a hand-written data.yaml often
@@ -17,6 +18,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orchestrator.jobspec import pixel_targets
 from orchestrator.jobspec.files import read_regular_bounded
 
 # Ultralytics' IMG_FORMATS (ultralytics/data/utils.py): the files its dataset counts as images.
@@ -85,6 +87,7 @@ def check_yaml(cfg: dict, yaml_path: Path, label: str, task: str = "detect") -> 
     problems = [f"data: {label} has no '{key}' key" for key in ("train", "val") if key not in cfg]
     if task == "pose":
         problems += _check_kpt_shape(cfg, label)
+    problems += pixel_targets.yaml_problems(task, cfg, label)
     names, nc = cfg.get("names"), cfg.get("nc")
     if names is None and nc is None:
         problems.append(f"data: {label} has no 'names' key (nor 'nc')")
@@ -143,7 +146,21 @@ def label_values(task: str, cfg: dict) -> int | None:
     if task == "pose":
         kpts, dims = cfg["kpt_shape"]
         return 5 + kpts * dims
-    return {"obb": 9, "segment": None}.get(task, 5)
+    return {"obb": 9, "segment": None, "semantic": None}.get(task, 5)
+
+
+def per_pixel(task: str, cfg: dict) -> bool:
+    """Whether the dataset's targets are images (semantic masks under masks_dir, depth maps), not label lines:
+    a semantic data.yaml without masks_dir is polygon labels (Ultralytics' PolygonSemanticDataset)."""
+    return task == "depth" or (task == "semantic" and bool(cfg.get("masks_dir")))
+
+
+def trained_classes(task: str, cfg: dict, nc: int | None) -> int | None:
+    """The classes the model is built with: a semantic dataset of polygons with several classes gets a background
+    class more (Ultralytics' add_polygon_background); every other dataset its own."""
+    if task == "semantic" and not per_pixel(task, cfg) and nc is not None and nc > 1:
+        return nc + 1
+    return nc
 
 
 @dataclass
@@ -158,8 +175,8 @@ def scan(cfg: dict, yaml_path: Path, nc: int | None, task: str = "detect") -> Sc
     """Count the training images and check both splits' labels (Ultralytics' verify_image_label rules:
     5 values or a polygon per line, integer class in [0, nc), coordinates normalised). A split whose
     images have no label at all is an error (it would train to mAP 0); some images without labels are
-    background images, which Ultralytics trains on, and get a warning. Paths stay strings: pathlib
-    objects cost 3x the time of the walk itself on 50k images."""
+    background images, which Ultralytics trains on, and get a warning. Semantic masks and depth maps:
+    pixel_targets.scan. Paths stay strings: pathlib objects cost 3x the time of the walk itself on 50k images."""
     root = dataset_root(cfg, yaml_path)
     result = Scan(root=root, train_images=0)
     for split in ("train", "val"):
@@ -180,6 +197,11 @@ def scan(cfg: dict, yaml_path: Path, nc: int | None, task: str = "detect") -> Sc
                     continue
                 result.problems.append(f"data: no {split} images in {', '.join(map(str, entries))} (image files "
                                        "are those Ultralytics reads: .jpg, .png, ...)")
+                continue
+            if per_pixel(task, cfg):
+                targets = pixel_targets.scan(task, split, sorted(images), cfg, nc)
+                result.problems += targets.problems
+                result.warnings += targets.warnings
                 continue
             kpt_dims = cfg["kpt_shape"][1] if task == "pose" else 0
             _check_labels(split, sorted(images), nc, result, task, label_values(task, cfg), kpt_dims)
@@ -281,7 +303,9 @@ def _label_lines(path: str) -> tuple[list[tuple[int, str]], str | None]:
 LINE_FORMATS = {"detect": "5 values (class x y w h) or a polygon (class x1 y1 x2 y2 ...)",
                 "segment": "a polygon (class x1 y1 x2 y2 x3 y3 ...: at least 3 points)",
                 "obb": "9 values (class x1 y1 x2 y2 x3 y3 x4 y4: the rotated box's corners)",
-                "pose": "class x y w h and then the keypoints (kpt_shape)"}
+                "pose": "class x y w h and then the keypoints (kpt_shape)",
+                "semantic": "a polygon (class x1 y1 x2 y2 x3 y3 ...), which Ultralytics rasterises; or give the "
+                            "data.yaml a masks_dir of PNG masks"}
 
 
 def _bad_label(line: str, nc: int | None, task: str = "detect", expected: int | None = 5,
@@ -293,7 +317,7 @@ def _bad_label(line: str, nc: int | None, task: str = "detect", expected: int | 
     if not all(math.isfinite(v) for v in values):
         return f"not finite numbers (nan or inf): {line.strip()[:60]!r}"
     polygon = len(values) > 6 and len(values) % 2 == 1
-    if not (len(values) == expected or (task in ("detect", "segment") and polygon)):
+    if not (len(values) == expected or (task in ("detect", "segment", "semantic") and polygon)):
         return (f"expected {LINE_FORMATS[task]} for task {task}" + (f": {expected} values" if task == "pose" else "")
                 + f", got {len(values)}")
     cls = values[0]

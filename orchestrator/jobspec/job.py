@@ -232,7 +232,7 @@ class XlaOptions(Strict):
 class JobSpec(Strict):
     name: str = Field(pattern=NAME_PATTERN, description="run name: letters, digits, '.', '_', '-'")
     task: Optional[Literal[TASKS]] = Field(  # type: ignore[valid-type]
-        default=None, description="detect, segment, pose, obb or classify; unset: the model's task (loader.py)")
+        default=None, description="detect, segment, pose, obb, classify, semantic or depth; unset: the model's task (loader.py)")
     model: str = Field(default="yolo11n.yaml", min_length=1)
     data: str | DataSource
     epochs: int = Field(default=DEFAULTS["epochs"], ge=1, le=100000)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from orchestrator.data import dataset_path
+from orchestrator.data import dataset_path, synth_nc
 from orchestrator.data.cache import synth_dir
 from orchestrator.jobspec import dataset
 from orchestrator.errors import UserError
@@ -35,7 +35,8 @@ def describe_data(job: LoadedJob) -> DataInfo:
     data, task = job.spec.data, job.spec.task
     if not isinstance(data, str):
         cfg = data.synth
-        return DataInfo(dataset_path(synth_dir(cfg.model_dump(), task), task), cfg.classes, cfg.images, synth=cfg)
+        return DataInfo(dataset_path(synth_dir(cfg.model_dump(), task), task), synth_nc(task, cfg.classes), cfg.images,
+                        synth=cfg)
     path = job.resolve_path(data).resolve()
     if task == "classify":
         found = dataset.scan_folders(path)
@@ -49,4 +50,5 @@ def describe_data(job: LoadedJob) -> DataInfo:
     if found.problems:
         raise UserError(found.problems)
     root = found.root if dataset.relative_root(cfg) else None
-    return DataInfo(path, nc, found.train_images, root=root, warnings=found.warnings)
+    return DataInfo(path, dataset.trained_classes(task, cfg, nc), found.train_images, root=root,
+                    warnings=found.warnings)

@@ -180,9 +180,10 @@ def other_family(model: str) -> str | None:
 
 
 def _check_model_task(job: LoadedJob, built: str | None) -> list[str]:
-    """A segment/pose/obb/classify model under another task would build or load the wrong head."""
+    """A model of one task (segment, pose, obb, classify, semantic, depth) under another would build or load
+    the wrong head."""
     task = job.spec.task
-    if built is not None and built not in TASKS:  # e.g. Ultralytics' semantic or depth heads
+    if built is not None and built not in TASKS:  # a task of a later Ultralytics this tool does not know
         return [f"model: {job.spec.model} is a {built} model; yolo-orch trains {', '.join(TASKS)} models"]
     if task is None:
         job.spec.task = built or "detect"

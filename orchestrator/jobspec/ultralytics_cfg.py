@@ -167,12 +167,13 @@ def model_yaml_task(path: Path) -> str | None:
     return None
 
 
-FILENAME_TASKS = (("-seg", "segment"), ("-cls", "classify"), ("-pose", "pose"), ("-obb", "obb"))
+FILENAME_TASKS = (("-sem", "semantic"), ("-seg", "segment"), ("-cls", "classify"), ("-pose", "pose"), ("-obb", "obb"),
+                  ("-depth", "depth"))
 
 
 def weights_task(path: Path) -> str | None:
     """The task a .pt checkpoint trains, without torch: its `train_args` task read from the pickle's
-    opcodes (never executed); else Ultralytics' filename rule (guess_model_task: -seg, -cls, -pose, -obb,
+    opcodes (never executed); else Ultralytics' filename rule (guess_model_task: -sem, -seg, -cls, -pose, -obb, -depth,
     otherwise detect)."""
     return _checkpoint_task(path) or next((t for mark, t in FILENAME_TASKS if mark in Path(path).stem), "detect")
 

@@ -139,7 +139,7 @@ def _apply(ref: ReferenceHyp, rule: Rule, passed: dict[str, Any], images: int, i
 
 def _step_growth(ref: ReferenceHyp, images: int, images_ref: int, total: int, nbs: int, world: int) -> Fraction:
     """By how much Ultralytics' gradient per optimizer step grows at a fixed lr0 (the mean gradient's
-    multiple, target over reference). A summed loss (detect, segment, pose, obb): with the images per
+    multiple, target over reference). A summed loss (detect, segment, pose, obb, semantic, depth): with the images per
     step. Classify's loss is a mean per micro-batch that `_do_train` multiplies by the world size under
     DDP, and accumulation adds `accumulate` of them: with the micro-batches per step, world x accumulate."""
     if ref.task not in MEAN_LOSS_TASKS:

@@ -147,7 +147,8 @@ class Objective(Strict):
     @model_validator(mode="after")
     def _direction(self):
         if self.direction is None:
-            self.direction = "minimize" if "loss" in self.metric else "maximize"
+            lower = "loss" in self.metric or self.metric in tasks.LOWER_IS_BETTER  # depth's errors
+            self.direction = "minimize" if lower else "maximize"
         return self
 
 

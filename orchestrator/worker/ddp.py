@@ -112,6 +112,10 @@ def task_trainer(task: str):
     """The Ultralytics trainer class of `task`, as `YOLO(model, task=...)` picks it."""
     from ultralytics.models import yolo
 
+    if task == "semantic":  # 8.4.52 on (the plan refuses the task before it: scaling/releases.py)
+        return yolo.semantic.SemanticSegmentationTrainer
+    if task == "depth":  # 8.4.104 on
+        return yolo.depth.DepthTrainer
     return {"detect": yolo.detect.DetectionTrainer, "segment": yolo.segment.SegmentationTrainer,
             "pose": yolo.pose.PoseTrainer, "obb": yolo.obb.OBBTrainer,
             "classify": yolo.classify.ClassificationTrainer}[task]

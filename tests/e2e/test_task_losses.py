@@ -86,7 +86,7 @@ def test_ddp_multiplies_every_tasks_loss_by_the_world_size():
     assert "self.loss *= self.world_size" in source  # so a classify step grows with world x accumulate
 
 
-@pytest.mark.parametrize("task", ["segment", "pose", "obb", "classify"])
+@pytest.mark.parametrize("task", ["segment", "pose", "obb", "classify", "semantic", "depth"])
 def test_task_trainer_applies_scaler_effective(task, tmp_path):
     """Each task's trainer applies the scaler's effective values as DetectionTrainer does
     (test_scaler_vs_ultralytics.py): accumulate, the optimizer, its weight decay and lr0."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -18,11 +19,12 @@ import pytest
 import yaml
 
 from conftest import TINY_JOB, cli_env, read_events, run_cli, wait_first_epoch, write_job
+from orchestrator.harness.dashboard import Dashboard
 from orchestrator.tasks import EXAMPLE_MODELS, HEADLINE, METRICS
 
 pytestmark = pytest.mark.slow
 
-OTHER_TASKS = ("segment", "pose", "obb", "classify")
+OTHER_TASKS = ("segment", "pose", "obb", "classify", "semantic", "depth")
 NO_ENV_REGISTRY = {"YOLO_ORCH_REGISTRY": ""}
 
 
@@ -33,7 +35,7 @@ def task_job(tmp_path: Path, task: str, **changes) -> Path:
 
 
 @pytest.mark.parametrize("task", OTHER_TASKS)
-def test_task_trains_is_killed_and_resumes(task, tmp_path):
+def test_task_trains_is_killed_and_resumes(task, tmp_path, request):
     """Submit 2 epochs, kill -9 the orchestrator's group in epoch 2, resume: epoch 2 trains once, the
     summary holds the task's metrics and the CLI shows its headline (mask mAP, pose mAP, top-1)."""
     job = task_job(tmp_path, task, epochs=2)
@@ -57,9 +59,18 @@ def test_task_trains_is_killed_and_resumes(task, tmp_path):
     assert (run_dir / "weights" / "best.pt").is_file() and (run_dir / "results.csv").is_file()
     for label, _ in HEADLINE[task]:
         assert label in r.stdout, r.stdout
+    if task in ("semantic", "depth"):  # the dashboard's run page heads with the task's headline metric
+        board = Dashboard(runs, request.getfixturevalue("browser"), tmp_path)
+        try:
+            head = re.search(r'<section id="head">(.*?)</section>', board.dom(f"/run/{run_dir.name}"), re.S).group(1)
+        finally:
+            board.stop()
+        label, key = HEADLINE[task][-1]
+        shown = re.search(rf"{label} ([0-9.e+-]+)", head)
+        assert shown and float(shown.group(1)) == pytest.approx(summary["metrics"][key], rel=1e-3), head
 
 
-@pytest.mark.parametrize("task", ("classify", "segment"))
+@pytest.mark.parametrize("task", ("classify", "segment", "semantic", "depth"))
 def test_task_trains_on_two_cpu_processes(task, tmp_path):
     job = task_job(tmp_path, task, epochs=1)
     r = run_cli("submit", job, "-d", "cpu:2", cwd=tmp_path, env=NO_ENV_REGISTRY, timeout=600)
@@ -72,16 +83,17 @@ def test_task_trains_on_two_cpu_processes(task, tmp_path):
 
 
 @pytest.mark.parametrize("task", OTHER_TASKS)
-def test_task_sweeps_two_trials(task, tmp_path):
+def test_task_sweeps_its_trials(task, tmp_path):
+    """Two trials per task (three for semantic), each with the task's fitness as its value."""
     task_job(tmp_path, task, epochs=1)
     sweep = {"base": "job.yaml", "study": f"{task}-sweep", "objective": {"metric": "fitness"},
-             "pruner": {"name": "none"}, "budget": {"n_trials": 2},
+             "pruner": {"name": "none"}, "budget": {"n_trials": 3 if task == "semantic" else 2},
              "space": {"hyp": {"lr0": {"low": 0.001, "high": 0.004, "log": True}}}}
     (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(sweep))
     r = run_cli("sweep", tmp_path / "sweep.yaml", "--json", cwd=tmp_path, env=NO_ENV_REGISTRY, timeout=900)
     assert r.returncode == 0, r.stdout + r.stderr
     out = json.loads(r.stdout)
-    assert out["states"]["COMPLETE"] == 2, out
+    assert out["states"]["COMPLETE"] == (3 if task == "semantic" else 2), out
     assert all(isinstance(t["values"][0], float) for t in out["trials"])
 
 

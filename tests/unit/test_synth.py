@@ -446,3 +446,50 @@ def test_another_domain(tmp_path, small):
     a, b = _tree_digest(small.parent), _tree_digest(other.parent)
     assert all(a[k] != b[k] for k in a if k.startswith("images/"))
     assert _tree_digest(generate_dataset(tmp_path / "b2", **kwargs).parent) == b
+
+
+def test_semantic_masks_are_class_ids_with_the_edges_ignored(tmp_path):
+    """A mask per image, its size; ids 0 (background) .. nc-1 (the shapes) and 255 on anti-aliased edges; every
+    shape's class appears; the data.yaml names the background first, as Ultralytics' SemanticDataset reads it."""
+    data = generate_dataset(tmp_path / "sem", **SMALL, task="semantic")
+    cfg = yaml.safe_load(data.read_text())
+    assert cfg["masks_dir"] == "masks" and cfg["nc"] == 4 and cfg["names"][0] == "background"
+    assert not (data.parent / "labels").exists()
+    seen = set()
+    for split, n in (("train", SMALL["images"]), ("val", SMALL["val_images"])):
+        masks = sorted((data.parent / "masks" / split).glob("*.png"))
+        assert [m.stem for m in masks] == [p.stem for p in sorted((data.parent / "images" / split).glob("*.png"))]
+        assert len(masks) == n
+        for m in masks:
+            with Image.open(m) as im:
+                assert im.mode == "L" and im.size == (SMALL["imgsz"],) * 2
+                ids = set(np.unique(np.asarray(im)).tolist())
+            assert ids <= {0, 1, 2, 3, 255} and 0 in ids and ids & {1, 2, 3}
+            seen |= ids
+    assert {1, 2, 3, 255} <= seen  # an axis-aligned rectangle has no anti-aliased edge; the other shapes do
+
+
+def test_depth_maps_are_millimetres_the_image_determines(tmp_path):
+    """A 16-bit PNG per image, metres x 1000: the floor recedes from 3 m (bottom) to 8 m (top); every other pixel
+    is a shape's, nearer than the floor behind it."""
+    data = generate_dataset(tmp_path / "depth", **SMALL, task="depth")
+    cfg = yaml.safe_load(data.read_text())
+    assert cfg["depth_scale"] == synth.DEPTH_SCALE == 1000 and cfg["nc"] == 1 and cfg["names"] == {0: "depth"}
+    for m in sorted((data.parent / "depth" / "train").glob("*.png")):
+        with Image.open(m) as im:
+            assert im.mode == "I;16" and im.size == (SMALL["imgsz"],) * 2
+            metres = np.asarray(im).astype(np.float32) / 1000
+        assert metres.min() >= 0.9 and metres.max() <= 8.0
+        floor = np.linspace(8.0, 3.0, SMALL["imgsz"], dtype=np.float32)[:, None]
+        nearer = metres < floor - 0.01
+        assert (np.isclose(metres, floor, atol=0.001) | nearer).all() and nearer.any(), m.name
+
+
+def test_semantic_and_depth_are_deterministic_and_the_plan_counts_their_classes(tmp_path):
+    from orchestrator.data import synth_nc
+
+    for task in ("semantic", "depth"):
+        a = generate_dataset(tmp_path / f"{task}-a", **SMALL, task=task)
+        b = generate_dataset(tmp_path / f"{task}-b", **SMALL, task=task)
+        assert _tree_digest(a.parent) == _tree_digest(b.parent)
+        assert yaml.safe_load(a.read_text())["nc"] == synth_nc(task, SMALL["classes"])
