@@ -1,7 +1,8 @@
-"""Every Ultralytics task through the same spec, launcher and run directory: segment, pose, obb and
-classify each train for real on generated data (detect has its own tests), are killed in epoch 2 and
-resumed, sweep two trials, train under cpu:2 (classify, segment), and plan the same from `yolo train`
-words as from the job file they mean. A .pt names its own task (read from its checkpoint)."""
+"""Every Ultralytics task through the same spec, launcher and run directory: segment, pose, obb, classify,
+semantic and depth each train for real on generated data (detect has its own tests), are killed in epoch 2
+and resumed (the dashboard's run page showing the task's headline), sweep their trials, train under cpu:2,
+and plan the same from `yolo train` words as from the job file they mean. A .pt names its own task (read
+from its checkpoint). Every task's YOLO26 model trains from `yolo train` words."""
 
 from __future__ import annotations
 
@@ -135,3 +136,40 @@ def test_weights_name_their_task(tmp_path):
                 env=NO_ENV_REGISTRY, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "mask mAP50-95" in r.stdout
+
+
+YOLO26 = {"detect": "yolo26n.yaml", "segment": "yolo26n-seg.yaml", "pose": "yolo26n-pose.yaml",
+          "obb": "yolo26n-obb.yaml", "classify": "yolo26n-cls.yaml", "semantic": "yolo26n-sem.yaml",
+          "depth": "yolo26n-depth.yaml"}
+
+
+@pytest.mark.parametrize("task", list(YOLO26))
+def test_yolo26_trains_every_task_from_yolo_train_words(task, tmp_path):
+    """8.4's default family (TASK2MODEL names yolo26n*.pt): each task's yolo26n yaml builds and trains one
+    epoch through `yolo-orch train` words, the task read from the model. Detect trains with MuSGD (what
+    optimizer=auto picks above 10,000 iterations) and keeps its one-to-one (NMS-free) head in best.pt;
+    the others with optimizer=auto, whose pick the plan pins and explains."""
+    import torch
+
+    from orchestrator.data.synth import generate_dataset
+
+    data = generate_dataset(tmp_path / "data", images=8, val_images=4, classes=2, imgsz=32, seed=0, task=task)
+    optimizer = "MuSGD" if task == "detect" else "auto"
+    r = run_cli("train", f"model={YOLO26[task]}", f"data={data}", "imgsz=32", "epochs=1", "batch=4", "workers=0",
+                "plots=False", "device=cpu", f"optimizer={optimizer}", "--json", cwd=tmp_path, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout)
+    assert out["state"] == "finished" and out["summary"]["epochs_completed"] == 1
+    assert HEADLINE[task][-1][1] in out["summary"]["metrics"]
+    run_dir = Path(out["run_dir"])
+    resolved = yaml.safe_load((run_dir / "job.resolved.yaml").read_text())
+    assert resolved["job"]["task"] == task
+    # auto: the plan pins what Ultralytics would pick (AdamW with its fitted lr below 10,000 iterations), and says so
+    assert resolved["plan"]["train_args"]["optimizer"] == {"auto": "AdamW"}.get(optimizer, optimizer)
+    assert (optimizer == "auto") == any("reference optimizer=auto" in w for w in resolved["plan"]["warnings"])
+    if task == "detect":
+        model = torch.load(run_dir / "weights" / "best.pt", map_location="cpu", weights_only=False)["model"]
+        # the one-to-one (NMS-free) branch trained beside the one-to-many one; `end2end` itself only selects
+        # which one infers (8.4.190's validator sets it from `nms`)
+        assert getattr(model.model[-1], "one2one_cv2", None) is not None, "YOLO26's one-to-one head"
+        assert any("MuSGD" in line for line in (run_dir / "train.log").read_text().splitlines())
