@@ -16,7 +16,7 @@ from orchestrator.scaling.stats import Interval
 
 EVIDENCE = Path(__file__).with_name("evidence.json")
 KEPT_GAP = 0.02  # within this of the reference's mean final mAP50-95, a policy "kept" the outcome (issue #33)
-METRICS = {"classify": "top-1", "segment": "mask mAP50-95"}
+METRICS = {"classify": "top-1", "segment": "mask mAP50-95", "semantic": "mIoU", "depth": "delta1"}
 SECTION = "docs/scaling.md 7I"
 # Ultralytics clips the gradient norm at 10 before every step. Measured per epoch over whole trainings
 # (worker/grad_norm.py; detect, SGD, yolo11n, 2048 images at 64 px; the `clipping` of each saved run):

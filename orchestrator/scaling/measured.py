@@ -35,6 +35,8 @@ SOURCES = {
     "bench_scaling_sgd_cpu.json": "CPU, 2 cores (2026-11-24)",
     "bench_scaling_classify_cpu.json": "CPU, 2 cores (2026-11-24)",
     "bench_scaling_segment_cpu.json": "CPU, 2 cores (2026-11-25)",
+    "bench_scaling_semantic_h200.json": "",
+    "bench_scaling_depth_h200.json": "",
     "bench_scaling_k8_adamw_cpu.json": "",
     "bench_scaling_k8_musgd_cpu.json": "",
     "bench_scaling_k8_sgd_cpu.json": "",
