@@ -131,9 +131,10 @@ METRICS = ("fitness", *tasks.all_metric_keys())
 
 class Objective(Strict):
     metric: str = Field(default="fitness", description="Ultralytics fitness (the task's: detect mAP50-95, classify "
-                        "(top-1 + top-5)/2, ...), a metrics/ or loss key, or a short name (mAP50-95, mask-mAP50-95, top1)")
+                        "(top-1 + top-5)/2, ...), a metrics/ or loss key, or a short name (mAP50-95, mask-mAP50-95, top1, "
+                        "mIoU, delta1)")
     direction: Optional[Literal["maximize", "minimize"]] = Field(
-        default=None, description="default: minimize for losses, maximize otherwise")
+        default=None, description="default: minimize for losses and depth's errors, maximize otherwise")
 
     @field_validator("metric")
     @classmethod
