@@ -60,8 +60,8 @@ def _mapping_problems(mapping, label: str) -> list[str]:
     for raw, to in mapping.items():
         try:
             int(raw)
-            if not (to is None or (isinstance(to, str) and to.strip() == "ignore_label") or int(to) == int(to)):
-                raise ValueError
+            if not (to is None or (isinstance(to, str) and to.strip() == "ignore_label")):
+                int(to)  # a class id (raises otherwise)
         except (TypeError, ValueError):
             return [f"data: {label} 'label_mapping' entry {raw!r}: {to!r} must map an integer id to a class id or "
                     "ignore_label"]

@@ -173,3 +173,13 @@ def test_yolo26_trains_every_task_from_yolo_train_words(task, tmp_path):
         # which one infers (8.4.190's validator sets it from `nms`)
         assert getattr(model.model[-1], "one2one_cv2", None) is not None, "YOLO26's one-to-one head"
         assert any("MuSGD" in line for line in (run_dir / "train.log").read_text().splitlines())
+
+
+@pytest.mark.parametrize("task", ("semantic", "depth"))
+def test_doctor_verify_plan_matches_the_trainer_for_the_per_pixel_tasks(task, tmp_path):
+    """The installed trainer applies what the plan says for semantic and depth too (batch, nbs, accumulate,
+    weight decay, warmup, lr; optimizer=auto's pick reported as a warning, not a failure)."""
+    r = run_cli("doctor", "--verify-plan", task_job(tmp_path, task), "--json", cwd=tmp_path, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    checks = json.loads(r.stdout)["checks"]
+    assert checks and not [c for c in checks if c["status"] == "fail"], checks
