@@ -14,13 +14,13 @@ import pytest
 from conftest import REPO, cli_env
 
 CHAOS = REPO / "bench" / "chaos.py"
-# its Slurm faults start a cluster of their own: one test worker runs this and test_slurm (one cluster at a time)
-pytestmark = pytest.mark.xdist_group("slurm")
 
 
-# Each has its own e2e test with the same fault (test_watchdog, test_sweep_outage, test_slurm's time
-# limit), and together they take 2-4 minutes: the campaign in CI stays near 5 minutes without them.
-COVERED_ELSEWHERE = ("stop-rank", "pg-restart-trial", "slurm-time-limit")
+# Each has its own e2e test with the same fault (test_watchdog, test_sweep_outage, test_slurm's time limit and
+# its requeue while epoch 2 trains, resumed with each epoch once in events and W&B), and together they take
+# 3-5 minutes. Without the Slurm kinds the campaign starts no cluster of its own, so it needs no test worker
+# to itself beside test_slurm (it had the `slurm` xdist group, and ran in series with test_slurm).
+COVERED_ELSEWHERE = ("stop-rank", "pg-restart-trial", "slurm-time-limit", "slurm-requeue")
 
 
 def kinds_here() -> list[str]:
