@@ -29,6 +29,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from orchestrator.tasks import TASKS
 from orchestrator.ui.store import Store
 
 STATIC = Path(__file__).with_name("static")
@@ -151,6 +152,7 @@ async def api_runs(request: Request) -> Response:
         result = store.runs(name=q.get("name", ""), state=q.get("state", ""), devices=q.get("devices", ""),
                             tags=q.get("tags", ""), task=q.get("task", ""), page=page_no)
         result["studies"] = store.studies() if page_no == 0 else []
+        result["tasks"] = list(TASKS)  # the task filter's choices: tasks.py, the one list of them
         return result
 
     return _json(await run_in_threadpool(read))

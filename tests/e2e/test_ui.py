@@ -99,6 +99,9 @@ def test_the_runs_page_lists_every_run_and_trial(ui, runs):
     finished = ui.dom("/?state=finished&devices=cpu:2")
     assert runs["two"]["run_id"] in finished and runs["one"]["run_id"] not in finished
     assert runs["one"]["run_id"] in ui.dom("/?task=detect") and "broken" not in ui.dom("/?task=detect")
+    from orchestrator.tasks import TASKS
+
+    assert all(f'<option value="{task}">{task}</option>' in dom for task in TASKS)  # the filter offers every task
 
 
 def test_a_run_page_has_a_point_per_epoch_the_plan_and_its_reasons(ui, runs):

@@ -81,7 +81,7 @@ async function runsPage() {
     ["name", "devices", "tags"].map((k) => el("input", { name: k, placeholder: k, value: params.get(k) || "" })),
     el("select", { name: "state" }, ["", "queued", "running", "finished", "failed", "killed", "stalled", "pruned"]
       .map((s) => el("option", { value: s, ...(params.get("state") === s ? { selected: "" } : {}) }, s || "any state"))),
-    el("select", { name: "task" }, ["", "detect", "segment", "pose", "obb", "classify", "semantic", "depth"]
+    el("select", { name: "task" }, ["", ...data.tasks]
       .map((s) => el("option", { value: s, ...(params.get("task") === s ? { selected: "" } : {}) }, s || "any task"))),
     el("button", { type: "submit" }, "filter"));
   const rows = data.runs.map((r) => ({ attrs: { "data-run": r.id, class: `state-${r.state}` }, cells: [
