@@ -66,11 +66,15 @@ def val_args(resolved: ResolvedRun) -> dict[str, Any]:
 def reference_metrics(run_dir: Path, resolved: ResolvedRun) -> dict[str, float]:
     import json
 
-    cached = run_dir / EXPORTS / REFERENCE
+    # kept with the arguments it was validated with: a cache from other ones (before rect=False, say) is
+    # validated again rather than compared with exports validated another way
+    cached, args = run_dir / EXPORTS / REFERENCE, val_args(resolved)
     if cached.is_file():
-        return json.loads(cached.read_text())
+        known = json.loads(cached.read_text())
+        if known.get("val_args") == args:
+            return known["metrics"]
     metrics = validate(run_dir / BEST, resolved)
-    write_json_atomic(cached, metrics)
+    write_json_atomic(cached, {"val_args": args, "metrics": metrics})
     return metrics
 
 
