@@ -112,13 +112,16 @@ def task_trainer(task: str):
     """The Ultralytics trainer class of `task`, as `YOLO(model, task=...)` picks it."""
     from ultralytics.models import yolo
 
-    if task == "semantic":  # 8.4.52 on (the plan refuses the task before it: scaling/releases.py)
-        return yolo.semantic.SemanticSegmentationTrainer
-    if task == "depth":  # 8.4.104 on
-        return yolo.depth.DepthTrainer
-    return {"detect": yolo.detect.DetectionTrainer, "segment": yolo.segment.SegmentationTrainer,
-            "pose": yolo.pose.PoseTrainer, "obb": yolo.obb.OBBTrainer,
-            "classify": yolo.classify.ClassificationTrainer}[task]
+    module, name = TRAINERS[task]  # looked up by name: semantic and depth exist from 8.4.52 and 8.4.104 only
+    return getattr(getattr(yolo, module), name)
+
+
+# Each task's trainer in ultralytics.models.yolo (the plan refuses a task the installed release lacks:
+# scaling/releases.py)
+TRAINERS = {"detect": ("detect", "DetectionTrainer"), "segment": ("segment", "SegmentationTrainer"),
+            "pose": ("pose", "PoseTrainer"), "obb": ("obb", "OBBTrainer"),
+            "classify": ("classify", "ClassificationTrainer"),
+            "semantic": ("semantic", "SemanticSegmentationTrainer"), "depth": ("depth", "DepthTrainer")}
 
 
 def trainer_factory(resolved: ResolvedRun):
