@@ -9,26 +9,21 @@
 set -uo pipefail
 W=/tmp/i51; mkdir -p "$W"
 IMAGES=${IMAGES:-1024} EPOCHS=${EPOCHS:-20} PARALLEL=${PARALLEL:-6}
-export PYTHONPATH=/tmp/site:$PWD YOLO_OFFLINE=1  # the repository: the benches import orchestrator (and its harness)
-keep() { cp -f "$W"/*.json "$W"/*.log "$OUT"/ 2>/dev/null; true; }
-running() { pgrep -f "bench/bench_scaling.py" >/dev/null; }
+source "$(dirname "$0")/gpu_common.sh"
 if [ "$1" = start ]; then
   t0=$(date +%s)
-  pip install --quiet --no-index --no-deps --target /tmp/site .whl/*.whl || exit 3
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-  python -c "import torch, ultralytics, pydantic; print('torch', torch.__version__, 'ultralytics', ultralytics.__version__, 'cuda', torch.cuda.is_available())" || exit 3
-  lscpu | grep -E "Model name|^CPU\(s\)"
+  gpu_prepare || exit 3
   for task in semantic depth; do
     setsid nohup python bench/bench_scaling.py --task $task --device 0 --optimizers SGD AdamW --ks 4 \
         --policies none auto --seeds 0 1 --images "$IMAGES" --epochs "$EPOCHS" --parallel "$PARALLEL" \
         --work "$W/w-$task" --out "$W/bench_scaling_${task}_h200.json" > "$W/$task.log" 2>&1 < /dev/null &
   done
   sleep 60; head -5 "$W/semantic.log" "$W/depth.log"
-  while running && [ $(( $(date +%s) - t0 )) -lt 560 ]; do sleep 10; done
-  tail -4 "$W/semantic.log" "$W/depth.log"; keep
+  wait_running 560 "$t0"
+  tail -n 4 "$W/semantic.log" "$W/depth.log"; keep
 else
   t0=$(date +%s)
-  while running && [ $(( $(date +%s) - t0 )) -lt "${2:-250}" ]; do sleep 5; done
+  wait_running "${2:-250}" "$t0"
   running && echo "STILL RUNNING after ${2:-250} s" && pgrep -af bench_scaling.py | head
   cat "$W/semantic.log" "$W/depth.log"; keep
   tar czf "$OUT/runs.tgz" --exclude='*.pt' --exclude='*.jpg' --exclude='*.png' --exclude='*.cache' --exclude='images' -C "$W" w-semantic/runs w-depth/runs 2>/dev/null

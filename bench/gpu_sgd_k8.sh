@@ -6,15 +6,10 @@
 # stock Ultralytics (`none`) seeds 2-4. Every training through `yolo-orch submit` (bench/bench_scaling.py).
 set -uo pipefail
 W=/tmp/i48; mkdir -p "$W"
-export PYTHONPATH=/tmp/site:$PWD YOLO_OFFLINE=1  # the repository: the benches import orchestrator (and its harness)
-keep() { cp -f "$W"/*.json "$W"/*.log "$OUT"/ 2>/dev/null; true; }
-running() { pgrep -f "bench/bench_scaling.py" >/dev/null; }
+source "$(dirname "$0")/gpu_common.sh"
 if [ "$1" = start ]; then
   t0=$(date +%s)
-  pip install --quiet --no-index --no-deps --target /tmp/site .whl/*.whl || exit 3
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-  python -c "import torch, ultralytics, pydantic; print('torch', torch.__version__, 'ultralytics', ultralytics.__version__, 'cuda', torch.cuda.is_available())" || exit 3
-  lscpu | grep -E "Model name|^CPU\(s\)"
+  gpu_prepare || exit 3
   common="--device 0 --ks 8 --optimizers SGD --ref-batch 8 --skip-reference"
   setsid nohup python bench/bench_scaling.py $common --policies linear auto --seeds 2 3 4 5 6 7 --parallel 6 \
       --work "$W/a" --out "$W/h200-sgd-k8-linear-sqrt-s2-7.json" > "$W/a.log" 2>&1 < /dev/null &
@@ -24,11 +19,11 @@ if [ "$1" = start ]; then
   # the plan's passed values for each arm, for the record (no torch)
   for p in linear auto none; do python -m orchestrator plan "$W/a/SGD.yaml" --json --set target.batch=64 --set scaling.policy=$p \
      | python -c "import json,sys; e=json.load(sys.stdin)[0]['passed']; print('$p', e.get('lr0'), e.get('weight_decay'), e.get('warmup_epochs'))"; done
-  while running && [ $(( $(date +%s) - t0 )) -lt 560 ]; do sleep 10; done
-  tail -4 "$W/a.log" "$W/b.log"; keep
+  wait_running 560 "$t0"
+  tail -n 4 "$W/a.log" "$W/b.log"; keep
 else
   t0=$(date +%s)
-  while running && [ $(( $(date +%s) - t0 )) -lt "${2:-250}" ]; do sleep 5; done
+  wait_running "${2:-250}" "$t0"
   running && echo "STILL RUNNING after ${2:-250} s" && pgrep -af bench_scaling.py | head
   cat "$W/a.log" "$W/b.log"; keep
   tar czf "$OUT/runs.tgz" --exclude='*.pt' --exclude='*.jpg' --exclude='*.png' --exclude='*.cache' --exclude='images' -C "$W" a/runs b/runs 2>/dev/null
