@@ -14,18 +14,19 @@ from typing import Callable
 from orchestrator.doctor.checks import FAIL, Check
 from orchestrator.doctor.cpu import check_cpu_bf16
 from orchestrator.doctor.gpu_processes import check_gpu_processes
-from orchestrator.doctor.runtime import check_cuda, check_torch, check_xla, probe_torch
+from orchestrator.doctor.runtime import check_cuda, check_torch, check_xla, probe_runtime
 from orchestrator.doctor.services import (check_disk, check_registry, check_storage, check_ultralytics_offline,
                                           check_wandb)
 
 
 def run_checks(runs_dir: Path, storage: str | None = None, nvidia_smi: str | None = None) -> list[Check]:
-    info = probe_torch()
+    probed = probe_runtime()
+    info = probed["torch"]
     steps: list[Callable[[], Check]] = [
         lambda: check_torch(info),
         lambda: check_cuda(info),
         lambda: check_gpu_processes(runs_dir, nvidia_smi),
-        check_xla,
+        lambda: check_xla(probed["xla"]),
         check_cpu_bf16,
         check_wandb,
         lambda: check_disk(runs_dir),

@@ -1,4 +1,5 @@
-"""torch, torchvision, CUDA and XLA: probed in subprocesses, so a broken install cannot crash the doctor."""
+"""torch, torchvision, CUDA and XLA: probed in one subprocess (one import of torch), so a broken install cannot crash
+the doctor."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 from orchestrator.doctor.checks import FAIL, GIB, PASS, WARN, Check, last_error, run_python
 
 
-_TORCH_PROBE = r"""
+_RUNTIME_PROBE = r"""
 import json, sys
 out = {}
 try:
@@ -38,16 +39,39 @@ try:
     out["cuda_devices"] = devs
 except Exception as e:
     out["cuda_error"] = f"{type(e).__name__}: {e}"
-print(json.dumps(out))
+print(json.dumps(out), flush=True)  # kept if torch_xla's import below crashes the process
+if sys.argv[1:] == ["xla"]:
+    xla = {}
+    try:
+        import torch_xla
+        xla["torch"] = torch.__version__
+        xla["torch_xla"] = getattr(torch_xla, "__version__", "?")
+    except Exception as e:
+        xla["error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+    print(json.dumps(xla))
 """
 
 
-def probe_torch() -> dict:
-    code, stdout, stderr = run_python(_TORCH_PROBE)
+def probe_runtime() -> dict:
+    """torch, torchvision and CUDA, and torch_xla when it is installed, in one subprocess (one import of
+    torch, the probe's cost): {"torch": {...}, "xla": {...} or None}."""
+    xla = importlib.util.find_spec("torch_xla") is not None
+    code, stdout, stderr = run_python(_RUNTIME_PROBE, args=["xla"] if xla else [], timeout=180)
+    lines = stdout.strip().splitlines()
     try:
-        return json.loads(stdout.strip().splitlines()[-1])
+        torch_info = json.loads(lines[0])
     except (ValueError, IndexError):
-        return {"probe_error": f"exit {code}: {last_error(stderr)}"}
+        torch_info = {"probe_error": f"exit {code}: {last_error(stderr)}"}
+    xla_info = None
+    if xla:
+        try:
+            xla_info = json.loads(lines[1])
+        except (ValueError, IndexError):
+            xla_info = {"error": f"the import crashed the probe (exit {code}: {last_error(stderr)})" if code
+                        else "the probe printed nothing"}
+            if "torch_error" in torch_info:
+                xla_info = {"error": f"torch does not import: {torch_info['torch_error']}"}
+    return {"torch": torch_info, "xla": xla_info}
 
 
 def check_torch(info: dict) -> Check:
@@ -95,19 +119,6 @@ def check_cuda(info: dict) -> Check:
     return Check("cuda", status, "; ".join(parts), fix, {"devices": devs})
 
 
-_XLA_PROBE = r"""
-import json
-out = {}
-try:
-    import torch, torch_xla
-    out["torch"] = torch.__version__
-    out["torch_xla"] = getattr(torch_xla, "__version__", "?")
-except Exception as e:
-    out["error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
-print(json.dumps(out))
-"""
-
-
 def tpu_present() -> list[str]:
     hints = [str(p) for p in Path("/dev").glob("accel*")]
     hints += [f"{k}={os.environ[k]}" for k in ("TPU_NAME", "TPU_ACCELERATOR_TYPE", "COLAB_TPU_ADDR")
@@ -117,19 +128,15 @@ def tpu_present() -> list[str]:
     return hints
 
 
-def check_xla() -> Check:
+def check_xla(info: dict | None) -> Check:
+    """`info`: probe_runtime()'s "xla" part (None: torch_xla is not installed)."""
     tpu = tpu_present()
-    if importlib.util.find_spec("torch_xla") is None:
+    if info is None:
         if tpu:
             return Check("xla/tpu", FAIL, f"a TPU is present ({', '.join(tpu)}) but torch-xla is not installed",
                          "pip install 'torch-xla==<your torch version>' (torch-xla X.Y needs torch X.Y)", {"tpu": tpu})
         return Check("xla/tpu", PASS, "torch-xla not installed, no TPU (only needed for tpu:N and xla:cpu)", "",
                      {"tpu": []})
-    code, stdout, stderr = run_python(_XLA_PROBE, timeout=180)
-    try:
-        info = json.loads(stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        info = {"error": last_error(stderr)}
     if "error" in info:
         return Check("xla/tpu", FAIL, f"torch-xla does not import: {info['error']}",
                      "install the torch-xla release that matches torch exactly (torch-xla 2.9.0 needs torch 2.9.0 "

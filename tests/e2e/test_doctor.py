@@ -49,10 +49,27 @@ def test_broken_torchvision_fails_with_the_fix(tmp_path, monkeypatch):
     shim = _broken_torchvision(tmp_path)
     repo = Path(__file__).resolve().parents[2]
     monkeypatch.setenv("PYTHONPATH", f"{shim}{os.pathsep}{repo}")
-    check = runtime.check_torch(runtime.probe_torch())
+    check = runtime.check_torch(runtime.probe_runtime()["torch"])
     assert check.status == "fail"
     assert "operator torchvision::nms does not exist" in check.detail
     assert "torchvision" in check.fix and "pip install" in check.fix
+
+
+def test_a_torch_xla_that_crashes_its_import_fails_the_xla_check_alone(tmp_path, monkeypatch):
+    """torch and torch_xla are probed in one process (one import of torch): an import of torch_xla that
+    kills the process (an ABI mismatch can) still leaves the torch check its answer."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch_xla") is None:
+        pytest.skip("torch_xla is not installed: the probe does not import it")
+    shim = tmp_path / "shim" / "torch_xla"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text("import os\nos.abort()\n")
+    monkeypatch.setenv("PYTHONPATH", f"{shim.parent}{os.pathsep}{Path(__file__).resolve().parents[2]}")
+    probed = runtime.probe_runtime()
+    assert runtime.check_torch(probed["torch"]).status == "pass"
+    xla = runtime.check_xla(probed["xla"])
+    assert xla.status == "fail" and "the import crashed the probe (exit -6" in xla.detail, xla
 
 
 @pytest.mark.slow
