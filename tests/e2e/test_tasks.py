@@ -1,7 +1,7 @@
 """Every Ultralytics task through the same spec, launcher and run directory: segment, pose, obb, classify,
 semantic and depth each train for real on generated data (detect has its own tests), are killed in epoch 2
-and resumed (the dashboard's run page showing the task's headline), sweep their trials, train under cpu:2,
-and plan the same from `yolo train` words as from the job file they mean. A .pt names its own task (read
+and resumed (onto cpu:2 for four of them; the dashboard's run page showing the task's headline), sweep their
+trials, and plan the same from `yolo train` words as from the job file they mean. A .pt names its own task (read
 from its checkpoint). Every task's YOLO26 model trains from `yolo train` words."""
 
 from __future__ import annotations
@@ -35,10 +35,16 @@ def task_job(tmp_path: Path, task: str, **changes) -> Path:
     return write_job(tmp_path, **{"name": task, "model": EXAMPLE_MODELS[task], "data": {"synth": synth}, **changes})
 
 
+# The tasks whose resume goes onto two CPU processes: each task's DDP trainer (worker/ddp.py's TRAINERS) trains
+# epoch 2 there, so one training serves the kill, the resume and DDP (a test of its own trained each before).
+ON_TWO_PROCESSES = ("classify", "segment", "semantic", "depth")
+
+
 @pytest.mark.parametrize("task", OTHER_TASKS)
 def test_task_trains_is_killed_and_resumes(task, tmp_path, request):
-    """Submit 2 epochs, kill -9 the orchestrator's group in epoch 2, resume: epoch 2 trains once, the
-    summary holds the task's metrics and the CLI shows its headline (mask mAP, pose mAP, top-1)."""
+    """Submit 2 epochs, kill -9 the orchestrator's group in epoch 2, resume (onto `cpu:2` for
+    ON_TWO_PROCESSES): epoch 2 trains once, the summary holds the task's metrics and the CLI shows its
+    headline (mask mAP, pose mAP, top-1)."""
     job = task_job(tmp_path, task, epochs=2)
     runs = tmp_path / "runs"
     env = cli_env({**NO_ENV_REGISTRY, "YOLO_ORCH_FAULT_SLEEP": "epoch=2,seconds=300"})
@@ -50,10 +56,14 @@ def test_task_trains_is_killed_and_resumes(task, tmp_path, request):
     resolved = yaml.safe_load((run_dir / "job.resolved.yaml").read_text())
     assert resolved["job"]["task"] == task  # taken from the model
     time.sleep(1)  # the worker follows its orchestrator
-    r = run_cli("resume", run_dir.name, cwd=tmp_path, env=NO_ENV_REGISTRY, timeout=600)
+    devices = ["--devices", "cpu:2"] if task in ON_TWO_PROCESSES else []
+    r = run_cli("resume", run_dir.name, *devices, cwd=tmp_path, env=NO_ENV_REGISTRY, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
-    epochs = [e["epoch"] for e in read_events(run_dir) if e["event"] == "epoch"]
-    assert epochs == [1, 2]
+    events = read_events(run_dir)
+    assert [e["epoch"] for e in events if e["event"] == "epoch"] == [1, 2]
+    worlds = [e["world_size"] for e in events if e["event"] == "train_start"]
+    assert worlds == ([1, 2] if devices else [1, 1]), worlds
+    assert (run_dir / "rank1.log").is_file() == bool(devices)
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["state"] == "finished" and summary["epochs_completed"] == 2
     assert set(METRICS[task]) <= set(summary["metrics"]), summary["metrics"]
@@ -71,31 +81,23 @@ def test_task_trains_is_killed_and_resumes(task, tmp_path, request):
         assert shown and float(shown.group(1)) == pytest.approx(summary["metrics"][key], rel=1e-3), head
 
 
-@pytest.mark.parametrize("task", ("classify", "segment", "semantic", "depth"))
-def test_task_trains_on_two_cpu_processes(task, tmp_path):
-    job = task_job(tmp_path, task, epochs=1)
-    r = run_cli("submit", job, "-d", "cpu:2", cwd=tmp_path, env=NO_ENV_REGISTRY, timeout=600)
-    assert r.returncode == 0, r.stdout + r.stderr
-    run_dir = next((tmp_path / "runs" / task).iterdir())
-    start = next(e for e in read_events(run_dir) if e["event"] == "train_start")
-    assert start["world_size"] == 2 and (run_dir / "rank1.log").is_file()
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["state"] == "finished" and set(METRICS[task]) <= set(summary["metrics"])
+TRIALS = {"segment": 1, "pose": 1, "obb": 1, "classify": 1, "semantic": 2}
 
 
-@pytest.mark.parametrize("task", ("segment", "pose", "obb", "classify", "semantic"))
+@pytest.mark.parametrize("task", TRIALS)
 def test_task_sweeps_its_trials(task, tmp_path):
-    """Two trials per task (three for semantic, the per-pixel task swept here; depth's fitness and metrics go
-    through the same objective code), each with the task's fitness as its value."""
+    """A trial per task (two for semantic, the per-pixel task swept here; depth's fitness and metrics go
+    through the same objective code), each with the task's fitness as its value. More trials of one study
+    are test_sweep's (detect): the task changes only the trial's training and its objective."""
     task_job(tmp_path, task, epochs=1)
     sweep = {"base": "job.yaml", "study": f"{task}-sweep", "objective": {"metric": "fitness"},
-             "pruner": {"name": "none"}, "budget": {"n_trials": 3 if task == "semantic" else 2},
+             "pruner": {"name": "none"}, "budget": {"n_trials": TRIALS[task]},
              "space": {"hyp": {"lr0": {"low": 0.001, "high": 0.004, "log": True}}}}
     (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(sweep))
     r = run_cli("sweep", tmp_path / "sweep.yaml", "--json", cwd=tmp_path, env=NO_ENV_REGISTRY, timeout=900)
     assert r.returncode == 0, r.stdout + r.stderr
     out = json.loads(r.stdout)
-    assert out["states"]["COMPLETE"] == (3 if task == "semantic" else 2), out
+    assert out["states"]["COMPLETE"] == TRIALS[task], out
     assert all(isinstance(t["values"][0], float) for t in out["trials"])
 
 
