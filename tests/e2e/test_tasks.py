@@ -62,7 +62,7 @@ def test_task_trains_is_killed_and_resumes(task, tmp_path, request):
     events = read_events(run_dir)
     assert [e["epoch"] for e in events if e["event"] == "epoch"] == [1, 2]
     worlds = [e["world_size"] for e in events if e["event"] == "train_start"]
-    assert worlds == ([1, 2] if devices else [1, 1]), worlds
+    assert len(worlds) == 2 and worlds[1] == (2 if devices else worlds[0]), worlds  # 0: one process
     assert (run_dir / "rank1.log").is_file() == bool(devices)
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["state"] == "finished" and summary["epochs_completed"] == 2
