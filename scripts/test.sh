@@ -11,6 +11,9 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh kaggle-image & image=$!   # the emulated Kaggle TPU image (tests/e2e/test_kaggle_image.py)
 bash scripts/setup.sh test
 wait "$image"
+# Bytecode for the package and the campaigns the tests start as processes: with PYTHONDONTWRITEBYTECODE set (as
+# on this project's machines) every CLI, runner and training process would compile them again at its start.
+"${YOLO_ORCH_VENV:-.venv}/bin/python" -m compileall -q orchestrator bench tests/helpers
 export PJRT_DEVICE=${PJRT_DEVICE:-CPU}   # torch-xla tests run XLA on the CPU
 export YOLO_OFFLINE=1
 exec "${YOLO_ORCH_VENV:-.venv}/bin/python" -m pytest -n "${YOLO_ORCH_TEST_WORKERS:-2}" --dist loadgroup "$@"
