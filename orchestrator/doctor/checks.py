@@ -11,6 +11,7 @@ from typing import Any
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
 GIB = 1 << 30
+TIMED_OUT = 124  # run_python's exit code for a probe it stopped
 
 
 @dataclass
@@ -27,8 +28,9 @@ def run_python(code: str, timeout: float = 120, env: dict | None = None, args: l
         p = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=timeout,
                            env={**os.environ, **(env or {})})
         return p.returncode, p.stdout, p.stderr
-    except subprocess.TimeoutExpired:
-        return 124, "", f"timed out after {timeout:.0f} s"
+    except subprocess.TimeoutExpired as exc:  # what it printed before is kept (a probe prints a line per part)
+        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
+        return TIMED_OUT, out, f"timed out after {timeout:.0f} s"
 
 
 def last_error(stderr: str) -> str:

@@ -8,7 +8,7 @@ import json
 import os
 from pathlib import Path
 
-from orchestrator.doctor.checks import FAIL, GIB, PASS, WARN, Check, last_error, run_python
+from orchestrator.doctor.checks import FAIL, GIB, PASS, TIMED_OUT, WARN, Check, last_error, run_python
 
 
 _RUNTIME_PROBE = r"""
@@ -67,7 +67,8 @@ def probe_runtime() -> dict:
         try:
             xla_info = json.loads(lines[1])
         except (ValueError, IndexError):
-            xla_info = {"error": f"the import crashed the probe (exit {code}: {last_error(stderr)})" if code
+            xla_info = {"error": "the import did not finish in 180 s" if code == TIMED_OUT
+                        else f"the import crashed the probe (exit {code}: {last_error(stderr)})" if code
                         else "the probe printed nothing"}
             if "torch_error" in torch_info:
                 xla_info = {"error": f"torch does not import: {torch_info['torch_error']}"}
