@@ -23,7 +23,8 @@ class Check:
     data: dict[str, Any] = field(default_factory=dict)
 
 
-def run_python(code: str, timeout: float = 120, env: dict | None = None, args: list[str] = ()) -> tuple[int, str, str]:
+def run_python(code: str, timeout: float = 120, env: dict | None = None,
+               args: tuple[str, ...] = ()) -> tuple[int, str, str]:
     try:
         p = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=timeout,
                            env={**os.environ, **(env or {})})

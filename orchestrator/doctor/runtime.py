@@ -20,7 +20,7 @@ try:
     out["torch_cuda_build"] = torch.version.cuda
 except Exception as e:
     out["torch_error"] = f"{type(e).__name__}: {e}"
-    print(json.dumps(out)); sys.exit(0)
+    print(json.dumps({"torch": out})); sys.exit(0)
 try:
     import torchvision
     out["torchvision"] = torchvision.__version__
@@ -39,7 +39,7 @@ try:
     out["cuda_devices"] = devs
 except Exception as e:
     out["cuda_error"] = f"{type(e).__name__}: {e}"
-print(json.dumps(out), flush=True)  # kept if torch_xla's import below crashes the process
+print(json.dumps({"torch": out}), flush=True)  # kept if torch_xla's import below crashes the process
 if sys.argv[1:] == ["xla"]:
     xla = {}
     try:
@@ -48,31 +48,45 @@ if sys.argv[1:] == ["xla"]:
         xla["torch_xla"] = getattr(torch_xla, "__version__", "?")
     except Exception as e:
         xla["error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
-    print(json.dumps(xla))
+    print(json.dumps({"xla": xla}))
 """
+PROBE_TIMEOUT_S = 180  # a first import of torch_xla from a cold disk can take minutes
 
 
 def probe_runtime() -> dict:
     """torch, torchvision and CUDA, and torch_xla when it is installed, in one subprocess (one import of
     torch, the probe's cost): {"torch": {...}, "xla": {...} or None}."""
     xla = importlib.util.find_spec("torch_xla") is not None
-    code, stdout, stderr = run_python(_RUNTIME_PROBE, args=["xla"] if xla else [], timeout=180)
-    lines = stdout.strip().splitlines()
-    try:
-        torch_info = json.loads(lines[0])
-    except (ValueError, IndexError):
-        torch_info = {"probe_error": f"exit {code}: {last_error(stderr)}"}
-    xla_info = None
-    if xla:
-        try:
-            xla_info = json.loads(lines[1])
-        except (ValueError, IndexError):
-            xla_info = {"error": "the import did not finish in 180 s" if code == TIMED_OUT
-                        else f"the import crashed the probe (exit {code}: {last_error(stderr)})" if code
-                        else "the probe printed nothing"}
-            if "torch_error" in torch_info:
-                xla_info = {"error": f"torch does not import: {torch_info['torch_error']}"}
+    code, stdout, stderr = run_python(_RUNTIME_PROBE, args=("xla",) if xla else (), timeout=PROBE_TIMEOUT_S)
+    parts = probe_parts(stdout)
+    torch_info = parts.get("torch") or {"probe_error": f"exit {code}: {last_error(stderr)}"}
+    if not xla:
+        return {"torch": torch_info, "xla": None}
+    xla_info = parts.get("xla") or {"error": why_no_xla_part(code, stderr, torch_info)}
     return {"torch": torch_info, "xla": xla_info}
+
+
+def probe_parts(stdout: str) -> dict:
+    """The probe's parts by name, from its lines that are JSON objects (a package may print other lines)."""
+    parts = {}
+    for line in stdout.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            parts.update(record)
+    return parts
+
+
+def why_no_xla_part(code: int, stderr: str, torch_info: dict) -> str:
+    if "torch_error" in torch_info:
+        return f"torch does not import: {torch_info['torch_error']}"
+    if code == TIMED_OUT:
+        return f"the import did not finish in {PROBE_TIMEOUT_S} s"
+    if code:
+        return f"the import crashed the probe (exit {code}: {last_error(stderr)})"
+    return "the probe printed nothing"
 
 
 def check_torch(info: dict) -> Check:
