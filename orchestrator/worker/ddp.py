@@ -108,20 +108,19 @@ def bn_momentum_factor(plan: RunPlan) -> float:
     return float(plan.world_size)
 
 
+# Each task's trainer class, in ultralytics.models.yolo's module of the task's name (the plan refuses a task the
+# installed release lacks: scaling/releases.py)
+TRAINERS = {"detect": "DetectionTrainer", "segment": "SegmentationTrainer", "pose": "PoseTrainer",
+            "obb": "OBBTrainer", "classify": "ClassificationTrainer", "semantic": "SemanticSegmentationTrainer",
+            "depth": "DepthTrainer"}
+
+
 def task_trainer(task: str):
     """The Ultralytics trainer class of `task`, as `YOLO(model, task=...)` picks it."""
     from ultralytics.models import yolo
 
-    module, name = TRAINERS[task]  # looked up by name: semantic and depth exist from 8.4.52 and 8.4.104 only
-    return getattr(getattr(yolo, module), name)
-
-
-# Each task's trainer in ultralytics.models.yolo (the plan refuses a task the installed release lacks:
-# scaling/releases.py)
-TRAINERS = {"detect": ("detect", "DetectionTrainer"), "segment": ("segment", "SegmentationTrainer"),
-            "pose": ("pose", "PoseTrainer"), "obb": ("obb", "OBBTrainer"),
-            "classify": ("classify", "ClassificationTrainer"),
-            "semantic": ("semantic", "SemanticSegmentationTrainer"), "depth": ("depth", "DepthTrainer")}
+    # looked up by name: the semantic and depth modules exist from 8.4.52 and 8.4.104 only
+    return getattr(getattr(yolo, task), TRAINERS[task])
 
 
 def trainer_factory(resolved: ResolvedRun):

@@ -19,6 +19,7 @@ import pytest
 
 from conftest import TINY_MODEL, cli_env, run_cli, write_job, write_sweep
 from orchestrator.harness.dashboard import Dashboard
+from orchestrator.tasks import TASKS
 
 # one test process runs the module, so `runs` is made once (tests/unit/test_xdist_groups.py)
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ui")]
@@ -99,8 +100,6 @@ def test_the_runs_page_lists_every_run_and_trial(ui, runs):
     finished = ui.dom("/?state=finished&devices=cpu:2")
     assert runs["two"]["run_id"] in finished and runs["one"]["run_id"] not in finished
     assert runs["one"]["run_id"] in ui.dom("/?task=detect") and "broken" not in ui.dom("/?task=detect")
-    from orchestrator.tasks import TASKS
-
     assert all(f'<option value="{task}">{task}</option>' in dom for task in TASKS)  # the filter offers every task
 
 
