@@ -3,46 +3,30 @@
 Two processes converting a rollback-journal file to WAL together deadlock on the header
 write; SQLite fails one with "database is locked" at once, not after the busy timeout. CI
 hit it in test_registry.py::test_several_processes_at_once (1 run in ~50 here); this test
-provokes it on purpose: many rounds of processes released together by a barrier."""
+provokes it on purpose: many rounds of processes released together by a barrier, forked by a small
+process of their own (tests/helpers/wal_race.py)."""
 
-import multiprocessing as mp
+import json
 import sqlite3
+import subprocess
+import sys
 
 import pytest
 
-from orchestrator.registry import Registry
+from conftest import REPO
+
 from orchestrator.sqlite_wal import enable_wal, is_busy
 
 ROUNDS = 150
 PROCS = 4
 
 
-def _open_registry(path: str, barrier, results) -> None:
-    barrier.wait()
-    try:
-        with Registry.open(path) as reg:
-            results.put(reg.journal_mode)
-    except Exception as exc:  # noqa: BLE001 - the failure is the result
-        results.put(repr(exc))
-
-
 def test_registry_opened_by_processes_released_together_never_fails(tmp_path):
-    ctx = mp.get_context("fork")  # starts in milliseconds: the processes really meet at the barrier
-    outcomes = []
-    for r in range(ROUNDS):
-        path = tmp_path / f"r{r}" / "registry.db"
-        path.parent.mkdir()
-        con = sqlite3.connect(path)  # an existing file in rollback mode, as an older registry would be
-        con.execute("CREATE TABLE runs (id TEXT PRIMARY KEY, job TEXT, state TEXT, created_at REAL)")
-        con.commit()
-        con.close()
-        barrier, results = ctx.Barrier(PROCS), ctx.Queue()
-        procs = [ctx.Process(target=_open_registry, args=(str(path), barrier, results)) for _ in range(PROCS)]
-        for p in procs:
-            p.start()
-        outcomes += [results.get(timeout=60) for _ in procs]
-        for p in procs:
-            p.join(60)
+    r = subprocess.run([sys.executable, "-m", "tests.helpers.wal_race", str(tmp_path), str(ROUNDS), str(PROCS)],
+                       cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    outcomes = json.loads(r.stdout)
+    assert len(outcomes) == ROUNDS * PROCS
     assert set(outcomes) == {"wal"}, [o for o in outcomes if o != "wal"][:3]
 
 
