@@ -9,6 +9,7 @@ import json
 import os
 import secrets
 import shutil
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -23,9 +24,18 @@ from orchestrator.harness.processes import processes_naming as processes_mention
 from orchestrator.harness.runs import no_links, read_events, wait_first_epoch, wandb_epochs  # noqa: F401
 from orchestrator.harness.services import (MlflowServer, PrivateServer, mount_read_only, mount_small_disk,
                                            resize_small_disk, unmount)
+from orchestrator.harness.timeline import record as record_in_timeline
 
 # every training process of the tests can inject faults and, when asked, record what it applied
 TEST_HOOKS = "tests.helpers.faults:attach,tests.helpers.rank_probe:attach"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Each test's process, start and end, when YOLO_ORCH_TEST_TIMELINE names a file (harness/timeline.py)."""
+    started = time.time()
+    yield
+    record_in_timeline(item.nodeid, started)
 
 
 def unavailable(reason: str):
