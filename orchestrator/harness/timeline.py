@@ -52,4 +52,7 @@ if __name__ == "__main__":
         print("usage: python -m orchestrator.harness.timeline FILE (written with YOLO_ORCH_TEST_TIMELINE=FILE)",
               file=sys.stderr)
         sys.exit(2)
-    print(summary(Path(sys.argv[1])))
+    try:
+        print(summary(Path(sys.argv[1])))
+    except BrokenPipeError:  # `| head` read what it wanted; no traceback when Python flushes at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
