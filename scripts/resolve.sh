@@ -13,9 +13,11 @@ for profile in ${1:-test kaggle-image}; do
   case "$profile" in test) out=requirements/resolved.txt ;; kaggle-image) out=requirements/resolved-kaggle-image.txt ;;
     *) echo "usage: scripts/resolve.sh [test|kaggle-image]" >&2; exit 2 ;; esac
   work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT  # on a failure too
   "$python" -m venv "$work/venv"
-  "$work/venv/bin/python" -m pip install --quiet --upgrade pip
-  "$work/venv/bin/python" -m pip install --quiet -r "requirements/$profile.txt"
+  # (pip's lines about local indexes a machine's pip.conf names and that are not there are dropped)
+  "$work/venv/bin/python" -m pip install --quiet --upgrade pip 2> >(grep -v "is ignored: it is neither" >&2)
+  "$work/venv/bin/python" -m pip install --quiet -r "requirements/$profile.txt" 2> >(grep -v "is ignored: it is neither" >&2)
   { echo "# pip's resolution of requirements/$profile.txt ($("$python" --version), $(uname -m)): scripts/resolve.sh"
     "$work/venv/bin/python" -m pip freeze --exclude-editable; } > "$out.tmp"
   mv "$out.tmp" "$out"
