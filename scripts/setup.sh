@@ -22,8 +22,8 @@ python=${PYTHON:-python3}
 resolved=requirements/resolved.txt
 [ "$profile" = kaggle-image ] && resolved=requirements/resolved-kaggle-image.txt
 stamp_of() {
-  if [ "$profile" = kaggle-image ]; then cat requirements/kaggle-image.txt; else
-    cat requirements/base.txt requirements/test.txt pyproject.toml; fi | cat - "$resolved" | sha256sum | cut -c1-16
+  if [ "$profile" = kaggle-image ]; then cat requirements/kaggle-image.txt "$resolved"; else
+    cat requirements/base.txt requirements/test.txt pyproject.toml "$resolved"; fi | sha256sum | cut -c1-16
 }
 stamp="$profile-$(stamp_of)"
 stamp_file="$venv/.yolo-orch-setup"
@@ -46,13 +46,14 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 
 echo "setup: installing requirements/$profile.txt (first run downloads torch: several minutes)" >&2
-pip_quiet() {  # pip's chatter goes to a log that is shown only when pip fails
-  local log; log=$(mktemp)
-  if ! "$venv/bin/python" -m pip "$@" >"$log" 2>&1; then
+quietly() {  # an installer's chatter goes to a log that is shown only when it fails (without pip's lines
+  local log; log=$(mktemp)  # about local indexes a machine's pip.conf names and that are not there)
+  if ! "$@" >"$log" 2>&1; then
     grep -v "is ignored: it is neither" "$log" >&2; rm -f "$log"; return 1
   fi
   rm -f "$log"
 }
+pip_quiet() { quietly "$venv/bin/python" -m pip "$@"; }
 pip_quiet install --quiet --upgrade pip  # the venv's own pip: the release matrix installs Ultralytics with it
 # uv installs the wheels, pinned, from a folder of its own (nothing of it stays in the venv): the same wheels
 # about six times faster than pip (the test profile: 21 s against 2 min 8 s, caches warm, 2 cores of a Zen 4).
@@ -62,13 +63,7 @@ pip_quiet install --quiet --upgrade pip  # the venv's own pip: the release matri
 tools=$(mktemp -d)
 trap 'rm -rf "$tools"' EXIT
 pip_quiet install --quiet --target "$tools" "uv==0.13.9"
-uv_install() {
-  local log; log=$(mktemp)
-  if ! "$tools/bin/uv" pip install --quiet --python "$venv/bin/python" --compile-bytecode "$@" >"$log" 2>&1; then
-    cat "$log" >&2; rm -f "$log"; return 1
-  fi
-  rm -f "$log"
-}
+uv_install() { quietly "$tools/bin/uv" pip install --quiet --python "$venv/bin/python" --compile-bytecode "$@"; }
 uv_install -r "requirements/$profile.txt" -c "$resolved"
 [ "$profile" = kaggle-image ] || uv_install --no-deps -e .
 echo "$stamp" >> "$stamp_file"
