@@ -18,6 +18,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1  # an EnvError, a training that failed, a sweep that did not reach its trials
 EXIT_BAD_INPUT = 2  # a UserError
 EXIT_TOO_MANY_FAILURES = 3  # a sweep worker after max_consecutive_failures failed trials in a row
+EXIT_EXPORT_FAILED = 4  # the training finished (its weights are kept) but an export the job asked for failed
 EXIT_STALLED = 124  # as `timeout`: a Slurm script requeues it (launch/slurm.py)
 EXIT_INTERRUPTED = 130  # Ctrl-C, SIGTERM, a killed run
 

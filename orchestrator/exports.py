@@ -62,3 +62,9 @@ def describe(record: dict[str, Any]) -> str:
     verdict = "within" if record["ok"] else "BEYOND"
     return (f"export {fmt}: {record['file']} ({record['size_bytes'] / 1e6:.1f} MB), largest val metric difference from "
             f"best.pt {record['difference']:.4f}: {verdict} the tolerance {record['tolerance']:g}")
+
+
+def failed_exports(summary: dict | None) -> list[str]:
+    """The formats in a run's summary whose export failed (no file: the record has an error); one beyond the
+    tolerance made its file and says so in its record."""
+    return [fmt for fmt, record in ((summary or {}).get("exports") or {}).items() if record.get("error")]

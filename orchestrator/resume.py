@@ -26,6 +26,7 @@ from orchestrator.data.cache import make_synth_data
 from orchestrator.devices import DeviceSpecError, parse_devices
 from orchestrator.errors import RunStateError, UserError
 from orchestrator.registry import RESUMABLE, Registry
+from orchestrator.plan.recheck import recheck
 from orchestrator.plan.replan import replan, save_resolved
 from orchestrator.rundir import (EVENTS, LAST, RESOLVED, SUMMARY, WEIGHTS, EventTail, EventWriter, NodeOptions,
                                  ResolvedRun, ResolvedRunError, ResumeOrder, ResumeRecord, RunPlan, completed_epochs,
@@ -59,7 +60,7 @@ def close_recorded_run(row: dict) -> RunOutcome | None:
     run_dir = Path(row.get("run_dir") or "")
     if row["state"] not in RESUMABLE or not (run_dir / RESOLVED).is_file():
         return None
-    resolved = read_run(row["id"], run_dir)
+    resolved = read_run(row["id"], run_dir, checked=True)
     epochs = resolved.plan.epochs
     recorded = node0_run_dir(run_dir, resolved)  # node 0's, for another node of a multi-node run
     if completed_epochs(recorded) < epochs:
@@ -123,6 +124,8 @@ def prepare(row: dict, devices: str | None = None, restart_ok: bool = False,
     registry = Registry.of_run(run_dir) if row.get("run_dir") else None
     if registry is None or row["state"] not in RESUMABLE:
         return write_resume(row, devices, restart_ok, launch_opts)  # raises the right message
+    if (run_dir / RESOLVED).is_file():
+        read_run(row["id"], run_dir, checked=True)  # held to what `plan` accepts before the row is claimed
     with registry:
         if not registry.transition(row["id"], row["state"], state="queued", pid=os.getpid()):
             raise RunStateError(f"RUN: {row['id']} changed state while preparing the resume (another resume?)")
@@ -153,13 +156,20 @@ def node0_run_dir(run_dir: Path, resolved: ResolvedRun) -> Path:
     return run_dir.with_name(run_dir.name[: -len(suffix)] + "-node0")
 
 
-def read_run(run_id: str, run_dir: Path) -> ResolvedRun:
+def read_run(run_id: str, run_dir: Path, checked: bool = False) -> ResolvedRun:
     """The run's job.resolved.yaml for a command that continues it: a newer layout or a damaged file
-    is refused, one line."""
+    is refused, one line. `checked`: its content too, as `plan` checks a job and a plan (plan/recheck.py):
+    a hand edit that names another run, an invalid value or devices this machine lacks is refused."""
     try:
-        return load_resolved(run_dir)
+        resolved = load_resolved(run_dir)
     except ResolvedRunError as exc:
         raise exc.under(f"RUN: {run_id}") from None
+    if checked:
+        try:
+            recheck(resolved, run_id, run_dir)
+        except UserError as exc:
+            raise RunStateError([f"RUN: {run_id}: {RESOLVED}: {line}" for line in exc.problems]) from None
+    return resolved
 
 
 def refuse_state(row: dict) -> None:

@@ -25,8 +25,8 @@ from orchestrator.rundir import (BEST, DEADLINE_STOP, ENV, ENV_SUPERVISOR_PID, E
 from orchestrator.data.cache import make_synth_data
 from orchestrator.plan import Plan
 from orchestrator.registry import Registry
-from orchestrator.errors import UserError
-from orchestrator.exports import describe, run_exports
+from orchestrator.errors import EXIT_EXPORT_FAILED, UserError
+from orchestrator.exports import describe, failed_exports, run_exports
 from orchestrator.rundir.tracking import EXPORTS, MLFLOW_RECORD, TENSORBOARD
 from orchestrator.tracking import effective_mlflow, runs_root
 from orchestrator.wandb_mode import resolve_mode
@@ -210,6 +210,8 @@ def supervise(run_id: str, run_dir: Path, launcher: str, oom_retries: int = 0,
             summary, export_notes = export_finished(run_dir, summary)
             notes += export_notes
     exit_code = {"killed": 130, "stalled": 124}.get(state, code)  # as the CLI exits (cli/common.py)
+    if state == "finished" and failed_exports(summary):
+        exit_code = EXIT_EXPORT_FAILED  # finished, its weights kept: the command's exit code says what failed
     epochs_done = (summary or {}).get("epochs_completed") or completed_epochs(run_dir)
     if state == "failed" and not notes:
         notes.append(failure_note(run_id, run_dir, code, epochs_done))

@@ -8,7 +8,11 @@ store from any shell."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import subprocess
+import sys
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +24,12 @@ ENV_URI = "MLFLOW_TRACKING_URI"
 # the package each tracker imports: Ultralytics skips a callback whose package is missing without a word
 PACKAGES = {"mlflow": "mlflow", "tensorboard": "tensorboard", "clearml": "clearml", "comet": "comet_ml",
             "dvc": "dvclive", "raytune": "ray"}
-EXTRA_HINT = "pip install 'yolo-orch[tracking]'"
+TRACKING_EXTRA = ("mlflow", "tensorboard")  # the packages of pyproject's `tracking` extra
+
+
+def install_hint(package: str) -> str:
+    """How to install a tracker's package: the extra that holds it, else the package itself."""
+    return "pip install 'yolo-orch[tracking]'" if package in TRACKING_EXTRA else f"pip install {package}"
 # what Ultralytics' exporter imports for a format (and its validator to run the file): it would try to pip-install
 # them mid-run, which yolo-orch forbids (YOLO_AUTOINSTALL=false)
 EXPORT_PACKAGES = {"onnx": ("onnx", "onnxslim", "onnxruntime"), "torchscript": (), "openvino": ("openvino",)}
@@ -31,7 +40,8 @@ def check_trackers(spec: JobSpec) -> None:
     installed, an MLflow store that cannot be used (effective_mlflow). One problem per line."""
     wanted = ([("mlflow", "mlflow")] if spec.mlflow is not None else []) + \
         ([("tensorboard", "tensorboard")] if spec.tensorboard else []) + [("integrations", n) for n in spec.integrations]
-    problems = [f"{field}: {name} needs the {PACKAGES[name]} package, which is not installed ({EXTRA_HINT})"
+    problems = [f"{field}: {name} needs the {PACKAGES[name]} package, which is not installed "
+                f"({install_hint(PACKAGES[name])})"
                 for field, name in wanted if importlib.util.find_spec(PACKAGES[name]) is None]
     problems += export_problems(spec.export.formats)
     if problems:
@@ -40,13 +50,48 @@ def check_trackers(spec: JobSpec) -> None:
 
 
 def export_problems(formats, field: str = "export.formats") -> list[str]:
-    """One line per format whose packages are not installed."""
+    """One line per format whose packages do not import here: missing, or present and broken (a found
+    package that fails to import fails the export after the whole training, so it is imported to know)."""
+    wanted = {name: EXPORT_PACKAGES[name] for name in formats}
+    broken = unimportable(tuple(sorted({p for packages in wanted.values() for p in packages})))
     out = []
-    for name in formats:
-        missing = [p for p in EXPORT_PACKAGES[name] if importlib.util.find_spec(p) is None]
-        if missing:
-            out.append(f"{field}: {name} needs {', '.join(missing)}, not installed (pip install 'yolo-orch[export]')")
+    for name, packages in wanted.items():
+        failing = [f"{p} ({broken[p]})" if broken[p] else p for p in packages if p in broken]
+        if failing:
+            out.append(f"{field}: {name} needs {', '.join(failing)}, which does not import here "
+                       f"(pip install 'yolo-orch[export]')")
     return out
+
+
+IMPORT_CHECK_TIMEOUT_S = 120
+_IMPORT_CHECK = """import importlib, importlib.util, json, sys
+broken = {}
+for name in sys.argv[1:]:
+    if importlib.util.find_spec(name) is None:
+        broken[name] = ""
+        continue
+    try:
+        importlib.import_module(name)
+    except Exception as exc:
+        broken[name] = (type(exc).__name__ + ": " + str(exc).splitlines()[0][:120]) if str(exc) else type(exc).__name__
+print(json.dumps(broken))
+"""
+
+
+@lru_cache(maxsize=8)
+def unimportable(packages: tuple[str, ...]) -> dict[str, str]:
+    """{package: why} for each of `packages` that does not import ("" when it is not installed), imported in
+    a child process (about a second for onnx's three; this process stays light and cannot be crashed by one)."""
+    if not packages:
+        return {}
+    try:
+        done = subprocess.run([sys.executable, "-c", _IMPORT_CHECK, *packages], capture_output=True, text=True,
+                              timeout=IMPORT_CHECK_TIMEOUT_S)
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    except subprocess.TimeoutExpired:
+        return {p: f"its import did not finish within {IMPORT_CHECK_TIMEOUT_S} s" for p in packages}
+    except (ValueError, IndexError):  # the check itself died (a package that kills the interpreter)
+        return {p: "importing it ended the Python process" for p in packages}
 
 
 def runs_root(spec: JobSpec) -> Path:

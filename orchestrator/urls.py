@@ -14,14 +14,31 @@ MASK = "***"
 # query keys whose values are secrets (case-insensitive substrings)
 _SECRET_KEY = re.compile(r"pass|pwd|secret|token|key|credential|auth", re.IGNORECASE)
 _QUERY_PAIR = re.compile(r"([?&;])([^=&;#]+)=([^&;#]*)")
-# `password=...` / `password: ...` inside a driver's error text (libpq echoes connection options), an
-# environment dump's `WANDB_API_KEY=...`, a config's `api_key: sk-...`
-_INLINE_SECRET = re.compile(r"\b(\w*(?:password|passwd|pwd|secret|token|api_?key|credential)\w*)(\s*[=:]\s*)"
-                            r"('[^']*'|\"[^\"]*\"|\S+)", re.IGNORECASE)
-# an HTTP credential however it is labelled: `Authorization: Bearer ...`, `Basic ...`: a token-like value (a
+# A secret by its key's name, in any syntax a log or a dumped config writes it: `password=...` in a driver's error
+# text (libpq echoes connection options), `WANDB_API_KEY=...` from an environment dump, `api_key: sk-...` in YAML,
+# `{'api_key': '...'}` from a repr, `"mlflow_tracking_token": "..."` in JSON, `X-Api-Key: ...` as a header. A key
+# names a secret by one of these words (not `key` alone: `keypoints: 17` is no secret).
+_SECRET_WORDS = (r"password|passwd|passphrase|pwd|secret|token|credential|"
+                 r"api[_-]?key|private[_-]?key|access[_-]?key|secret[_-]?key|session[_-]?key")
+# a mapping's key that names a secret (ui/store.mask): the same words, and `auth`, `Authorization`, `Cookie`
+SECRET_KEY_NAME = re.compile(rf"{_SECRET_WORDS}|(^|[_-])auth($|[_-])|authorization|cookie", re.IGNORECASE)
+_VALUE = r"'[^']*'|\"[^\"]*\"|[^\s,;}\]]+"
+_INLINE_SECRET = re.compile(rf"(\b[\w-]*(?:{_SECRET_WORDS})[\w-]*)(['\"]?\s*[=:]\s*)({_VALUE})", re.IGNORECASE)
+# headers whose whole value is a credential (`Authorization: token ghp_...`, `Cookie: session=...`): masked to the
+# end of the line, or of the quoted value in a repr of a headers mapping
+_HEADER_SECRET = re.compile(r"(\b(?:proxy-)?authorization|\b(?:set-)?cookie)(['\"]?\s*[=:]\s*)('[^']*'|\"[^\"]*\"|[^\n]+)",
+                            re.IGNORECASE)
+# an HTTP credential however it is labelled: `Bearer ...` always; `Basic ...` when the value looks like a token (a
 # digit, an `=`, or mixed case), so that plain words ("basic augmentation") stay
-_AUTH_SCHEME = re.compile(r"\b([Bb]earer|[Bb]asic|BEARER|BASIC)(\s+)(?=\S*(?:\d|=|[a-z]\S*[A-Z]|[A-Z]\S*[a-z]))"
-                          r"([A-Za-z0-9._~+/=-]{8,})")
+_AUTH_SCHEME = re.compile(r"\b(?:([Bb]earer|BEARER)|([Bb]asic|BASIC)(?=\s+\S*(?:\d|=|[a-z]\S*[A-Z]|[A-Z]\S*[a-z])))"
+                          r"(\s+)([A-Za-z0-9._~+/=-]{8,})")
+
+
+def _masked(m: re.Match) -> str:
+    """The key and its separator kept, the value masked (in its quotes, when it had them)."""
+    key, sep, value = m.group(1), m.group(2), m.group(3)
+    quote = value[0] if value[:1] in ("'", '"') else ""
+    return f"{key}{sep}{quote}{MASK}{quote}"
 
 
 def _credentials(url: str) -> tuple[str, str | None, str, str | None]:
@@ -79,5 +96,6 @@ def redact_text(text: str, *urls: str) -> str:
             text = text.replace(url, redact_url(url))
             for fragment in secrets_in(url):
                 text = text.replace(fragment, MASK)
-    text = _AUTH_SCHEME.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
-    return _INLINE_SECRET.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
+    text = _HEADER_SECRET.sub(_masked, text)
+    text = _AUTH_SCHEME.sub(lambda m: f"{m.group(1) or m.group(2)}{m.group(3)}{MASK}", text)
+    return _INLINE_SECRET.sub(_masked, text)

@@ -8,7 +8,7 @@ from typing import Any, NoReturn
 
 from rich.console import Console
 
-from orchestrator.errors import EXIT_BAD_INPUT, EXIT_FAILED, RUN_EXIT_CODES
+from orchestrator.errors import EXIT_BAD_INPUT, EXIT_EXPORT_FAILED, EXIT_FAILED, RUN_EXIT_CODES
 
 # Human output goes to stderr when --json owns stdout.
 out = Console()
@@ -17,7 +17,11 @@ err = Console(stderr=True)
 MAX_PROBLEM_LINES = 50  # a file with 30,000 unknown keys gets a screen, not 30,000 lines
 
 
-def run_exit_code(state: str) -> int:
+def run_exit_code(state: str, exit_code: int | None = None) -> int:
+    """The command's exit code for a run that ended in `state`; a finished run's own code when it has one
+    (EXIT_EXPORT_FAILED: trained, but an export it asked for failed)."""
+    if state == "finished" and exit_code == EXIT_EXPORT_FAILED:
+        return EXIT_EXPORT_FAILED
     return RUN_EXIT_CODES.get(state, EXIT_FAILED)
 
 

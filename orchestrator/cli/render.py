@@ -43,16 +43,47 @@ def scaling_table(results: list[ScaleResult], title: str = "Plan", explain: bool
 
 
 def why_lines(results: list[ScaleResult], explain: bool = False) -> list[str]:
-    """Per target: one line per changed value, each warning, and with `explain` the mechanisms behind them."""
+    """Per target: one line per changed value, each warning, and with `explain` the mechanisms behind them.
+    What several targets share is said once: that nothing changed anywhere (and why), and a warning's
+    explanation already given for another target (only its first part, and where it was said)."""
     lines = []
+    all_kept = len(results) > 1 and not any(r.reasons for r in results)
+    if all_kept:
+        lines.append(f"nothing changed on any target: {kept_reason(results[0])}")
+    said: dict[str, str] = {}  # a warning's explanation -> the target it was said for
     for r in results:
+        own = [f"  ! {said_once(line, r.devices, said)}" for line in r.warnings]
+        own += [f"  . {line}" for line in r.details] if explain else []
+        if all_kept and not own:
+            continue
         lines.append(f"why ({r.devices}, {r.policy}):")
-        lines += [f"  {line}" for line in r.reasons] or ["  nothing changed"]
-        lines += [f"  ! {line}" for line in r.warnings]
-        lines += [f"  . {line}" for line in r.details] if explain else []
+        if r.reasons:
+            lines += [f"  {line}" for line in r.reasons]
+        elif not all_kept:
+            lines.append(f"  nothing changed: {kept_reason(r)}")
+        lines += own
     if not explain and any(r.details for r in results):
         lines.append("(--explain: every effective value and the mechanisms behind each reason)")
     return lines
+
+
+def kept_reason(r: ScaleResult) -> str:
+    """Why a target takes the reference's values as they are: its images per optimizer step are the same."""
+    eff = r.effective
+    split = f" (split {eff['batch_per_device']} per device)" if eff.get("world_size", 1) > 1 else ""
+    return (f"the total batch {r.passed.get('batch')}{split} makes {eff.get('images_per_step')} images per optimizer "
+            "step, as the reference did, so Ultralytics applies every hyperparameter as it was tuned")
+
+
+def said_once(line: str, devices: str, said: dict[str, str]) -> str:
+    """`head: explanation`, or `head (as said for DEVICES)` when another target's line gave that explanation."""
+    head, sep, explanation = line.partition(": ")
+    if not sep:
+        return line
+    if explanation in said:
+        return f"{head} (the note for {said[explanation]} above)"
+    said[explanation] = devices
+    return line
 
 
 def train_args_table(plan: Plan) -> Table:
@@ -92,9 +123,27 @@ def summary_table(job: str, outcome, devices: str) -> Table:
         from orchestrator.rundir import OomStep
 
         rows.append(("oom recovery", describe_oom_step(OomStep(**step))))
+    rows += export_rows(summary) + tracker_rows(summary)
     for k, v in rows:
         table.add_row(k, v)
     return table
+
+
+def export_rows(summary: dict | None) -> list[tuple[str, str]]:
+    """One row per export the run made or tried: its file and difference from best.pt, or why it failed."""
+    from orchestrator.exports import describe
+
+    return [(f"export {record['format']}", describe(record).split(": ", 1)[1])
+            for record in ((summary or {}).get("exports") or {}).values()]
+
+
+TRACKERS = {"mlflow": "MLflow", "tensorboard": "TensorBoard", "wandb": "W&B"}
+
+
+def tracker_rows(summary: dict | None) -> list[tuple[str, str]]:
+    """One row per warning of a tracker that could not start, fell back or stopped during the run."""
+    return [(TRACKERS[name], str(warning)) for name in TRACKERS
+            for warning in (((summary or {}).get(name) or {}).get("warnings") or [])]
 
 
 def show_failure(console, outcome) -> None:

@@ -11,6 +11,7 @@ from rich.markup import escape
 
 from orchestrator.application.training import Progress, Resumed, RunStart, Submitted
 from orchestrator.cli.common import human, print_json, run_exit_code
+from orchestrator.errors import EXIT_EXPORT_FAILED
 
 
 def progress_on(console) -> Progress:
@@ -71,7 +72,8 @@ def render_run(done: Submitted, job, json_out: bool) -> None:
         console.print(f"stopped. last checkpoint: {last}" if last else "stopped before the first checkpoint.")
     elif outcome.state in ("failed", "stalled"):
         show_failure(console, outcome)
-    raise typer.Exit(run_exit_code(outcome.state))
+    show_failed_exports(outcome)
+    raise typer.Exit(run_exit_code(outcome.state, outcome.exit_code))
 
 
 def render_resumed(resumed: Resumed, json_out: bool) -> None:
@@ -95,7 +97,20 @@ def render_resumed(resumed: Resumed, json_out: bool) -> None:
         console.print(summary_table(row["job"], outcome, plan.devices))
     if outcome.state in ("failed", "stalled"):
         show_failure(console, outcome)
-    raise typer.Exit(run_exit_code(outcome.state))
+    show_failed_exports(outcome)
+    raise typer.Exit(run_exit_code(outcome.state, outcome.exit_code))
+
+
+def show_failed_exports(outcome) -> None:
+    """On stderr, whatever the output: the exports that failed, and that the weights are there to export again."""
+    from orchestrator.cli.common import err
+    from orchestrator.exports import failed_exports
+
+    failed = failed_exports(outcome.summary)
+    if failed:
+        err.print(f"the run finished, but its export to {', '.join(failed)} failed (exit {EXIT_EXPORT_FAILED}); its "
+                  f"weights are kept: `yolo-orch export {outcome.run_id} -f {failed[0]}` tries again", markup=False,
+                  highlight=False, soft_wrap=True)
 
 
 def render_already_finished(row: dict, json_out: bool) -> None:

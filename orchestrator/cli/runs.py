@@ -20,7 +20,7 @@ from rich.table import Table
 from orchestrator.application.runs import existing_registry, export_run, find_run, list_runs, log_of, show_run
 from orchestrator.cli.common import out, print_json
 from orchestrator.cli.options import REGISTRY, RUNS_DIR
-from orchestrator.exports import describe as describe_export
+from orchestrator.cli.render import export_rows, tracker_rows
 from orchestrator.registry import ACTIVE, STATES
 from orchestrator.rundir import BEST, LAST, OomStep
 from orchestrator.rundir.reading import as_text
@@ -164,8 +164,7 @@ def show_cmd(
         rows.append(("oom recovery", describe_oom_step(OomStep(**step))))
     for note in row.get("notes") or []:
         rows.append(("note", f"{_time(note.get('time'))}  {note.get('text')}"))
-    for record in ((info["summary"] or {}).get("exports") or {}).values():
-        rows.append((f"export {record['format']}", describe_export(record).split(": ", 1)[1]))
+    rows += export_rows(info["summary"]) + tracker_rows(info["summary"])
     rows.append(("run dir", row.get("run_dir") or "-"))
     for name, path in info["files"].items():
         if path and name in (str(LAST), str(BEST)):

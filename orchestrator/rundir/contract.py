@@ -15,6 +15,11 @@ SCHEMA_VERSION = 1
 # The launchers a plan may name (launch.COMMANDS' keys; tests/unit/test_resolved_contract.py ties the two).
 LAUNCHERS = ("local", "torchrun", "xla")
 WANDB_MODES = ("online", "offline", "disabled")
+# The hooks a run folder may name (`callbacks:`): the training process imports and calls each, so a run folder on
+# shared storage must not name anything else (`os:system`). The sweep's trial reporter is the one such hook; the
+# environment's YOLO_ORCH_CALLBACKS (the user's own shell, the tests' fault hooks) is not read from a run folder.
+SWEEP_TRIAL_HOOK = "orchestrator.sweep.trial_callback:attach"
+RUN_FOLDER_HOOKS = (SWEEP_TRIAL_HOOK,)
 # model.train() arguments the training process sets itself (worker/train.py): in train_args they would
 # start the run and then fail ("multiple values for keyword argument 'project'")
 WORKER_SET_ARGS = ("project", "name", "exist_ok", "trainer", "resume")
@@ -45,6 +50,7 @@ def contract_problems(doc: Any) -> list[str]:
         problems.append(f"plan.launcher: {plan.get('launcher')!r} is not a launcher ({', '.join(LAUNCHERS)})")
     if doc.get("wandb_mode", "disabled") not in WANDB_MODES:
         problems.append(f"wandb_mode: {doc.get('wandb_mode')!r} is not one of {', '.join(WANDB_MODES)}")
+    problems += _section_problems(doc)
     args = plan.get("train_args")
     if not isinstance(args, dict):
         return problems + ["plan.train_args: missing or not a mapping"]
@@ -62,6 +68,29 @@ def contract_problems(doc: Any) -> list[str]:
     elif is_int(args.get("epochs")) and job["epochs"] != args["epochs"]:
         problems.append(f"job.epochs: {job['epochs']} disagrees with plan.train_args.epochs {args['epochs']} "
                         "(the file was edited; the plan's value is what trains)")
+    return problems
+
+
+def _section_problems(doc: dict) -> list[str]:
+    """The optional sections' shapes, and the hooks the training process would import (RUN_FOLDER_HOOKS)."""
+    problems = []
+    callbacks = doc.get("callbacks") or []
+    if not isinstance(callbacks, list):
+        problems.append(f"callbacks: {callbacks!r} is not a list of hooks")
+        callbacks = []
+    problems += [f"callbacks: {hook!r} is not a hook a run may name (only {', '.join(RUN_FOLDER_HOOKS)}): the "
+                 "training process would import and call it" for hook in callbacks if hook not in RUN_FOLDER_HOOKS]
+    for key, kind in (("sweep", dict), ("resume", dict), ("oom", dict), ("resumes", list), ("kaggle", dict)):
+        if doc.get(key) is not None and not isinstance(doc[key], kind):
+            problems.append(f"{key}: {doc[key]!r} is not a {'mapping' if kind is dict else 'list'}")
+    oom = doc.get("oom") if isinstance(doc.get("oom"), dict) else {}
+    cap = oom.get("max_batch_per_device")
+    if cap is not None and (problem := _number_problem("oom.max_batch_per_device", cap, int, 1)):
+        problems.append(problem)
+    if not isinstance(oom.get("history") or [], list):
+        problems.append(f"oom.history: {oom['history']!r} is not a list")
+    if doc.get("deadline") is not None and (problem := _number_problem("deadline", doc["deadline"], float, 0)):
+        problems.append(problem)
     return problems
 
 

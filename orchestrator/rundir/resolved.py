@@ -408,7 +408,7 @@ def parse_resolved(doc: Any, where: str = RESOLVED) -> ResolvedRun:
         raise ResolvedRunError(f"{where}: damaged or edited: {'; '.join(problems)}")
     try:
         return ResolvedRun.from_dict(doc)
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ResolvedRunError(f"{where}: damaged ({type(exc).__name__}: {exc})") from None
 
 

@@ -42,6 +42,9 @@ def lr_reason(rule: Rule) -> str:
         return ""
     how = (f"lr0 x {lr:.4g} = k^{rule.exponent + 1:g} over {float(t.growth):.4g} micro-batches per step"
            if rule.family == "SGD" and t.mean_loss and t.growth != 1 else f"lr0 x {lr:.4g} = k^{rule.exponent:g}")
+    if rule.family == "SGD" and lr == 1 and not t.mean_loss:
+        how += (" (Ultralytics sums the loss over the images of a step, so the SGD step already grows with the "
+                "images per step: the same lr0 is the linear rule)")
     if rule.decision is None:
         return f"{rule.name} rule (forced by policy): {how}, {k_text(rule)}"
     return f"auto takes {rule.applies}, {how}: {decision_text(rule.decision)}"
@@ -182,12 +185,13 @@ def few_steps_warning(eff: dict[str, Any], ref_eff: dict[str, Any], k: float) ->
         return []
     keep = math.ceil(steps_ref / spe)
     few = evidence.few_steps()
+    gap = Interval.from_json(few["gap"])
     return [
-        f"{steps:.0f} optimizer steps in all (the reference: {steps_ref:.0f}), below the {KEPT_WITH_STEPS} with "
-        f"which auto kept the outcome; with {few['steps']}, auto lost {Interval.from_json(few['gap']).text()} "
-        f"mAP50-95 (AdamW, k = 4), and at {few['longer']['epochs']} epochs ended {few['longer']['mean']:.3f} "
-        f"against the reference's {few['reference']:.3f}: --set epochs={keep} keeps the reference's steps, at "
-        f"{keep / epochs:.3g}x the cost"
+        f"{steps:.0f} optimizer steps in all (the reference: {steps_ref:.0f}), fewer than the {KEPT_WITH_STEPS} with "
+        f"which auto was measured to keep the outcome. Measured with AdamW at k = 4: in {few['steps']} steps in all, "
+        f"auto ended {-gap.mean:.3f} mAP50-95 below the reference's {few['reference']:.3f} (the gap: {gap.text()}); "
+        f"trained {few['longer']['epochs']} epochs instead, so with the reference's number of steps again, it ended "
+        f"{few['longer']['mean']:.3f}. --set epochs={keep} keeps the reference's steps, at {keep / epochs:.3g}x the cost"
     ]
 
 

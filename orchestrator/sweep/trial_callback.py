@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.rundir import ResolvedRun, TrialLink, float_or_none, is_primary, write_json_atomic
+from orchestrator.rundir.contract import SWEEP_TRIAL_HOOK
 from orchestrator.sweep.study import ENV_STORAGE
 from orchestrator.worker.callbacks import EpochBoundary
 
@@ -202,7 +203,8 @@ def _wandb_run():
     return getattr(wandb, "run", None) if wandb is not None else None
 
 
-TRIAL_CALLBACK = f"{__name__}:attach"  # named in a trial's job.resolved.yaml (ResolvedRun.callbacks)
+TRIAL_CALLBACK = SWEEP_TRIAL_HOOK  # named in a trial's job.resolved.yaml (ResolvedRun.callbacks): this module's
+# `attach`, the one hook a run folder may name (rundir/contract.py; tests/unit/test_resolved_contract.py ties them)
 
 
 def attach(model, run_dir: Path, resolved: ResolvedRun) -> TrialReporter:

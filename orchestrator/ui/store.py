@@ -22,7 +22,7 @@ from orchestrator.rundir import EVENTS, LOG, RESOLVED, load_resolved, parse_even
 from orchestrator.rundir import reading
 from orchestrator.sqlite_wal import connect_readonly
 from orchestrator.tasks import TASKS, headline, task_of_keys
-from orchestrator.urls import MASK, redact_text, redact_url
+from orchestrator.urls import MASK, SECRET_KEY_NAME, redact_text, redact_url
 
 PAGE_SIZE = 50
 LOG_TAIL_BYTES = 64 * 1024
@@ -31,7 +31,7 @@ MAX_EVENTS_BYTES = 32 << 20  # an events.jsonl past this is read from its tail (
 MAX_CURVES = 64  # curves a run page draws (every loss, metric and learning rate of any task fits)
 MAX_TAILS = 256  # runs whose events the dashboard keeps parsed
 MAX_TEXT_BYTES = 8 << 20  # a text file is served from its tail past this, masked
-SECRET_KEY = re.compile(r"passw(or)?d|(^|_)pwd($|_)|secret|token|api_?key|credential|(^|_)auth($|_)", re.IGNORECASE)
+SECRET_KEY = SECRET_KEY_NAME  # a value under such a key is masked whatever it holds
 # the events the run page's timeline shows: starts (a resume or a requeue starts at start_epoch > 0),
 # OOM recoveries, stalls, Kaggle sessions, warnings, the end
 TIMELINE_EVENTS = ("train_start", "oom", "oom_restart", "stalled", "session_start", "session_end", "warning",
@@ -114,7 +114,7 @@ class Store:
         record["task"] = self.task_of(record)
         record["wall_s"] = _wall(record)
         record["active"] = record["state"] in ACTIVE
-        return record
+        return mask(record)  # a note may quote an error, which may quote a secret
 
     def task_of(self, record: dict) -> str | None:
         run_dir = Path(record.get("run_dir") or "")
@@ -306,7 +306,7 @@ def mask(value: Any) -> Any:
                     else mask(v)) for k, v in value.items()}
     if isinstance(value, list):
         return [mask(v) for v in value]
-    if isinstance(value, str) and ("://" in value or "=" in value or ":" in value):
+    if isinstance(value, str):  # (a credential needs no '=' or ':': `Bearer ...`)
         return redacted(value)
     return value
 

@@ -6,6 +6,7 @@ import time
 from typing import Any, Callable
 
 from orchestrator.rundir import ENV_CALLBACKS, EventWriter, ResolvedRun, float_or_none, missing_epochs
+from orchestrator.rundir.contract import RUN_FOLDER_HOOKS
 
 PROGRESS_EVERY_S = 1.0
 
@@ -105,11 +106,15 @@ class EpochReporter(EpochBoundary):
 
 
 def attach_named(model, run_dir, resolved: ResolvedRun) -> None:
-    """The hooks the run names (ResolvedRun.callbacks) and then $YOLO_ORCH_CALLBACKS, each
-    "module:function", imported by name so that the training process depends on none of them."""
+    """The hooks the run names (ResolvedRun.callbacks, only those a run folder may name: the contract refused
+    any other when the file was read, and this refuses it again) and then $YOLO_ORCH_CALLBACKS (the user's own
+    environment), each "module:function", imported by name so that the training process depends on none of them."""
     import importlib
     import os
 
+    foreign = [name for name in resolved.callbacks if name not in RUN_FOLDER_HOOKS]
+    if foreign:
+        raise RuntimeError(f"callbacks: {', '.join(foreign)}: not a hook a run folder may name; not imported")
     from_env = [n.strip() for n in os.environ.get(ENV_CALLBACKS, "").split(",") if n.strip()]
     for name in resolved.callbacks + from_env:
         module, _, function = name.partition(":")

@@ -17,7 +17,7 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import urlsplit
 
 from orchestrator.rundir import BEST, ENV, RESOLVED, RESULTS, ResolvedRun, write_json_atomic
@@ -49,6 +49,7 @@ class MlflowLogger:
         self.run_id: str | None = None
         self.logged_through = 0
         self.warnings: list[str] = []
+        self.on_warning: Callable[[str], None] | None = None  # the run's events: the console and `show` say it
 
     # ------------------------------------------------------------ start
 
@@ -201,6 +202,8 @@ class MlflowLogger:
         self.client = None
         print(f"yolo-orch: warning: {message}", file=sys.stderr, flush=True)
         self._warn(message)
+        if self.on_warning is not None:
+            self.on_warning(message)
 
 
 
@@ -237,6 +240,7 @@ def start_for_run(run_dir: Path, resolved: ResolvedRun, warn=None) -> MlflowLogg
     if resolved.job.mlflow is None:
         return None
     logger = MlflowLogger(run_dir, resolved)
+    logger.on_warning = warn
     warning = logger.start()
     if logger.client is not None:
         logger.catch_up()

@@ -26,6 +26,7 @@ class TensorboardLogger:
         self.writer = None
         self.logged_through = 0
         self.warnings: list[str] = []
+        self.on_warning = None  # the run's events (worker/startup.py): the console and `show` say it
 
     def start(self) -> str | None:
         try:
@@ -53,6 +54,9 @@ class TensorboardLogger:
         except Exception as exc:  # noqa: BLE001
             self._lost(f"TensorBoard stopped at epoch {epoch} ({type(exc).__name__}: {first_line(exc)})")
             return
+        if not self.folder.is_dir():  # removed under the open file: its writes would go on into nothing
+            self._lost(f"TensorBoard stopped at epoch {epoch}: its folder {self.folder} was removed during the run")
+            return
         self.logged_through = epoch
 
     def finish(self, final: dict[str, Any], exit_code: int = 0) -> None:
@@ -70,6 +74,8 @@ class TensorboardLogger:
         self.writer = None
         self.warnings.append(message)
         print(f"yolo-orch: warning: {message}", file=sys.stderr, flush=True)
+        if self.on_warning is not None:
+            self.on_warning(message)
         return message
 
 
@@ -96,7 +102,8 @@ def start_for_run(run_dir: Path, resolved: ResolvedRun, warn=None) -> Tensorboar
     if not resolved.job.tensorboard:
         return None
     logger = TensorboardLogger(run_dir)
-    warning = logger.start()
+    warning = logger.start()  # (its own warning: said below, once)
+    logger.on_warning = warn
     if logger.writer is not None:
         logger.catch_up()
     if warning and warn is not None:

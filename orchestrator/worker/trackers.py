@@ -15,5 +15,13 @@ def trained_epoch_metrics(run_dir: Path) -> list[tuple[int, dict]]:
     return sorted(last.items())
 
 
+# SQLAlchemy's preface to an error met while flushing (MLflow's store): the error itself follows it
+AUTOFLUSH_PREFACE = "(raised as a result of Query-invoked autoflush"
+
+
 def first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [""])[0][:200]
+    """The line of an exception's message that says what went wrong (not SQLAlchemy's autoflush preface)."""
+    text = str(exc).strip()
+    if text.startswith(AUTOFLUSH_PREFACE):
+        text = text.split(")", 1)[-1].lstrip(" ;\n")  # the preface's parenthesis closes before the cause
+    return (text.splitlines() or [""])[0][:200]

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import DEFAULT_WANDB, TINY_MODEL, cli_env, run_cli, wait_first_epoch, write_job
+from conftest import DEFAULT_WANDB, REPO, TINY_MODEL, cli_env, run_cli, wait_first_epoch, write_job
 from orchestrator.harness.dashboard import Dashboard
 from orchestrator.harness.tracking import (artifact_paths, metric_steps, mlflow_client, mlflow_record, mlflow_runs,
                                            tensorboard_steps)
@@ -102,9 +102,14 @@ def dashboard_shows(tmp_path: Path, browser: str, run_dir: Path, summary: dict) 
     assert "href=" not in links["openvino"]  # a folder: named, not linked
 
 
-def test_a_tracking_server_that_stops_mid_run_costs_nothing(tmp_path, mlflow_server):
-    job = tracked_job(tmp_path, epochs=3, tracking_uri=mlflow_server.url)
-    env = cli_env({**NO_ENV, "YOLO_ORCH_FAULT_SLEEP": "epoch=2,seconds=8"})  # time to stop the server in
+def test_a_tracking_server_that_stops_mid_run_and_an_export_that_fails_cost_nothing_and_are_said(tmp_path,
+                                                                                                 mlflow_server):
+    """Neither is silent (issue 60): the stopped server on the console as it happens and in `show`; the export
+    that broke after the plan's check (onnxslim fails to import in the export process alone) in the summary
+    table, in one line on stderr and in the exit code (4), the weights kept."""
+    job = tracked_job(tmp_path, epochs=3, export=["onnx"], tracking_uri=mlflow_server.url)
+    env = cli_env({**NO_ENV, "YOLO_ORCH_FAULT_SLEEP": "epoch=2,seconds=8",  # time to stop the server in
+                   "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests" / "helpers" / "broken_export")])})
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "submit", str(job), "--json"], cwd=tmp_path,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     run_dir = wait_first_epoch(tmp_path / "runs", proc)
@@ -112,15 +117,23 @@ def test_a_tracking_server_that_stops_mid_run_costs_nothing(tmp_path, mlflow_ser
     assert metric_steps(mlflow_server.url, run_id, MAP) == [1]
     mlflow_server.stop()
     out, err = proc.communicate(timeout=600)
-    assert proc.returncode == 0, err[-3000:]
+    assert proc.returncode == 4, err[-3000:]
     summary = json.loads(out)["summary"]
     assert summary["state"] == "finished" and summary["epochs_completed"] == 3
     assert summary["mlflow"]["run_id"] == run_id and len(summary["mlflow"]["warnings"]) == 1
     assert "MLflow logging stopped at epoch 2" in summary["mlflow"]["warnings"][0]
+    assert "MLflow logging stopped at epoch 2" in err  # on the console, as it happened
+    assert "autoflush" not in summary["mlflow"]["warnings"][0]
     assert tensorboard_steps(run_dir, "metrics/mAP50-95(B)") == [1, 2, 3]  # the other trackers went on
     # the server's store (read directly) holds what was logged before it stopped
     store = f"sqlite:///{mlflow_server.folder / 'server.db'}"
     assert metric_steps(store, run_id, MAP) == [1]
+    assert summary["exports"]["onnx"]["ok"] is False and (run_dir / "weights" / "best.pt").is_file()
+    said = [line for line in err.splitlines() if "export to onnx failed" in line]
+    assert len(said) == 1 and f"yolo-orch export {run_dir.name} -f onnx" in said[0], err[-3000:]
+    shown = run_cli("show", run_dir.name, cwd=tmp_path, env=NO_ENV)
+    assert shown.returncode == 0 and "MLflow logging stopped at epoch 2" in shown.stdout, shown.stdout
+    assert "export onnx" in shown.stdout and "failed" in shown.stdout, shown.stdout
 
 
 def test_an_unreachable_tracking_server_logs_to_the_local_store_with_one_warning(tmp_path):

@@ -100,3 +100,18 @@ def test_the_plan_for_one_target_fits_a_screen_and_explain_adds_the_mechanisms(t
     assert "summed loss grows" not in brief.stdout and "(--explain:" in brief.stdout
     full = run_cli("plan", job, "-d", "0", "--set", "target.batch=64", "--explain", cwd=tmp_path, env=env)
     assert "summed loss grows the SGD gradient" in full.stdout and "warmup_iterations" in full.stdout
+
+
+def test_several_targets_say_what_they_share_once():
+    """Issue 60: four targets that keep every value say so once, with the reason (the images per optimizer step
+    are the reference's); a warning's explanation given for one target is not repeated for the next."""
+    r = run_cli("plan", REPO / "examples" / "quickstart.yaml", "-d", "cpu", "-d", "4", "-d", "8", "-d", "tpu:8",
+                env={"COLUMNS": "400"})
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert out.count("nothing changed") == 1
+    assert "nothing changed on any target: the total batch 16 makes 16 images per optimizer step, as the reference" \
+        in out
+    assert out.count("BatchNorm statistics are per device") == 1
+    assert "per-device batch 16 -> 2 (the note for 4 above)" in out
+    assert "why (cpu, auto)" not in out  # nothing of its own to say

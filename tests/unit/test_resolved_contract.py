@@ -52,6 +52,27 @@ EDITS = [  # (where, value, what the one line says)
     (("plan", "train_args", "project"), "/tmp/elsewhere", "plan.train_args.project: set by the training process"),
     (("plan", "train_args", "lr0"), -1, "plan.train_args.lr0: -1 is below 0"),
     (("wandb_mode",), "loud", "wandb_mode: 'loud' is not one of"),
+    # issue 60: code a run folder names, and hand edits the job spec or the plan would have refused
+    (("callbacks",), ["os:system"], "callbacks: 'os:system' is not a hook a run may name"),
+    (("callbacks",), "os:system", "callbacks: 'os:system' is not a list of hooks"),
+    (("oom",), [1], "oom: [1] is not a mapping"),
+    (("job", "oom_retries"), "two", "job.oom_retries: must be a valid integer"),
+    (("job", "export"), "onnx", "job.export"),
+    (("job", "export"), {"formats": ["pdf"]}, "job.export.formats.0: must be"),
+    (("job", "tensorboard"), "maybe", "job.tensorboard: must be a valid boolean"),
+    (("job", "xla"), [1], "job.xla"),
+    (("job", "task"), "semantic", "job.model: yolo11n.yaml is a detect model, but the job's task is semantic"),
+    (("job", "integrations"), "mlflow", "job.integrations"),
+    (("job", "name"), "../../x", "job.name"),
+    (("job", "mlflow"), "yes", "job.mlflow"),
+    (("job", "stall_timeout"), -5, "job.stall_timeout: must be greater than or equal to 0"),
+    (("run_id",), "20990101-000000-beef", "run_id: '20990101-000000-beef' is not this run's id"),
+    (("run_dir",), "/etc", "run_dir: '/etc' is not this run's folder"),
+    (("plan", "train_args", "imgsz"), [64, 64], "plan.train_args.imgsz: [64, 64] disagrees with job.imgsz 128"),
+    (("plan", "train_args", "optimizer"), "Adamm", "plan.train_args.optimizer: must be"),
+    (("plan", "train_args", "device"), "cuda:0", "plan.train_args.device: 'cuda:0' is not what plan.devices"),
+    (("plan", "train_args", "mosaic"), "lots", "plan.train_args.mosaic: must be a valid number"),
+    (("plan", "train_args", "close_mosaic"), "x", "plan.train_args.close_mosaic"),
 ]
 
 
@@ -137,3 +158,32 @@ def test_w_and_b_attempt_folders_of_both_modes_are_read_oldest_first(tmp_path):
         (tmp_path / name / f"run-{name[-2:]}.wandb").write_bytes(b":W&B")
     assert [p.parent.name for p in attempt_files(tmp_path, "r1")] == ["run-20261127_090100-r1",
                                                                      "offline-run-20261127_090500-r1"]
+
+
+def test_the_one_hook_a_run_folder_may_name_is_the_sweep_trial_reporter():
+    from orchestrator.rundir.contract import RUN_FOLDER_HOOKS
+    from orchestrator.sweep import trial_callback
+
+    assert RUN_FOLDER_HOOKS == (trial_callback.TRIAL_CALLBACK,)
+    module, _, function = trial_callback.TRIAL_CALLBACK.partition(":")
+    assert module == trial_callback.__name__ and callable(getattr(trial_callback, function))
+
+
+def test_the_training_process_imports_no_hook_a_run_folder_names(tmp_path):
+    """Past the contract (a file read some other way), the worker's own attach refuses it too."""
+    from orchestrator.rundir import load_resolved
+    from orchestrator.worker.callbacks import attach_named
+
+    run_dir = planned_run(tmp_path / "runs")
+    resolved = load_resolved(run_dir)
+    resolved.callbacks = ["os:system"]
+    with pytest.raises(RuntimeError, match="not a hook a run folder may name"):
+        attach_named(object(), run_dir, resolved)
+
+
+def test_a_resume_of_the_run_as_planned_passes_the_recheck(tmp_path):
+    from orchestrator.plan.recheck import recheck
+    from orchestrator.rundir import load_resolved
+
+    run_dir = planned_run(tmp_path / "runs")
+    recheck(load_resolved(run_dir), run_dir.name, run_dir)

@@ -158,3 +158,31 @@ def test_an_ipv6_loopback_host_is_taken_as_written_and_printed_as_a_url(tmp_path
         proc.terminate()
         proc.wait(30)
     assert line.startswith("yolo-orch ui: http://[::1]:") and "warning" not in line, line
+
+
+# Secrets in the shapes logs and dumped configs hold them (issue 60): each line names a secret by its key or its
+# header, and the value must not be served by /files/R/train.log nor /api/run/R (the run's note and events).
+SECRET_FORMS = [
+    "{'api_key': 'sk-live-%s'}", '{"mlflow_tracking_token": "%s"}', "Authorization: token ghp_%s",
+    "X-Api-Key: %s", "Cookie: session=%s", "passphrase=%s", "private_key: %s", "Authorization: Bearer %s",
+    "Bearer abcdefghijklmnop%s", "export WANDB_API_KEY='%s'", "{'headers': {'Authorization': 'token %s'}}",
+    "Set-Cookie: sid=%s; HttpOnly", '"secret_key": "%s"', "PGPASSWORD=%s psql", "access-key: %s",
+]
+PLAIN = ["keypoints: 17 of the pose task", "basic augmentation on", "tokens in a caption: 12"]
+
+
+@pytest.mark.parametrize("form", SECRET_FORMS)
+def test_a_secret_in_any_syntax_is_masked_in_the_log_and_the_run_api(tmp_path, form):
+    secret = "zq" + "x" * 6  # letters only: no digit for a heuristic to key on
+    runs, run_dir = _runs(tmp_path)
+    line = form % secret
+    (run_dir / "train.log").write_text(f"{line}\n" + "\n".join(PLAIN) + "\n")
+    (run_dir / "events.jsonl").write_text(json.dumps({"event": "warning", "message": line}) + "\n")
+    with Registry.open(runs) as reg:
+        reg.update("r1", note=line)
+    client = _client(runs)
+    log = client.get("/files/r1/train.log")
+    api = client.get("/api/run/r1")
+    assert log.status_code == 200 and api.status_code == 200
+    assert secret not in log.text and secret not in api.text, (log.text, api.text)
+    assert all(plain in log.text for plain in PLAIN), log.text
