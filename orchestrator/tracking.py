@@ -58,8 +58,8 @@ def export_problems(formats, field: str = "export.formats") -> list[str]:
     for name, packages in wanted.items():
         failing = [f"{p} ({broken[p]})" if broken[p] else p for p in packages if p in broken]
         if failing:
-            out.append(f"{field}: {name} needs {', '.join(failing)}, which does not import here "
-                       f"(pip install 'yolo-orch[export]')")
+            out.append(f"{field}: {name} needs {', '.join(failing)}, which {'does' if len(failing) == 1 else 'do'} "
+                       "not import here (pip install 'yolo-orch[export]')")
     return out
 
 

@@ -28,19 +28,19 @@ def plan_cmd(
 ) -> None:
     """Show how the job's hyperparameters map to each target: passed, effective, why."""
     from orchestrator.application.planning import plan_targets  # not at import: `--help` stays light
-    from orchestrator.cli.render import scaling_table, why_lines
+    from orchestrator.cli.render import job_warning_lines, scaling_table, why_lines
 
     planned = plan_targets(job_file, devices or [], policy, set_ or [])
     job, plans = planned.job, planned.plans
     if json_out:
-        print_json([{**{key: p.scaled.as_json()[key] for key in PLAN_JSON_KEYS}, "ultralytics": p.ultralytics}
-                    for p in plans])
+        print_json([{**{key: p.scaled.as_json()[key] for key in PLAN_JSON_KEYS}, "ultralytics": p.ultralytics,
+                     "warnings": p.scaled.warnings + p.job_warnings} for p in plans])
         return
     from orchestrator.tracking import describe, runs_root
     from orchestrator.wandb_mode import describe_mode
 
     out.print(scaling_table([p.scaled for p in plans], title=f"Plan for {job.spec.name}", explain=explain))
-    for line in why_lines([p.scaled for p in plans], explain):
+    for line in why_lines([p.scaled for p in plans], explain) + job_warning_lines(plans[0]):
         out.print(line, markup=False, highlight=False)
     for line in [describe_mode(job.spec.wandb), *describe(job.spec, runs_root(job.spec))]:
         out.print(line, markup=False, highlight=False)

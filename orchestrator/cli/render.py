@@ -67,6 +67,11 @@ def why_lines(results: list[ScaleResult], explain: bool = False) -> list[str]:
     return lines
 
 
+def job_warning_lines(plan: Plan) -> list[str]:
+    """The job's own warnings (its data, its hyperparameters), the same for every target: said once."""
+    return ["the job:", *[f"  ! {line}" for line in plan.job_warnings]] if plan.job_warnings else []
+
+
 def kept_reason(r: ScaleResult) -> str:
     """Why a target takes the reference's values as they are: its images per optimizer step are the same."""
     eff = r.effective

@@ -39,7 +39,7 @@ def render_submitted(done: Submitted, job, json_out: bool) -> None:
 
 
 def render_plan(plan, job, json_out: bool) -> None:
-    from orchestrator.cli.render import scaling_table, train_args_table, why_lines
+    from orchestrator.cli.render import job_warning_lines, scaling_table, train_args_table, why_lines
     from orchestrator.tracking import describe, runs_root
     from orchestrator.wandb_mode import describe_mode, resolve_mode
 
@@ -50,7 +50,7 @@ def render_plan(plan, job, json_out: bool) -> None:
         return
     console = human(json_out)
     console.print(scaling_table([plan.scaled], title=f"Plan for {job.spec.name}"))
-    for line in why_lines([plan.scaled]):
+    for line in why_lines([plan.scaled]) + job_warning_lines(plan):
         console.print(line, markup=False, highlight=False)
     console.print(train_args_table(plan))
     for line in [describe_mode(job.spec.wandb), *trackers]:

@@ -73,7 +73,7 @@ class Hyperparameters(Strict):
     translate: Optional[float] = Probability
     scale: Optional[float] = Field(default=None, ge=0.0, le=10.0)
     shear: Optional[float] = Field(default=None, ge=-180.0, le=180.0)
-    perspective: Optional[float] = Field(default=None, ge=0.0, le=0.001)
+    perspective: Optional[float] = Probability  # Ultralytics takes any fraction; ADVISED_MAX says what its docs advise
     flipud: Optional[float] = Probability
     fliplr: Optional[float] = Probability
     bgr: Optional[float] = Probability
@@ -92,6 +92,18 @@ class Hyperparameters(Strict):
 
     def values(self) -> dict[str, Any]:
         return self.model_dump(exclude_none=True)
+
+
+# Values Ultralytics accepts but its documentation advises to keep small (docs: "perspective: 0.0 - 0.001"):
+# accepted, and said by the plan (advised_range_warnings)
+ADVISED_MAX = {"perspective": 0.001}
+
+
+def advised_range_warnings(hyp: dict[str, Any]) -> list[str]:
+    """One line per hyperparameter above what Ultralytics' documentation advises."""
+    return [f"hyp.{key} {hyp[key]:g} is above the 0 to {top:g} Ultralytics' documentation advises (it trains; larger "
+            "values warp the images strongly)" for key, top in ADVISED_MAX.items()
+            if isinstance(hyp.get(key), (int, float)) and hyp[key] > top]
 
 
 class HypBlock(Hyperparameters):

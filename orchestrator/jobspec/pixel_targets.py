@@ -19,6 +19,10 @@ IGNORE = 255
 DEPTH_SCALE = 1000
 MAX_DEPTH = 100.0
 MIN_VALID_DEPTH = 0.001  # DepthLoss26: a pixel is supervised where its depth exceeds 1 mm
+# Below this share of supervised pixels (over the checked maps of a split) the plan says what the rest are: sparse
+# ground truth is normal (LiDAR: about 5 %), but a map that is mostly negative, NaN or beyond max_depth usually
+# means a wrong depth_scale or sign, and the metrics then count only the few pixels left (delta1 1.0 from nothing)
+VALID_SHARE_WARN = 0.2
 ASPECT_TOLERANCE = 0.02  # verify_image_depth: |log(map aspect / image aspect)| at most this
 MAX_DECODED = 2000  # targets whose pixels are read per split (the headers of all are)
 MAX_PROBLEMS = 20
@@ -108,6 +112,7 @@ def scan(task: str, split: str, images: list[str], cfg: dict, nc: int | None) ->
     found = TargetScan()
     problems: list[str] = []
     missing, decoded = 0, 0
+    tally: dict[str, int] = {"pixels": 0, "valid": 0, "negative": 0, "nonfinite": 0}  # of the decoded depth maps
     for image in images:
         target = mask_path(image, str(cfg.get("masks_dir") or "masks")) if task == "semantic" else depth_path(image)
         if not os.path.isfile(target):
@@ -117,7 +122,7 @@ def scan(task: str, split: str, images: list[str], cfg: dict, nc: int | None) ->
         decoded += decode
         try:
             why = (_mask_problem(image, target, cfg, nc, decode) if task == "semantic"
-                   else _depth_problem(image, target, cfg, decode))
+                   else _depth_problem(image, target, cfg, decode, tally))
         except Exception as exc:  # noqa: BLE001 - any unreadable file is one line, as Ultralytics drops it
             why = f"cannot be read ({type(exc).__name__}: {str(exc)[:120]})"
         if why:
@@ -133,6 +138,7 @@ def scan(task: str, split: str, images: list[str], cfg: dict, nc: int | None) ->
     if decoded < len(images) - missing:
         found.warnings.append(f"data: the pixel values of {decoded} of {len(images) - missing} {split} {what}s were "
                               "checked (their sizes all)")
+    found.warnings += depth_share_warning(tally, split, cfg)
     found.problems += problems[:MAX_PROBLEMS]
     if len(problems) > MAX_PROBLEMS:
         found.problems.append(f"data: ... and {len(problems) - MAX_PROBLEMS} more {split} {what}s with problems")
@@ -186,7 +192,21 @@ def _mask_problem(image: str, mask: str, cfg: dict, nc: int | None, decode: bool
     return None
 
 
-def _depth_problem(image: str, depth: str, cfg: dict, decode: bool) -> str | None:
+def depth_share_warning(tally: dict[str, int], split: str, cfg: dict) -> list[str]:
+    """The share of the checked depth maps' pixels that supervise the training, when it is low, with what the
+    others are (negative, NaN or inf, beyond max_depth or 0)."""
+    if not tally["pixels"] or tally["valid"] >= VALID_SHARE_WARN * tally["pixels"]:
+        return []
+    share = {k: 100 * v / tally["pixels"] for k, v in tally.items()}
+    top = float(cfg.get("max_depth") or MAX_DEPTH)
+    return [f"data: only {share['valid']:.1f} % of the pixels of the checked {split} depth maps have a depth between "
+            f"{MIN_VALID_DEPTH * 1000:g} mm and max_depth {top:g} m ({share['negative']:.1f} % negative, "
+            f"{share['nonfinite']:.1f} % NaN or inf, the rest 0 or beyond max_depth): Ultralytics ignores the others "
+            "in the loss and the metrics; sparse ground truth (LiDAR) is normal, mostly invalid maps usually mean a "
+            "wrong depth_scale or sign"]
+
+
+def _depth_problem(image: str, depth: str, cfg: dict, decode: bool, tally: dict[str, int]) -> str | None:
     import numpy as np
 
     scale = cfg.get("depth_scale", DEPTH_SCALE)
@@ -195,7 +215,7 @@ def _depth_problem(image: str, depth: str, cfg: dict, decode: bool) -> str | Non
         if values.ndim != 2 or values.dtype.kind != "f":
             return f"a depth NPY must be a 2-D float array of metres (got {values.ndim}-D {values.dtype})"
         shape = values.shape
-        metres = np.nan_to_num(np.asarray(values, dtype=np.float32)) if decode else None
+        metres = np.asarray(values, dtype=np.float32) if decode else None
     else:
         from PIL import Image
 
@@ -210,7 +230,11 @@ def _depth_problem(image: str, depth: str, cfg: dict, decode: bool) -> str | Non
         return f"depth map {shape[1]}x{shape[0]} does not have its image's aspect ({w}x{h})"
     if metres is not None:
         top = float(cfg.get("max_depth") or MAX_DEPTH)
-        valid = int(((metres > MIN_VALID_DEPTH) & (metres < top)).sum())
+        valid = int(((metres > MIN_VALID_DEPTH) & (metres < top)).sum())  # (NaN compares False: not valid)
+        tally["pixels"] += metres.size
+        tally["valid"] += valid
+        tally["negative"] += int((metres < 0).sum())
+        tally["nonfinite"] += int((~np.isfinite(metres)).sum())
         if valid < 10:
             return (f"{valid} pixels with a depth between {MIN_VALID_DEPTH * 1000:g} mm and max_depth {top:g} m: it "
                     "teaches nothing (0 marks a pixel without depth)")

@@ -17,6 +17,7 @@ from orchestrator.devices import DeviceSpec
 from orchestrator.launch.torchrun import NodeLaunch
 from orchestrator.errors import UserError
 from orchestrator.jobspec import ultralytics_cfg
+from orchestrator.jobspec.job import advised_range_warnings
 from orchestrator.jobspec.job_data import DataInfo, describe_data
 from orchestrator.jobspec.loader import LoadedJob, resolve_hyp
 from orchestrator.rundir import NodeOptions, ResolvedRun, RunJob, RunPlan
@@ -65,6 +66,12 @@ class Plan:
     def ultralytics(self) -> str:
         """The installed release the plan modelled (scaling/releases.py)."""
         return self.run.ultralytics
+
+    @property
+    def job_warnings(self) -> list[str]:
+        """The warnings of the job whatever its target (its data, a hyperparameter above what Ultralytics'
+        docs advise): the plan's warnings beyond the scaler's, said once for all targets."""
+        return [w for w in self.run.warnings if w not in self.scaled.warnings]
 
     def as_json(self) -> dict[str, Any]:
         """`plan --json` and `submit --dry-run --json`: the contract's plan without the reference-scale hyp."""
@@ -271,6 +278,7 @@ def make_plan(job: LoadedJob, devices: DeviceSpec | None = None, policy: str | N
     run = RunPlan(job=spec.name, devices=target_spec.text, world_size=target_spec.world_size,
                   launcher=target_spec.backend, policy=made.scaled.policy, train_args=made.train_args,
                   scaling=made.scaled.as_json(), hyp=hyp, data=data_record(data),
-                  warnings=list(made.scaled.warnings) + data.warnings, ultralytics=made.release,
+                  warnings=list(made.scaled.warnings) + data.warnings + advised_range_warnings(hyp),
+                  ultralytics=made.release,
                   launch=NodeOptions.from_dict(node.options(target_spec)) if node is not None else None)
     return Plan(job=job, devices=target_spec, data=data, scaled=made.scaled, run=run)

@@ -115,10 +115,17 @@ def log_to_mlflow(run_dir: Path, record: dict[str, Any]) -> None:
     if not path.is_file():
         return
     known = json.loads(path.read_text())
+    from orchestrator.worker.mlflow_logger import HTTP_DEFAULTS, metric_name, unreachable
+
+    for key, value in HTTP_DEFAULTS.items():  # a stopped server costs one failed request, not minutes of retries
+        os.environ.setdefault(key, value)
+    down = unreachable(str(known.get("tracking_uri") or ""))
+    if down:
+        print(f"yolo-orch: warning: MLflow could not record the {record['format']} export: {down}", file=sys.stderr,
+              flush=True)
+        return
     try:
         from mlflow.tracking import MlflowClient
-
-        from orchestrator.worker.mlflow_logger import metric_name
 
         client = MlflowClient(tracking_uri=known["tracking_uri"])
         fmt = record["format"]

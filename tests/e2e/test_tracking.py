@@ -105,7 +105,7 @@ def dashboard_shows(tmp_path: Path, browser: str, run_dir: Path, summary: dict) 
 def test_a_tracking_server_that_stops_mid_run_and_an_export_that_fails_cost_nothing_and_are_said(tmp_path,
                                                                                                  mlflow_server):
     """Neither is silent (issue 60): the stopped server on the console as it happens and in `show`; the export
-    that broke after the plan's check (onnxslim fails to import in the export process alone) in the summary
+    that broke after the plan's check (onnx fails to import in the export process alone) in the summary
     table, in one line on stderr and in the exit code (4), the weights kept."""
     job = tracked_job(tmp_path, epochs=3, export=["onnx"], tracking_uri=mlflow_server.url)
     env = cli_env({**NO_ENV, "YOLO_ORCH_FAULT_SLEEP": "epoch=2,seconds=8",  # time to stop the server in

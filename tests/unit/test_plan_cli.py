@@ -115,3 +115,32 @@ def test_several_targets_say_what_they_share_once():
     assert out.count("BatchNorm statistics are per device") == 1
     assert "per-device batch 16 -> 2 (the note for 4 above)" in out
     assert "why (cpu, auto)" not in out  # nothing of its own to say
+
+
+def test_plan_prints_the_data_warnings_and_the_share_of_valid_depth_pixels(tmp_path):
+    """Issue 60: a missing depth map and maps that are mostly negative, NaN or inf are said by `plan` (they were
+    kept in job.resolved.yaml only); they still train (Ultralytics ignores those pixels), so exit 0."""
+    import numpy as np
+
+    data = tmp_path / "depth"
+    made = run_cli("data", "synth", "--out", data, "--task", "depth", "--images", "8", "--val-images", "8",
+                   cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    maps = sorted((data / "depth" / "train").glob("*.png"))
+    maps[0].unlink()  # one train image without its depth map
+    for png in maps[1:]:
+        metres = np.full((128, 128), -1.0, dtype=np.float32)  # mostly negative: a wrong sign
+        metres[:4, :] = 2.0  # 512 pixels with a depth
+        metres[4:8, :] = np.nan
+        metres[8, :] = np.inf
+        np.save(png.with_suffix(".npy"), metres)
+        png.unlink()
+    job = write_job(tmp_path, model="yolo26n-depth.yaml", data=str(data / "data.yaml"), imgsz=128)
+    r = run_cli("plan", job, cwd=tmp_path, env={"COLUMNS": "400"})
+    assert r.returncode == 0, r.stderr
+    assert "the job:" in r.stdout
+    assert "! data: 1 of 8 train images have no depth map: Ultralytics skips them" in r.stdout
+    assert ("! data: only 3.1 % of the pixels of the checked train depth maps have a depth between 1 mm and max_depth "
+            "100 m (93.0 % negative, 3.9 % NaN or inf") in r.stdout, r.stdout
+    as_json = json.loads(run_cli("plan", job, "--json", cwd=tmp_path).stdout)[0]
+    assert any("only 3.1 %" in w for w in as_json["warnings"])

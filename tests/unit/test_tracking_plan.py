@@ -43,3 +43,35 @@ def test_a_relative_sqlite_store_is_made_absolute_at_run_creation(tmp_path, monk
     settings = json.loads((run_dir / "mlflow.json").read_text())["settings"]
     assert settings["tracking_uri"] == f"sqlite:///{tmp_path.resolve() / 'tracking' / 'store.db'}"
     assert settings["experiment"] == "tiny"  # the job's name
+
+
+def test_an_export_package_that_is_there_but_does_not_import_is_refused_by_plan_and_export(tmp_path):
+    """Issue 60: found is not enough (an onnx that fails to import would fail the export after the whole training):
+    `plan` refuses it in one line with the install hint, and so does `yolo-orch export` of a finished run."""
+    from conftest import REPO, run_cli
+    from orchestrator.registry import Registry
+
+    broken = tmp_path / "site"
+    broken.mkdir()
+    (broken / "onnx.py").write_text("raise ImportError('a damaged onnx')\n")
+    env = {"PYTHONPATH": f"{REPO}:{broken}", "YOLO_ORCH_REGISTRY": ""}
+    job = write_job(tmp_path, export=["onnx"])
+    r = run_cli("plan", job, cwd=tmp_path, env=env)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.strip() == ("export.formats: onnx needs onnx (ImportError: a damaged onnx), onnxslim (ImportError: a "
+                                "damaged onnx), which do not import here (pip install 'yolo-orch[export]')"), r.stderr
+    run_dir = tmp_path / "runs" / "job" / "r1"
+    (run_dir / "weights").mkdir(parents=True)
+    (run_dir / "weights" / "best.pt").write_bytes(b"PK\x03\x04")
+    with Registry.open(tmp_path / "runs") as reg:
+        reg.add_run("r1", job="job", run_dir=run_dir, state="finished")
+    r = run_cli("export", "r1", "-f", "onnx", "--runs-dir", tmp_path / "runs", cwd=tmp_path, env=env)
+    assert r.returncode == 2 and "--format: onnx needs onnx (ImportError: a damaged onnx)" in r.stderr, r.stderr
+    assert "pip install 'yolo-orch[export]'" in r.stderr
+
+
+def test_an_integration_outside_the_tracking_extra_names_its_own_package():
+    from orchestrator.tracking import PACKAGES, install_hint
+
+    assert install_hint(PACKAGES["comet"]) == "pip install comet_ml"
+    assert install_hint(PACKAGES["mlflow"]) == "pip install 'yolo-orch[tracking]'"
