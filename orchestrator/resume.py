@@ -12,6 +12,7 @@ claimed or written."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -35,7 +36,9 @@ from orchestrator.rundir import (EVENTS, LAST, RESOLVED, SUMMARY, WEIGHTS, Event
 from orchestrator.rundir.checkpoints import (REWOUND_RESULTS, fallback_checkpoint, inspect_checkpoint,
                                              results_epochs, rewind_results, rewind_to, rewind_to_start,
                                              set_aside_damaged_weights)
-from orchestrator.runner import RunOutcome, child_env, refuse_symlinks, supervise
+from orchestrator.errors import EXIT_EXPORT_FAILED
+from orchestrator.exports import failed_exports
+from orchestrator.runner import RunOutcome, child_env, export_finished, refuse_symlinks, supervise
 from orchestrator.urls import redact_text
 
 
@@ -79,35 +82,36 @@ def close_recorded_run(row: dict) -> RunOutcome | None:
     summary = run_summary(run_dir, state="finished", epochs=epochs, epochs_completed=epochs, metrics=metrics,
                           started=row.get("started_at") or time.time(), note=note)
     write_json_atomic(run_dir / SUMMARY, summary)
-    unlogged = catch_up_wandb(run_dir, resolved) if recorded == run_dir else None
-    if unlogged:
-        note += f"; {unlogged}"
+    exit_code = 0
+    if recorded == run_dir:  # closed as finishing closes a run: its trackers, then its exports
+        unclosed = close_trackers(run_dir)
+        summary, export_notes = export_finished(run_dir, json.loads((run_dir / SUMMARY).read_text()))
+        note = "; ".join([note, *filter(None, [unclosed]), *export_notes])
+        exit_code = EXIT_EXPORT_FAILED if failed_exports(summary) else 0
     with Registry.of_run(run_dir) as registry:
-        registry.update(row["id"], state="finished", ended_at=time.time(), exit_code=0, epochs_done=epochs,
+        registry.update(row["id"], state="finished", ended_at=time.time(), exit_code=exit_code, epochs_done=epochs,
                         metrics=metrics, note=note)
-    return RunOutcome(row["id"], run_dir, "finished", 0, summary, note=note)
+    return RunOutcome(row["id"], run_dir, "finished", exit_code, summary, note=note)
 
 
-WANDB_CATCH_UP_S = 120
+CLOSE_TIMEOUT_S = 300  # starting three trackers and logging a run's epochs to each: seconds; a store that hangs
 
 
-def catch_up_wandb(run_dir: Path, resolved: ResolvedRun) -> str | None:
-    """A run closed without training again still continues its W&B run: the epochs the killed attempt
-    trained but lost in W&B's buffer are logged, and the W&B run finished, by a short process of the
-    training side (worker/wandb_logger.py). Returns a note when that failed (the run is finished all the
-    same); None when it worked or W&B is off."""
-    if resolved.wandb_mode == "disabled":
-        return None
+def close_trackers(run_dir: Path) -> str | None:
+    """A run closed without training again still closes its trackers as finishing does: W&B and MLflow get the
+    epochs the killed attempt trained but never logged and are finished (MLflow's run FINISHED), TensorBoard's
+    file is caught up, each tracker's record goes into summary.json (worker/close_run.py, a short process of
+    the training side). Returns a note when that process failed (the run is finished all the same)."""
     try:
-        done = subprocess.run([sys.executable, "-m", "orchestrator.worker.wandb_logger", str(run_dir)],
+        done = subprocess.run([sys.executable, "-m", "orchestrator.worker.close_run", str(run_dir)],
                               env={**os.environ, **child_env()}, capture_output=True, text=True,
-                              timeout=WANDB_CATCH_UP_S)
+                              timeout=CLOSE_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        return f"W&B was not brought up to date within {WANDB_CATCH_UP_S} s"
+        return f"its trackers were not closed within {CLOSE_TIMEOUT_S} s"
     if done.returncode != 0:
         lines = [line for line in done.stderr.splitlines() if line.strip()]
         why = redact_text(lines[-1][:200]) if lines else f"exit {done.returncode}"
-        return f"W&B was not brought up to date ({why})"
+        return f"its trackers were not closed ({why})"
     return None
 
 

@@ -77,16 +77,19 @@ def render_run(done: Submitted, job, json_out: bool) -> None:
 
 
 def render_resumed(resumed: Resumed, json_out: bool) -> None:
-    from orchestrator.cli.render import show_failure, summary_table
+    from orchestrator.cli.render import export_rows, show_failure, summary_table, tracker_rows
 
     row, outcome, prepared, console = resumed.row, resumed.outcome, resumed.prepared, human(json_out)
-    if prepared is None:  # closed as finished: every epoch was recorded
+    if prepared is None:  # closed as finished, as finishing closes a run: every epoch was recorded
         if json_out:
-            print_json({"run_id": row["id"], "run_dir": row["run_dir"], "state": outcome.state, "exit_code": 0,
-                        "summary": outcome.summary, "note": outcome.note})
+            print_json({"run_id": row["id"], "run_dir": row["run_dir"], "state": outcome.state,
+                        "exit_code": outcome.exit_code, "summary": outcome.summary, "note": outcome.note})
         else:
             console.print(f"{row['job']}/{row['id']}: {outcome.note}", markup=False, highlight=False)
-        return
+            for label, text in export_rows(outcome.summary) + tracker_rows(outcome.summary):
+                console.print(f"  {label}: {text}", markup=False, highlight=False)
+        show_failed_exports(outcome)
+        raise typer.Exit(run_exit_code(outcome.state, outcome.exit_code))
     plan = prepared.plan
     if json_out:
         print_json({"run_id": row["id"], "run_dir": row["run_dir"], "state": outcome.state,

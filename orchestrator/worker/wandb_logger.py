@@ -151,26 +151,3 @@ def start_for_run(run_dir: Path, resolved: ResolvedRun, warn=None) -> WandbLogge
         if warn is not None:
             warn(warning)
     return logger if logger.run is not None else None
-
-
-def catch_up_main(argv: list[str] | None = None) -> int:
-    """`python -m orchestrator.worker.wandb_logger RUN_DIR`: log the run's missing epochs and its final
-    metrics (summary.json's) to its W&B run, then finish it. Exit 0 also when W&B is off or cannot start
-    (its warning is printed): W&B never costs a run."""
-    import json
-
-    from orchestrator.rundir import SUMMARY, load_resolved
-    from orchestrator.worker.offline import prepare_env
-
-    run_dir = Path((argv if argv is not None else sys.argv[1:])[0]).resolve()
-    prepare_env()
-    logger = start_for_run(run_dir, load_resolved(run_dir))
-    if logger is not None:
-        summary = run_dir / SUMMARY
-        final = json.loads(summary.read_text()).get("metrics") or {} if summary.is_file() else {}
-        logger.finish(final)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(catch_up_main())

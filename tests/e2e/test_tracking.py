@@ -186,3 +186,36 @@ def exports_hold(run_dir: Path, summary: dict, formats: list[str]) -> None:
         assert record["difference"] <= record["tolerance"] == 0.01
         assert set(record["metrics"]) == set(record["best_pt"]) and "metrics/mAP50-95(B)" in record["metrics"]
         assert top(record["file"]) == pytest.approx(expected, abs=1e-3), fmt
+
+
+def test_a_run_killed_in_its_final_validation_is_closed_as_finishing_closes_it(tmp_path):
+    """Issue 60: killed (SIGTERM, as a Slurm requeue) while its final validation ran, then resumed: nothing trains
+    again, and the run is closed as a finished one is: its export made, its MLflow run FINISHED with each epoch
+    once, W&B finished with each epoch once, TensorBoard's scalars there, each tracker's record in summary.json."""
+    from orchestrator.harness.runs import epoch_events, wait_for, wandb_epochs
+
+    job = tracked_job(tmp_path, epochs=2, export=["torchscript"])
+    env = cli_env({**NO_ENV, "YOLO_ORCH_FAULT_SLEEP_FINAL": "seconds=300"})
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "submit", str(job), "--json"], cwd=tmp_path,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    run_dir = wait_first_epoch(tmp_path / "runs", proc)
+    assert wait_for(lambda: len(epoch_events(run_dir)) == 2 and "in the final validation" in
+                    (run_dir / "train.log").read_text(errors="replace"), 300, poll=0.2)
+    os.kill(proc.pid, signal.SIGTERM)
+    proc.communicate(timeout=120)
+    assert proc.returncode == 130
+    assert not (run_dir / "exports" / "torchscript.json").exists()
+    r = run_cli("resume", run_dir.name, "--json", cwd=tmp_path, env=NO_ENV)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout)
+    assert out["state"] == "finished" and "closed as finished" in out["note"]
+    summary = out["summary"]
+    assert summary["exports"]["torchscript"]["ok"] is True and (run_dir / "exports" / "best.torchscript").is_file()
+    uri = summary["mlflow"]["tracking_uri"]
+    run_id = mlflow_record(run_dir)["run_id"]
+    assert summary["mlflow"]["run_id"] == run_id and summary["mlflow"]["warnings"] == []
+    assert mlflow_client(uri).get_run(run_id).info.status == "FINISHED"
+    assert metric_steps(uri, run_id, MAP) == [1, 2]
+    assert mlflow_client(uri).get_run(run_id).data.tags["export.torchscript"] == "ok"
+    assert wandb_epochs(run_dir) == [1, 2]
+    assert summary["tensorboard"]["epochs"] == 2 and tensorboard_steps(run_dir, "metrics/mAP50-95(B)") == [1, 2]

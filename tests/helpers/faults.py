@@ -14,6 +14,9 @@ YOLO_ORCH_FAULT_SLEEP="epoch=E,seconds=S[,once=1]"
     Sleep S seconds at the start of epoch E (1-based): holds a run mid-training so a test can
     kill it at a known point. `once=1`: only the first time any rank of the run directory gets there
     (a marker file), so the attempt after an interruption trains on.
+YOLO_ORCH_FAULT_SLEEP_FINAL="seconds=S"
+    Sleep S seconds as the final validation of best.pt starts (the validation after the last epoch's, which
+    Ultralytics runs once every epoch is recorded): a kill then is a kill during the final validation.
 YOLO_ORCH_FAULT_HANG="epoch=E,batch=B,rank=R[,seconds=S]"
     Rank R (-1: a single process) hangs at the start of batch B (1-based) of epoch E, before its
     forward pass, for S seconds (default an hour), once per run directory: the other ranks then
@@ -29,6 +32,7 @@ from pathlib import Path
 ENV_OOM = "YOLO_ORCH_FAULT_OOM"
 ENV_SLEEP = "YOLO_ORCH_FAULT_SLEEP"
 ENV_HANG = "YOLO_ORCH_FAULT_HANG"
+ENV_SLEEP_FINAL = "YOLO_ORCH_FAULT_SLEEP_FINAL"
 MARKER = ".fault_oom_fired"
 HANG_MARKER = ".fault_hang_fired"
 SLEEP_MARKER = ".fault_sleep_fired"
@@ -64,6 +68,22 @@ def attach(model, run_dir: Path, resolved=None) -> None:  # resolved: the run's 
     hang = os.environ.get(ENV_HANG)
     if hang:
         model.add_callback("on_train_batch_start", _Hang(parse(hang), run_dir))
+    final = os.environ.get(ENV_SLEEP_FINAL)
+    if final:
+        seconds = parse(final).get("seconds", 60)
+        validations = {"epochs": 0}
+
+        def epoch_done(trainer):
+            validations["epochs"] = int(trainer.epoch) + 1
+
+        def hold_final(validator):
+            # the validator of the final validation is the one that starts after the last epoch's fit ended
+            if validations["epochs"] == int(resolved.plan.epochs) and getattr(validator, "training", True) is False:
+                print(f"yolo-orch fault hook: sleeping {seconds} s in the final validation", flush=True)
+                time.sleep(seconds)
+
+        model.add_callback("on_fit_epoch_end", epoch_done)
+        model.add_callback("on_val_start", hold_final)
 
 
 class _Hang:
