@@ -59,9 +59,13 @@ def describe(record: dict[str, Any]) -> str:
     fmt = record["format"]
     if record.get("error"):
         return f"export {fmt}: failed: {record['error']}"
+    made = f"export {fmt}: {record['file']} ({record['size_bytes'] / 1e6:.1f} MB)"
+    if record.get("compared") is False:
+        return (f"{made}, not compared with best.pt: best.pt scores 0 on every val metric, so the export's 0 says "
+                "nothing of its fidelity")
     verdict = "within" if record["ok"] else "BEYOND"
-    return (f"export {fmt}: {record['file']} ({record['size_bytes'] / 1e6:.1f} MB), largest val metric difference from "
-            f"best.pt {record['difference']:.4f}: {verdict} the tolerance {record['tolerance']:g}")
+    return (f"{made}, largest val metric difference from best.pt {record['difference']:.4f}: {verdict} the tolerance "
+            f"{record['tolerance']:g}")
 
 
 def failed_exports(summary: dict | None) -> list[str]:

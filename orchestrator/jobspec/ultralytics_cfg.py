@@ -47,8 +47,20 @@ def suggest(word: str, choices) -> str:
     return f"; did you mean '{match[0]}'?" if match else ""
 
 
+SCALES = "nslmx"
+
+
 def suggest_model(name: str) -> str:
-    return suggest(name, _model_yamls().keys())
+    """The closest model yaml as users write them: Ultralytics' files are unscaled (yolo26-sem.yaml) and a job
+    names a scale (yolo26n-sem.yaml), so each file's scaled names are candidates too, and the suggestion keeps
+    the scale the user wrote."""
+    names = list(_model_yamls())
+    scaled = [m.expand(rf"\g<1>\g<2>{scale}\g<3>") for n in names for scale in SCALES
+              for m in [re.match(r"(.*?)(\d+)(\D.*)$", n)] if m]
+    close = difflib.get_close_matches(name, names + scaled, n=5, cutoff=0.6)
+    version = re.findall(r"\d+", name)[:1]  # `yolov26n`: the 26 says more than the v (yolo26n, not yolov6n)
+    same = [c for c in close if re.findall(r"\d+", c)[:1] == version]
+    return f"; did you mean '{(same or close)[0]}'?" if close else ""
 
 
 @lru_cache(maxsize=1)

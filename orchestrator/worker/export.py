@@ -42,7 +42,7 @@ def export_record(run_dir: Path, fmt: str) -> dict[str, Any]:
         made = export_file(run_dir, resolved, fmt)
         metrics = validate(made, resolved)
         record.update(file=str(made), size_bytes=size_of(made), metrics=metrics, best_pt=reference,
-                      difference=largest_difference(metrics, reference))
+                      difference=largest_difference(metrics, reference), compared=comparable(reference))
         record["ok"] = record["difference"] <= record["tolerance"]
     except Exception as exc:  # noqa: BLE001 - a failed export is reported, never a lost run
         record["error"] = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:300]}"
@@ -92,10 +92,21 @@ def export_file(run_dir: Path, resolved: ResolvedRun, fmt: str) -> Path:
 
 
 def validate(model_path: Path, resolved: ResolvedRun) -> dict[str, float]:
+    """Validated into a folder of its own that goes with it (Ultralytics would make runs/TASK/val-N in the
+    working folder, wherever `--runs-dir` points)."""
+    import tempfile
+
     from ultralytics import YOLO
 
-    results = YOLO(str(model_path), task=resolved.job.task).val(**val_args(resolved))
+    with tempfile.TemporaryDirectory(prefix="yolo-orch-val-") as scratch:
+        results = YOLO(str(model_path), task=resolved.job.task).val(**val_args(resolved), project=scratch, name="val")
     return {k: round(float(v), 6) for k, v in results.results_dict.items() if k.startswith("metrics/")}
+
+
+def comparable(reference: dict[str, float]) -> bool:
+    """Whether best.pt's scores can tell a faithful export from a broken one: not when it scores 0 on every val
+    metric (an untrained or collapsed model), where any export also scores 0 and a difference of 0 says nothing."""
+    return any(value != 0 for value in reference.values())
 
 
 def largest_difference(metrics: dict[str, float], reference: dict[str, float]) -> float:

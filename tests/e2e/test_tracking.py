@@ -219,3 +219,5 @@ def test_a_run_killed_in_its_final_validation_is_closed_as_finishing_closes_it(t
     assert mlflow_client(uri).get_run(run_id).data.tags["export.torchscript"] == "ok"
     assert wandb_epochs(run_dir) == [1, 2]
     assert summary["tensorboard"]["epochs"] == 2 and tensorboard_steps(run_dir, "metrics/mAP50-95(B)") == [1, 2]
+    # the exports' validations leave no runs/detect/val-N in the working folder (the runs folder here)
+    assert not (tmp_path / "runs" / "detect").exists()

@@ -75,3 +75,17 @@ def test_an_integration_outside_the_tracking_extra_names_its_own_package():
 
     assert install_hint(PACKAGES["comet"]) == "pip install comet_ml"
     assert install_hint(PACKAGES["mlflow"]) == "pip install 'yolo-orch[tracking]'"
+
+
+def test_an_export_of_a_model_that_scores_nothing_says_nothing_was_compared():
+    """Issue 60: best.pt at 0 on every val metric makes any export's 0 a vacuous match: the line says so."""
+    from orchestrator.exports import describe
+    from orchestrator.worker.export import comparable
+
+    zero = {"metrics/mAP50(B)": 0.0, "metrics/mAP50-95(B)": 0.0}
+    assert not comparable(zero) and comparable({**zero, "metrics/precision(B)": 0.01})
+    record = {"format": "onnx", "file": "/r/exports/best.onnx", "size_bytes": 600_000, "ok": True, "difference": 0.0,
+              "tolerance": 0.01, "compared": comparable(zero)}
+    assert describe(record) == ("export onnx: /r/exports/best.onnx (0.6 MB), not compared with best.pt: best.pt scores "
+                                "0 on every val metric, so the export's 0 says nothing of its fidelity")
+    assert "within the tolerance" in describe({**record, "compared": True})

@@ -135,7 +135,8 @@ function trackingSection(d) {
   const inRun = (file) => (file && file.startsWith(`${d.run_dir}/`) ? file.slice(d.run_dir.length + 1) : null);
   const rows = exports.map((x) => {
     const relative = inRun(x.file);
-    const verdict = x.error ? `failed: ${x.error}` : x.ok ? "within the tolerance" : "BEYOND the tolerance";
+    const verdict = x.error ? `failed: ${x.error}` : x.compared === false ? "not compared: best.pt scores 0"
+      : x.ok ? "within the tolerance" : "BEYOND the tolerance";
     return { attrs: { "data-format": x.format, class: x.ok ? "" : "export-bad" }, cells: [x.format,
       listed.has(relative) ? el("a", { href: `/files/${d.run.id}/${relative}` }, relative) : relative || x.file || "-",
       x.size_bytes == null ? "-" : `${(x.size_bytes / 1e6).toFixed(1)} MB`, fmt(x.difference), fmt(x.tolerance), verdict] };
