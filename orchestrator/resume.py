@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
 import time
@@ -31,7 +33,8 @@ from orchestrator.plan.recheck import recheck
 from orchestrator.plan.replan import replan, save_resolved
 from orchestrator.rundir import (EVENTS, LAST, RESOLVED, SUMMARY, WEIGHTS, EventTail, EventWriter, NodeOptions,
                                  ResolvedRun, ResolvedRunError, ResumeOrder, ResumeRecord, RunPlan, completed_epochs,
-                                 end_torn_line, load_own_yaml, load_resolved, missing_epochs, run_summary,
+                                 end_torn_line, load_own_yaml, load_resolved, missing_epochs, process_alive,
+                                 run_summary,
                                  write_json_atomic)
 from orchestrator.rundir.checkpoints import (REWOUND_RESULTS, fallback_checkpoint, inspect_checkpoint,
                                              results_epochs, rewind_results, rewind_to, rewind_to_start,
@@ -176,12 +179,68 @@ def read_run(run_id: str, run_dir: Path, checked: bool = False) -> ResolvedRun:
     return resolved
 
 
+ORPHAN_WAIT_S = 30.0  # a training process whose orchestrator is gone ends itself within a second or two
+# (worker/recovery.watch_supervisor); torchrun's ranks, in sessions of their own, can take longer to wind down
+
+
+def settle_orphans(row: dict) -> dict:
+    """A run whose orchestrator is gone (kill -9 of its process group, a crash) while its training process
+    still winds down, as a script that kills and resumes (a scheduler) meets it: wait up to ORPHAN_WAIT_S for
+    the training process to end, stop what is left of it, record the run's outcome, and return the row as
+    it is now (killed, resumable). A run whose orchestrator lives, or of another host, is returned as it is."""
+    if row["state"] not in ("running", "queued") or not row.get("run_dir"):
+        return row
+    if row.get("host") not in (None, socket.gethostname()) or process_alive(row.get("pid"), row.get("pid_start")):
+        return row
+    worker, identity = row.get("worker_pid"), row.get("worker_start")
+    if worker and not wait_until(lambda: not process_alive(worker, identity), ORPHAN_WAIT_S):
+        stop_orphan(worker, identity)
+    with Registry.of_run(Path(row["run_dir"])) as registry:
+        registry.reconcile()
+        return registry.get(row["id"]) or row
+
+
+def wait_until(done: Callable[[], bool], timeout_s: float, poll_s: float = 0.2) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(poll_s)
+    return True
+
+
+def stop_orphan(pid: int, identity: str | None) -> None:
+    """The training process group of a run whose orchestrator is gone, and the ranks outside it (torchrun
+    starts each in a session of its own): SIGTERM, then SIGKILL what is left after 10 s."""
+    from orchestrator.launch.process import descendants
+
+    strays = descendants(pid)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if process_alive(pid, identity):
+            try:
+                os.killpg(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for p in strays:
+            try:
+                p.send_signal(sig)  # psutil checks the process identity (PID reuse) first
+            except Exception:  # noqa: BLE001 - gone already
+                pass
+        if sig == signal.SIGTERM:
+            wait_until(lambda: not process_alive(pid, identity) and not any(p.is_running() for p in strays), 10)
+
+
 def refuse_state(row: dict) -> None:
-    """A run that is running, queued or finished has nothing to resume: said with what to do."""
+    """A run that is running, queued or finished has nothing to resume: said with what to do, naming the
+    process that still runs (never a dead one: settle_orphans recorded a run whose orchestrator is gone)."""
     run_id = row["id"]
     if row["state"] in ("running", "queued"):
-        raise RunStateError(f"RUN: {run_id} is still {row['state']} (pid {row.get('pid')}); "
-                        "stop it first (Ctrl-C in its terminal, or kill its process)")
+        alive = [f"{what} {row[key]}" for what, key, start in (("pid", "pid", "pid_start"),
+                                                               ("training pid", "worker_pid", "worker_start"))
+                 if row.get(key) and process_alive(row[key], row.get(start))]
+        where = ", ".join(alive) if alive else f"on {row.get('host')}"
+        raise RunStateError(f"RUN: {run_id} is still {row['state']} ({where}); "
+                            "stop it first (Ctrl-C in its terminal, or kill its process)")
     if row["state"] == "finished":
         raise RunStateError(f"RUN: {run_id} finished all its epochs; nothing to resume (submit the job again "
                         "to train longer)")

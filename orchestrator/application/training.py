@@ -138,6 +138,7 @@ def resume_run(row: dict, devices: str | None, progress: Progress, restart_ok: b
     again."""
     from orchestrator import resume
 
+    row = resume.settle_orphans(row)  # killed a moment ago: its training process winds down first
     closed = resume.close_recorded_run(row)
     if closed is not None:
         return Resumed(row, closed, None)
