@@ -19,6 +19,7 @@ from typing import Any
 from orchestrator.errors import UserError
 from orchestrator.jobspec.job import JobSpec, checked_tracking_uri
 from orchestrator.rundir.tracking import default_tracking_uri
+from orchestrator.urls import with_installed_pg_driver
 
 ENV_URI = "MLFLOW_TRACKING_URI"
 # the package each tracker imports: Ultralytics skips a callback whose package is missing without a word
@@ -109,7 +110,7 @@ def effective_mlflow(spec: JobSpec, runs_root: Path) -> dict[str, Any] | None:
         checked_tracking_uri(uri)
     except ValueError as exc:
         raise UserError(f"{field}: {exc}") from None
-    uri = absolute_store(uri)
+    uri = with_installed_pg_driver(absolute_store(uri))  # (MLflow's SQLAlchemy picks psycopg 3 for postgresql://)
     problem = store_folder_problem(uri)
     if problem:
         raise UserError(f"{field}: {problem}")

@@ -99,3 +99,21 @@ def redact_text(text: str, *urls: str) -> str:
     text = _HEADER_SECRET.sub(_masked, text)
     text = _AUTH_SCHEME.sub(lambda m: f"{m.group(1) or m.group(2)}{m.group(3)}{MASK}", text)
     return _INLINE_SECRET.sub(_masked, text)
+
+
+PG_DRIVERS = (("psycopg", "postgresql+psycopg"), ("psycopg2", "postgresql+psycopg2"))
+
+
+def with_installed_pg_driver(url: str) -> str:
+    """`postgresql://` means psycopg (3) to SQLAlchemy 2.1+ and psycopg2 to older ones: the URL with whichever
+    driver is installed named, so a plain URL works either way (a sweep's storage, an MLflow store). Any other
+    URL, or one that names its driver, is returned as it is."""
+    import importlib.util
+
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() != "postgresql":
+        return url
+    for module, driver in PG_DRIVERS:
+        if importlib.util.find_spec(module) is not None:
+            return f"{driver}://{rest}"
+    return url

@@ -23,7 +23,8 @@ resolved=requirements/resolved.txt
 [ "$profile" = kaggle-image ] && resolved=requirements/resolved-kaggle-image.txt
 stamp_of() {
   if [ "$profile" = kaggle-image ]; then cat requirements/kaggle-image.txt "$resolved"; else
-    cat requirements/base.txt requirements/test.txt pyproject.toml "$resolved"; fi | sha256sum | cut -c1-16
+    cat requirements/base.txt requirements/test.txt pyproject.toml "$resolved"; fi |
+    cat - requirements/pip.txt requirements/uv.txt | sha256sum | cut -c1-16
 }
 stamp="$profile-$(stamp_of)"
 stamp_file="$venv/.yolo-orch-setup"
@@ -38,6 +39,15 @@ if [ "$profile" = base ] && [ -f "$stamp_file" ] && grep -qx -- "test-$(stamp_of
   exit 0
 fi
 
+# A half-made environment (setup killed during `python -m venv`: a python without pip) is made again; a folder
+# that is not a virtual environment is left alone and named.
+if [ -e "$venv" ] && ! "$venv/bin/python" -m pip --version >/dev/null 2>&1; then
+  if [ ! -f "$venv/pyvenv.cfg" ] && [ -n "$(ls -A "$venv" 2>/dev/null)" ]; then
+    echo "setup: $venv exists and is not a virtual environment; move it away or set YOLO_ORCH_VENV" >&2; exit 1
+  fi
+  echo "setup: $venv is half-made (no working pip: an interrupted setup?); making it again" >&2
+  rm -rf "$venv"
+fi
 if [ ! -x "$venv/bin/python" ]; then
   "$python" -c 'import sys; sys.exit(sys.version_info < (3, 10))' || {
     echo "setup: Python >= 3.10 is needed (got $("$python" --version 2>&1)); set PYTHON=" >&2; exit 1; }
@@ -54,7 +64,9 @@ quietly() {  # an installer's chatter goes to a log that is shown only when it f
   rm -f "$log"
 }
 pip_quiet() { quietly "$venv/bin/python" -m pip "$@"; }
-pip_quiet install --quiet --upgrade pip  # the venv's own pip: the release matrix installs Ultralytics with it
+# the venv's own pip (the release matrix installs Ultralytics with it) and uv, each pinned by the hashes of its files
+# (requirements/pip.txt, uv.txt: scripts/resolve.sh writes them)
+pip_quiet install --quiet --require-hashes -r requirements/pip.txt
 # uv installs the wheels, pinned, from a folder of its own (nothing of it stays in the venv): the same wheels
 # about six times faster than pip (the test profile: 21 s against 2 min 8 s, caches warm, 2 cores of a Zen 4).
 # The resolved file holds it to the versions pip resolved: its own resolver would pick others (an older
@@ -62,8 +74,10 @@ pip_quiet install --quiet --upgrade pip  # the venv's own pip: the release matri
 # torch's torchvision ops do not load (docs/install.md).
 tools=$(mktemp -d)
 trap 'rm -rf "$tools"' EXIT
-pip_quiet install --quiet --target "$tools" "uv==0.13.9"
-uv_install() { quietly "$tools/bin/uv" pip install --quiet --python "$venv/bin/python" --compile-bytecode "$@"; }
+pip_quiet install --quiet --require-hashes --target "$tools" -r requirements/uv.txt
+# --verify-hashes: each file installed must match a hash the resolved file gives for its version (every package on
+# Linux x86_64, where the file was resolved; elsewhere a package only another platform needs has none)
+uv_install() { quietly "$tools/bin/uv" pip install --quiet --verify-hashes --python "$venv/bin/python" --compile-bytecode "$@"; }
 uv_install -r "requirements/$profile.txt" -c "$resolved"
 [ "$profile" = kaggle-image ] || uv_install --no-deps -e .
 echo "$stamp" >> "$stamp_file"

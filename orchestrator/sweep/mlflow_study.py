@@ -49,8 +49,11 @@ def parent_run(study, settings: dict[str, Any], say: Callable[[str], None] = pri
         return None
 
 
-def tag_trial(run_dir: Path, state: str, values: list[float] | None = None, say: Callable[[str], None] = print) -> None:
-    """The trial's MLflow run (RUN_DIR/mlflow.json) tagged with its Optuna state and objective value(s)."""
+def tag_trial(run_dir: Path, state: str, values: list[float] | None = None, say: Callable[[str], None] = print,
+              close: bool = False) -> None:
+    """The trial's MLflow run (RUN_DIR/mlflow.json) tagged with its Optuna state and objective value(s).
+    `close`: a trial whose training process was killed (its worker SIGKILLed, a Ctrl-C) left its run RUNNING:
+    it is ended KILLED."""
     record_path = Path(run_dir) / MLFLOW_RECORD
     if not record_path.is_file():
         return  # the training never opened its MLflow run (it failed before, or no store took it)
@@ -62,8 +65,19 @@ def tag_trial(run_dir: Path, state: str, values: list[float] | None = None, say:
         client.set_tag(record["run_id"], "optuna.state", state)
         for i, value in enumerate(values or []):
             client.set_tag(record["run_id"], f"optuna.value{'' if i == 0 else i}", str(value))
+        if close and client.get_run(record["run_id"]).info.status == "RUNNING":
+            client.set_terminated(record["run_id"], status="KILLED")
     except Exception as exc:  # noqa: BLE001
         say(f"warning: MLflow: could not tag the trial's run {record.get('run_id')} {state} ({type(exc).__name__}: {exc})")
+
+
+def close_failed_trial(trial, say: Callable[[str], None] = print) -> None:
+    """A trial failed for its worker (heartbeat-stale: the worker was SIGKILLed, its machine lost): its MLflow run,
+    left RUNNING by the training process that died with it, tagged FAIL and ended KILLED. Its run folder is named by
+    the trial (on another machine's disk it is not there to read: nothing to do)."""
+    run_dir = trial.user_attrs.get("run_dir")
+    if run_dir:
+        tag_trial(Path(run_dir), "FAIL", say=say, close=True)
 
 
 def finish_parent(study, best: dict[str, Any] | None, say: Callable[[str], None] = print) -> None:

@@ -144,6 +144,7 @@ class TrialRunner:
             retrying(lambda: trial.set_user_attr("epochs", len(result["history"])), self.say,
                      f"recording trial {trial.number}")
         if outcome.state == "killed":
+            self._tag_mlflow(plan, run_dir, "FAIL", close=True)  # its training process was stopped mid-run
             raise KeyboardInterrupt(f"trial {trial.number}: interrupted")
         if result.get("state") == "pruned":
             step, values = result.get("step"), result.get("values") or []
@@ -163,9 +164,9 @@ class TrialRunner:
         self.say(f"trial {trial.number}: complete, objective {values}")
         return values[0] if len(values) == 1 else values
 
-    def _tag_mlflow(self, plan, run_dir: Path, state: str, values: list | None = None) -> None:
+    def _tag_mlflow(self, plan, run_dir: Path, state: str, values: list | None = None, close: bool = False) -> None:
         if plan.job.spec.mlflow is not None:
-            mlflow_study.tag_trial(run_dir, state, values, self.say)
+            mlflow_study.tag_trial(run_dir, state, values, self.say, close=close)
 
     @staticmethod
     def _record_attrs(trial: "optuna.Trial", attrs: dict[str, Any]):

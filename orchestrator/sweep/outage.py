@@ -142,8 +142,12 @@ def _fail(study: "optuna.Study", trial_ids: list[int]) -> list[int]:
                 failed.append(trial_id)
         except optuna.exceptions.UpdateFinishedTrialError:
             pass  # another process closed it first
+    from orchestrator.sweep.mlflow_study import close_failed_trial
+
     callback = getattr(storage, "get_heartbeat_stale_trial_callback", storage.get_failed_trial_callback)()
     for trial_id in failed:
+        trial = copy.deepcopy(storage.get_trial(trial_id))
         if callback is not None:
-            callback(study, copy.deepcopy(storage.get_trial(trial_id)))
+            callback(study, trial)
+        close_failed_trial(trial, say=lambda line: print(line, flush=True))
     return failed

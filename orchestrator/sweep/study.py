@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import EnvError
 from orchestrator.errors import UserError
-from orchestrator.urls import redact_text, redact_url as redact
+from orchestrator.urls import redact_text, redact_url as redact, with_installed_pg_driver
 from orchestrator.sqlite_wal import enable_wal, is_damaged
 
 if TYPE_CHECKING:
@@ -71,14 +71,8 @@ def check_url(url: str, flag: str = "--storage") -> str:
 
 
 def _pick_pg_driver(parsed) -> str:
-    """`postgresql://` means psycopg (3) to SQLAlchemy 2.1+, psycopg2 to older ones: use whichever
-    driver is installed so a plain URL works either way."""
-    import importlib.util
-
-    for module, driver in (("psycopg", "postgresql+psycopg"), ("psycopg2", "postgresql+psycopg2")):
-        if importlib.util.find_spec(module) is not None:
-            return parsed.set(drivername=driver).render_as_string(hide_password=False)
-    return parsed.render_as_string(hide_password=False)
+    """The URL with the installed PostgreSQL driver named (urls.with_installed_pg_driver)."""
+    return with_installed_pg_driver(parsed.render_as_string(hide_password=False))
 
 
 def is_sqlite(url: str) -> bool:

@@ -370,7 +370,7 @@ def test_kill9_of_the_sweep_command_ends_its_workers_and_the_trial_is_retried(tm
 
 
     sweep = write_sweep(tmp_path, budget={"n_trials": 2}, enqueue=[{"hyp": {"box": 0.5, "lr0": 0.002}}],
-                        pruner={"name": "none"})
+                        pruner={"name": "none"}, job_changes={"mlflow": {}})
     env = cli_env({"YOLO_ORCH_FAULT_SLEEP": "epoch=2,seconds=300"})  # holds trial 0 in its second epoch
     cli = subprocess.Popen([sys.executable, "-m", "orchestrator", "sweep", str(sweep)], cwd=tmp_path, env=env,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -393,6 +393,12 @@ def test_kill9_of_the_sweep_command_ends_its_workers_and_the_trial_is_retried(tm
     trials = optuna.load_study(study_name="tiny-sweep", storage=db).get_trials(deepcopy=False)
     assert [t.state.name for t in trials] == ["FAIL", "WAITING"]
     assert trials[1].system_attrs["failed_trial"] == 0 and trials[1].params == trials[0].params
+    # its nested MLflow run is not left RUNNING without an outcome (issue 60)
+    from orchestrator.harness.tracking import mlflow_client, mlflow_record
+
+    uri, record = f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}", mlflow_record(run_dir)
+    killed = mlflow_client(uri).get_run(record["run_id"])
+    assert killed.info.status == "KILLED" and killed.data.tags["optuna.state"] == "FAIL", killed
 
     summary = sweep_json(run_cli("sweep", sweep, "--json", cwd=tmp_path, timeout=900))
     assert summary["done"] == 2 and summary["states"]["FAIL"] == 1

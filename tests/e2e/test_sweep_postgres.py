@@ -35,7 +35,7 @@ def test_two_workers_one_killed_mid_trial(tmp_path, pg_url):
 
     from orchestrator.sweep.study import check_url, make_storage
 
-    write_job(tmp_path, epochs=3)
+    write_job(tmp_path, epochs=3, mlflow={})  # its trials nested in MLflow: the killed one's run is closed
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(yaml.safe_dump({
         "study": "pg-sweep",
@@ -89,6 +89,13 @@ def test_two_workers_one_killed_mid_trial(tmp_path, pg_url):
     assert retries and retries[0].params == victim.params, "the killed trial was retried with its parameters"
     assert retries[0].state == optuna.trial.TrialState.COMPLETE
     assert retries[0].user_attrs["cli_pid"] == b.pid
+
+    # the killed trial's MLflow run, left RUNNING by its training process, was closed when the trial failed stale
+    from orchestrator.harness.tracking import mlflow_client, mlflow_record
+
+    record = mlflow_record(Path(victim.user_attrs["run_dir"]))
+    closed = mlflow_client(f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}").get_run(record["run_id"])
+    assert closed.info.status == "KILLED" and closed.data.tags["optuna.state"] == "FAIL", closed
 
     # the killed worker's training process did not live on
     deadline = time.time() + 20

@@ -221,3 +221,16 @@ def test_a_run_killed_in_its_final_validation_is_closed_as_finishing_closes_it(t
     assert summary["tensorboard"]["epochs"] == 2 and tensorboard_steps(run_dir, "metrics/mAP50-95(B)") == [1, 2]
     # the exports' validations leave no runs/detect/val-N in the working folder (the runs folder here)
     assert not (tmp_path / "runs" / "detect").exists()
+
+
+def test_an_mlflow_store_on_postgresql_takes_the_run(tmp_path, pg_url):
+    """Issue 60: `tracking_uri: postgresql://...` as a user writes it logs there (the installed driver named: SQLAlchemy
+    maps a plain postgresql:// to psycopg 3, which is not installed), not to the SQLite fallback."""
+    plain = "postgresql://" + pg_url.split("://", 1)[1]  # the URL as written, no driver named
+    job = tracked_job(tmp_path, epochs=1, tracking_uri=plain)
+    r = run_cli("submit", job, "--json", cwd=tmp_path, env=NO_ENV)
+    assert r.returncode == 0, r.stderr[-3000:]
+    summary = json.loads(r.stdout)["summary"]
+    assert summary["mlflow"]["warnings"] == [], summary["mlflow"]
+    assert summary["mlflow"]["tracking_uri"].startswith("postgresql+psycopg2://")
+    assert metric_steps(summary["mlflow"]["tracking_uri"], summary["mlflow"]["run_id"], MAP) == [1]
