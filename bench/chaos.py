@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import chaos_slurm
@@ -396,24 +397,37 @@ class Services:
 
 
 class Terminated(Exception):
-    """SIGTERM of the campaign: it stops its trainings and services, as Ctrl-C does."""
+    """SIGTERM or SIGHUP (a closed terminal) of the campaign: it stops its trainings and services, as Ctrl-C does."""
 
 
 def _raise_terminated(signum, frame):
     raise Terminated(f"signal {signum}")
 
 
+STOPPING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+@contextmanager
+def services_stopped_however_it_ends(work: Path):
+    """The campaign's services (Services), stopped at the end however it ends: a return, an exception, Ctrl-C, and
+    SIGTERM or SIGHUP, which would otherwise end the process without its `finally` (a PostgreSQL server left
+    running, its folder left behind); then the commands and trainings a fault or an interruption left running."""
+    services = Services(work)
+    previous = {sig: signal.signal(sig, _raise_terminated) for sig in STOPPING_SIGNALS}
+    try:
+        yield services
+    finally:
+        services.stop()
+        stop_started(work)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def campaign(n: int, seed: int, kinds: tuple[str, ...], work: Path, say=print) -> dict:
     (work / "outputs").mkdir(parents=True, exist_ok=True)
     write_job(work)
-    services = Services(work)
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
-    try:
+    with services_stopped_however_it_ends(work) as services:
         return run_campaign(n, seed, kinds, work, say, services)
-    finally:
-        services.stop()
-        stop_started(work)  # the commands and trainings a fault or an interruption left running
-        signal.signal(signal.SIGTERM, previous)
 
 
 def run_campaign(n: int, seed: int, kinds: tuple[str, ...], work: Path, say, services: Services) -> dict:

@@ -37,16 +37,23 @@ class PrivateServer:
         if self.bin is None:
             raise Unavailable("no PostgreSQL server binaries under /usr/lib/postgresql (apt-get install postgresql)")
         self.folder = Path(tempfile.mkdtemp(prefix="yolo-orch-pg-"))
-        self.folder.chmod(0o755)
         self.data, self.sock, self.port = self.folder / "pgdata", self.folder / "pgsock", _free_port()
-        self.sock.mkdir()
         self._as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        try:
+            self._make()
+        except BaseException:  # a SIGTERM or Ctrl-C during initdb or the start: nothing is left behind
+            self.remove()
+            raise
+
+    def _make(self) -> None:
+        self.folder.chmod(0o755)
+        self.sock.mkdir()
         if self._as_postgres:
             for path in (self.folder, self.sock):
                 shutil.chown(path, "postgres")
         subprocess.run([*self._as_postgres, str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U",
                         "postgres"], check=True, capture_output=True)
-        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
         self.start()
 
     def _ctl(self, *args: str) -> None:
@@ -63,7 +70,8 @@ class PrivateServer:
     def remove(self) -> None:
         """Stopped (if it runs) and its folder gone."""
         try:
-            self.stop("immediate")
+            if (self.data / "postmaster.pid").exists():
+                self.stop("immediate")
         except subprocess.CalledProcessError:
             pass  # not running
         shutil.rmtree(self.folder, ignore_errors=True)

@@ -96,3 +96,73 @@ def test_sigterm_of_the_campaign_stops_its_trainings(tmp_path):
     time.sleep(1)
     left = [p.pid for p in psutil.process_iter(["cmdline"]) if str(work) in " ".join(p.info["cmdline"] or [])]
     assert not left, left
+
+
+def _campaign_process(script: str, tmpdir) -> subprocess.Popen:
+    """A Python process running `script` with bench/ on its path and TMPDIR at `tmpdir` (where its temporary
+    PostgreSQL folders go); it prints a line once its services run."""
+    env = cli_env({"TMPDIR": str(tmpdir), "PYTHONPATH": f"{REPO / 'bench'}{os.pathsep}{REPO}"})
+    return subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+
+
+@pytest.fixture
+def open_tmpdir():
+    """A temporary folder outside any 0700 one (the PostgreSQL server runs as `postgres` when this is root)."""
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="yolo-orch-chaos-leftovers-", dir="/tmp")
+    os.chmod(folder, 0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.parametrize("sig", ["SIGHUP", "SIGTERM"])
+def test_a_campaign_closed_by_its_terminal_or_killed_leaves_no_server_and_no_folder(tmp_path, open_tmpdir, sig):
+    """Issue 60: SIGHUP (a closed terminal) left the campaign's PostgreSQL server running; now it ends as SIGTERM
+    and Ctrl-C do: the server stopped, its folder gone."""
+    import signal
+    from pathlib import Path
+
+    from orchestrator.harness.processes import processes_naming
+    from orchestrator.harness.services import postgres_bin
+
+    if postgres_bin() is None:
+        pytest.fail("no PostgreSQL server binaries") if os.environ.get("CI") else pytest.skip("no PostgreSQL")
+    proc = _campaign_process(f"""import time
+from pathlib import Path
+import chaos
+with chaos.services_stopped_however_it_ends(Path({str(tmp_path)!r})) as services:
+    print(services.pg.folder, flush=True)
+    time.sleep(600)
+""", open_tmpdir)
+    folder = Path(proc.stdout.readline().strip())
+    assert folder.is_dir() and processes_naming(str(folder)), proc.stderr.read() if proc.poll() is not None else ""
+    os.kill(proc.pid, getattr(signal, sig))
+    proc.wait(timeout=60)
+    assert not folder.exists() and not processes_naming(str(folder))
+
+
+def test_a_sigterm_while_postgresql_starts_leaves_no_folder(open_tmpdir):
+    """Issue 60: a SIGTERM during initdb left its 39 MB folder behind."""
+    from pathlib import Path
+
+    from orchestrator.harness.services import postgres_bin
+
+    if postgres_bin() is None:
+        pytest.fail("no PostgreSQL server binaries") if os.environ.get("CI") else pytest.skip("no PostgreSQL")
+    proc = _campaign_process("""import os, signal, threading
+import chaos
+from orchestrator.harness.services import PrivateServer
+signal.signal(signal.SIGTERM, chaos._raise_terminated)
+print("starting", flush=True)
+threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGTERM)).start()
+try:
+    PrivateServer()
+except chaos.Terminated:
+    print("terminated", flush=True)
+""", open_tmpdir)
+    out, err = proc.communicate(timeout=120)
+    assert out.split() == ["starting", "terminated"], out + err
+    assert list(Path(open_tmpdir).glob("yolo-orch-pg-*")) == []
