@@ -54,9 +54,6 @@ class TensorboardLogger:
         except Exception as exc:  # noqa: BLE001
             self._lost(f"TensorBoard stopped at epoch {epoch} ({type(exc).__name__}: {first_line(exc)})")
             return
-        if not self.folder.is_dir():  # removed under the open file: its writes would go on into nothing
-            self._lost(f"TensorBoard stopped at epoch {epoch}: its folder {self.folder} was removed during the run")
-            return
         self.logged_through = epoch
 
     def finish(self, final: dict[str, Any], exit_code: int = 0) -> None:

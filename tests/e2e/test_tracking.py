@@ -104,7 +104,8 @@ def dashboard_shows(tmp_path: Path, browser: str, run_dir: Path, summary: dict) 
 
 def test_a_tracking_server_that_stops_mid_run_and_an_export_that_fails_cost_nothing_and_are_said(tmp_path,
                                                                                                  mlflow_server):
-    """Neither is silent (issue 60): the stopped server on the console as it happens and in `show`; the export
+    """Neither is silent (issue 60): the stopped server and a removed tensorboard/ folder on the console as it happens
+    and in `show`; the export
     that broke after the plan's check (onnx fails to import in the export process alone) in the summary
     table, in one line on stderr and in the exit code (4), the weights kept."""
     job = tracked_job(tmp_path, epochs=3, export=["onnx"], tracking_uri=mlflow_server.url)
@@ -116,6 +117,9 @@ def test_a_tracking_server_that_stops_mid_run_and_an_export_that_fails_cost_noth
     run_id = mlflow_record(run_dir)["run_id"]
     assert metric_steps(mlflow_server.url, run_id, MAP) == [1]
     mlflow_server.stop()
+    import shutil
+
+    shutil.rmtree(run_dir / "tensorboard")  # removed under its open file, during epoch 2
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 4, err[-3000:]
     summary = json.loads(out)["summary"]
@@ -124,7 +128,12 @@ def test_a_tracking_server_that_stops_mid_run_and_an_export_that_fails_cost_noth
     assert "MLflow logging stopped at epoch 2" in summary["mlflow"]["warnings"][0]
     assert "MLflow logging stopped at epoch 2" in err  # on the console, as it happened
     assert "autoflush" not in summary["mlflow"]["warnings"][0]
-    assert tensorboard_steps(run_dir, "metrics/mAP50-95(B)") == [1, 2, 3]  # the other trackers went on
+    [removed] = summary["tensorboard"]["warnings"]
+    assert "TensorBoard stopped at epoch 2 (FileNotFoundError" in removed and str(run_dir / "tensorboard") in removed
+    assert removed in err.replace("\n", "")  # on the console too (which wraps it at its width)
+    from orchestrator.harness.runs import wandb_epochs
+
+    assert wandb_epochs(run_dir) == [1, 2, 3]  # the other tracker went on
     # the server's store (read directly) holds what was logged before it stopped
     store = f"sqlite:///{mlflow_server.folder / 'server.db'}"
     assert metric_steps(store, run_id, MAP) == [1]
@@ -133,6 +142,7 @@ def test_a_tracking_server_that_stops_mid_run_and_an_export_that_fails_cost_noth
     assert len(said) == 1 and f"yolo-orch export {run_dir.name} -f onnx" in said[0], err[-3000:]
     shown = run_cli("show", run_dir.name, cwd=tmp_path, env=NO_ENV)
     assert shown.returncode == 0 and "MLflow logging stopped at epoch 2" in shown.stdout, shown.stdout
+    assert "TensorBoard stopped at epoch 2" in shown.stdout
     assert "export onnx" in shown.stdout and "failed" in shown.stdout, shown.stdout
 
 

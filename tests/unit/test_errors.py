@@ -81,3 +81,14 @@ def test_a_lower_layers_lines_go_under_the_callers_field_and_keep_their_kind():
     damaged = ResolvedRunError("job.resolved.yaml is not a mapping").under("RUN: r1")
     assert damaged.kind == "run state" and damaged.problems == ["RUN: r1: job.resolved.yaml is not a mapping"]
     assert errors.EnvError("x").kind == "environment" and errors.EnvError("x").exit_code == 1
+
+
+def test_a_tracker_failure_is_said_by_its_cause_not_sqlalchemys_autoflush_preface():
+    """Issue 60: a moved mlflow.db read "(raised as a result of Query-invoked autoflush; ...)"."""
+    from orchestrator.worker.trackers import first_line
+
+    error = Exception("(raised as a result of Query-invoked autoflush; consider using a session.no_autoflush block "
+                      "if this flush is occurring prematurely)\n(sqlite3.OperationalError) attempt to write a readonly "
+                      "database\n[SQL: INSERT INTO metrics ...]")
+    assert first_line(error) == "(sqlite3.OperationalError) attempt to write a readonly database"
+    assert first_line(Exception("plain\nsecond")) == "plain"

@@ -144,3 +144,14 @@ def test_plan_prints_the_data_warnings_and_the_share_of_valid_depth_pixels(tmp_p
             "100 m (93.0 % negative, 3.9 % NaN or inf") in r.stdout, r.stdout
     as_json = json.loads(run_cli("plan", job, "--json", cwd=tmp_path).stdout)[0]
     assert any("only 3.1 %" in w for w in as_json["warnings"])
+
+
+def test_perspective_takes_what_ultralytics_takes_and_says_what_its_docs_advise():
+    """Issue 60: hyp.perspective was capped at 0.001; Ultralytics trains any fraction up to 1."""
+    job = REPO / "examples" / "quickstart.yaml"
+    r = run_cli("plan", job, "--set", "hyp.perspective=0.3", env={"COLUMNS": "400"})
+    assert r.returncode == 0, r.stderr
+    assert "! hyp.perspective 0.3 is above the 0 to 0.001 Ultralytics' documentation advises" in r.stdout
+    assert "hyp.perspective" not in run_cli("plan", job, env={"COLUMNS": "400"}).stdout
+    bad = run_cli("plan", job, "--set", "hyp.perspective=1.5")
+    assert bad.returncode == 2 and "hyp.perspective: must be less than or equal to 1" in bad.stderr, bad.stderr
