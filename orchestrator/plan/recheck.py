@@ -47,7 +47,8 @@ def identity_problems(resolved: ResolvedRun, run_id: str, run_dir: Path) -> list
         problems.append(f"run_id: {resolved.run_id!r} is not this run's id ({run_id}); the file was edited or copied "
                         "from another run")
     if resolved.run_dir and Path(resolved.run_dir).resolve() != Path(run_dir).resolve():
-        problems.append(f"run_dir: {resolved.run_dir!r} is not this run's folder ({run_dir})")
+        problems.append(f"run_dir: {resolved.run_dir!r} is not this run's folder ({run_dir}); the file was edited, or "
+                        "the folder moved: write its path there")
     return problems
 
 

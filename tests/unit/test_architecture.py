@@ -28,7 +28,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     "scaling": {"devices", "tasks"},
     "jobspec": {"rundir", "data", "devices", "tasks", "scaling", "urls"},  # urls: no secret in a tracking URI
     "launch": {"rundir", "devices", "jobspec"},
-    "tracking": {"rundir", "jobspec"},  # MLflow's store, TensorBoard, Ultralytics' integrations: decided, not imported
+    # MLflow's store (its PostgreSQL driver named: urls), TensorBoard, Ultralytics' integrations: decided, not imported
+    "tracking": {"rundir", "jobspec", "urls"},
     # the plan, and a run re-planned (a resume onto other devices, an OOM restart) by the same assembler
     "plan": {"rundir", "data", "devices", "tasks", "scaling", "jobspec", "launch", "tracking"},
     # the orchestrator side: runs, their registry and recovery, sweeps, Kaggle, diagnostics
@@ -38,7 +39,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     "exports": {"rundir"},  # export after training: each format in a child process (worker/export.py)
     "runner": {"rundir", "data", "devices", "jobspec", "launch", "plan", "registry", "wandb_mode", "tracking",
                "watchdog", "exports"},
-    "resume": {"rundir", "urls", "data", "devices", "jobspec", "launch", "plan", "registry", "runner"},
+    # closing a run as finishing does: its exports (exports) after its trackers
+    "resume": {"rundir", "urls", "data", "devices", "jobspec", "launch", "plan", "registry", "runner", "exports"},
     # the pruning callback runs inside the training process, on the worker's epoch bookkeeping
     "sweep": {"rundir", "sqlite_wal", "urls", "devices", "tasks", "jobspec", "launch", "plan", "registry", "runner",
               "worker.callbacks", "tracking"},
