@@ -27,20 +27,18 @@ from orchestrator import launch
 from orchestrator import plan as planmod
 from orchestrator.data.cache import make_synth_data
 from orchestrator.devices import DeviceSpecError, parse_devices
-from orchestrator.errors import RunStateError, UserError
+from orchestrator.errors import EXIT_EXPORT_FAILED, RunStateError, UserError
+from orchestrator.exports import failed_exports
 from orchestrator.registry import RESUMABLE, Registry
 from orchestrator.plan.recheck import recheck
 from orchestrator.plan.replan import replan, save_resolved
 from orchestrator.rundir import (EVENTS, LAST, RESOLVED, SUMMARY, WEIGHTS, EventTail, EventWriter, NodeOptions,
                                  ResolvedRun, ResolvedRunError, ResumeOrder, ResumeRecord, RunPlan, completed_epochs,
                                  end_torn_line, load_own_yaml, load_resolved, missing_epochs, process_alive,
-                                 run_summary,
-                                 write_json_atomic)
+                                 run_summary, write_json_atomic)
 from orchestrator.rundir.checkpoints import (REWOUND_RESULTS, fallback_checkpoint, inspect_checkpoint,
                                              results_epochs, rewind_results, rewind_to, rewind_to_start,
                                              set_aside_damaged_weights)
-from orchestrator.errors import EXIT_EXPORT_FAILED
-from orchestrator.exports import failed_exports
 from orchestrator.runner import RunOutcome, child_env, export_finished, refuse_symlinks, supervise
 from orchestrator.urls import redact_text
 
@@ -66,7 +64,7 @@ def close_recorded_run(row: dict) -> RunOutcome | None:
     run_dir = Path(row.get("run_dir") or "")
     if row["state"] not in RESUMABLE or not (run_dir / RESOLVED).is_file():
         return None
-    resolved = read_run(row["id"], run_dir, checked=True)
+    resolved = read_run(row["id"], run_dir, checked=True, launching=False)  # (closing needs none of its devices)
     epochs = resolved.plan.epochs
     recorded = node0_run_dir(run_dir, resolved)  # node 0's, for another node of a multi-node run
     if completed_epochs(recorded) < epochs:
@@ -163,17 +161,18 @@ def node0_run_dir(run_dir: Path, resolved: ResolvedRun) -> Path:
     return run_dir.with_name(run_dir.name[: -len(suffix)] + "-node0")
 
 
-def read_run(run_id: str, run_dir: Path, checked: bool = False) -> ResolvedRun:
+def read_run(run_id: str, run_dir: Path, checked: bool = False, launching: bool = True) -> ResolvedRun:
     """The run's job.resolved.yaml for a command that continues it: a newer layout or a damaged file
     is refused, one line. `checked`: its content too, as `plan` checks a job and a plan (plan/recheck.py):
-    a hand edit that names another run, an invalid value or devices this machine lacks is refused."""
+    a hand edit that names another run or an invalid value is refused, and with `launching` devices this
+    machine lacks."""
     try:
         resolved = load_resolved(run_dir)
     except ResolvedRunError as exc:
         raise exc.under(f"RUN: {run_id}") from None
     if checked:
         try:
-            recheck(resolved, run_id, run_dir)
+            recheck(resolved, run_id, run_dir, launching)
         except UserError as exc:
             raise RunStateError([f"RUN: {run_id}: {RESOLVED}: {line}" for line in exc.problems]) from None
     return resolved

@@ -81,7 +81,7 @@ def kept_reason(r: ScaleResult) -> str:
 
 
 def said_once(line: str, devices: str, said: dict[str, str]) -> str:
-    """`head: explanation`, or `head (as said for DEVICES)` when another target's line gave that explanation."""
+    """`head: explanation`, or `head (the note for DEVICES above)` when another target's line gave that explanation."""
     head, sep, explanation = line.partition(": ")
     if not sep:
         return line

@@ -29,13 +29,14 @@ from orchestrator.tracking import check_trackers
 FROM_THE_JOB = ("epochs", "imgsz", "seed", "deterministic")
 
 
-def recheck(resolved: ResolvedRun, run_id: str, run_dir: Path) -> None:
+def recheck(resolved: ResolvedRun, run_id: str, run_dir: Path, launching: bool = True) -> None:
     """Raise UserError (one line per problem, each naming the field of job.resolved.yaml) when the run's
-    resolved job is not one `plan` would have made for this run, on this machine."""
+    resolved job is not one `plan` would have made for this run, and with `launching` (it is about to
+    train here) on this machine."""
     problems = identity_problems(resolved, run_id, run_dir)
     spec, found = job_problems(resolved, run_dir)
     problems += found
-    problems += plan_problems(resolved, spec)
+    problems += plan_problems(resolved, spec, launching)
     if problems:
         raise UserError(problems)
 
@@ -71,7 +72,7 @@ def job_problems(resolved: ResolvedRun, run_dir: Path) -> tuple[JobSpec | None, 
     return spec, problems
 
 
-def plan_problems(resolved: ResolvedRun, spec: JobSpec | None) -> list[str]:
+def plan_problems(resolved: ResolvedRun, spec: JobSpec | None, launching: bool = True) -> list[str]:
     """The plan section by the plan's own checks: each argument as Ultralytics checks it, the
     hyperparameters' ranges, what the plan copies from the job, and the devices it trains on."""
     plan = resolved.plan
@@ -86,7 +87,7 @@ def plan_problems(resolved: ResolvedRun, spec: JobSpec | None) -> list[str]:
         job = spec.model_dump(mode="json")
         problems += [f"plan.train_args.{key}: {args[key]!r} disagrees with job.{key} {job[key]!r} (the file was edited)"
                      for key in FROM_THE_JOB if key in args and key != "epochs" and args[key] != job[key]]
-    return problems + device_problems(plan.devices, plan.launcher, plan.world_size, args.get("device"))
+    return problems + device_problems(plan.devices, plan.launcher, plan.world_size, args.get("device"), launching)
 
 
 def hyp_problems(values: dict[str, Any], where: str) -> list[str]:
@@ -99,9 +100,9 @@ def hyp_problems(values: dict[str, Any], where: str) -> list[str]:
     return []
 
 
-def device_problems(devices: str, launcher: str, world_size: int, device_arg: Any) -> list[str]:
-    """The device argument, launcher and world size the plan derives from its devices, and whether
-    this machine can start them (launch.unavailable: GPUs it lacks, a missing torch_xla)."""
+def device_problems(devices: str, launcher: str, world_size: int, device_arg: Any, launching: bool = True) -> list[str]:
+    """The device argument, launcher and world size the plan derives from its devices, and with `launching`
+    whether this machine can start them (launch.unavailable: GPUs it lacks, a missing torch_xla)."""
     try:
         spec = parse_devices(devices)
     except DeviceSpecError as exc:
@@ -114,7 +115,7 @@ def device_problems(devices: str, launcher: str, world_size: int, device_arg: An
         problems.append(f"plan.launcher: {launcher!r} is not how {devices!r} is launched ({spec.backend!r})")
     if world_size != spec.world_size:
         problems.append(f"plan.world_size: {world_size} is not {devices!r}'s ({spec.world_size})")
-    missing = launch.unavailable(spec.backend, spec)
+    missing = launch.unavailable(spec.backend, spec) if launching else None
     if missing:
         problems.append(f"plan.devices: {missing}")
     return problems
