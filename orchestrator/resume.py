@@ -64,11 +64,12 @@ def close_recorded_run(row: dict) -> RunOutcome | None:
     run_dir = Path(row.get("run_dir") or "")
     if row["state"] not in RESUMABLE or not (run_dir / RESOLVED).is_file():
         return None
-    resolved = read_run(row["id"], run_dir, checked=True, launching=False)  # (closing needs none of its devices)
+    resolved = read_run(row["id"], run_dir)
     epochs = resolved.plan.epochs
     recorded = node0_run_dir(run_dir, resolved)  # node 0's, for another node of a multi-node run
     if completed_epochs(recorded) < epochs:
         return None
+    read_run(row["id"], run_dir, checked=True, launching=False)  # what closing runs is held to `plan`'s checks
     if recorded == run_dir:  # a kill between the last epoch's last.pt and its event: the event, from its row
         end_torn_line(run_dir / EVENTS)  # (the kill may have torn a line: the event must not be glued to it)
         for epoch, metrics in missing_epochs(run_dir / EVENTS, epochs):
@@ -130,7 +131,7 @@ def prepare(row: dict, devices: str | None = None, restart_ok: bool = False,
     if registry is None or row["state"] not in RESUMABLE:
         return write_resume(row, devices, restart_ok, launch_opts)  # raises the right message
     if (run_dir / RESOLVED).is_file():
-        read_run(row["id"], run_dir, checked=True)  # held to what `plan` accepts before the row is claimed
+        check_before_claim(row, run_dir, devices, restart_ok)
     with registry:
         if not registry.transition(row["id"], row["state"], state="queued", pid=os.getpid()):
             raise RunStateError(f"RUN: {row['id']} changed state while preparing the resume (another resume?)")
@@ -141,6 +142,26 @@ def prepare(row: dict, devices: str | None = None, restart_ok: bool = False,
             raise
         registry.update(row["id"], devices=info.plan.devices, note=info.note)
     return info
+
+
+def check_before_claim(row: dict, run_dir: Path, devices: str | None, restart_ok: bool) -> None:
+    """What refuses a resume, in the order a user fixes it, before the row is claimed: a --devices that is no
+    device spec, a run that stopped before its first checkpoint (nothing to resume), then job.resolved.yaml
+    held to what `plan` accepts (read_run's re-check)."""
+    resolved = read_run(row["id"], run_dir)
+    if devices:
+        try:
+            parse_devices(devices)
+        except DeviceSpecError as exc:
+            raise exc.under("--devices") from None
+    refuse_without_checkpoint(row["id"], node0_run_dir(run_dir, resolved), restart_ok)
+    read_run(row["id"], run_dir, checked=True)
+
+
+def refuse_without_checkpoint(run_id: str, weights_dir: Path, restart_ok: bool) -> None:
+    if not (weights_dir / LAST).is_file() and not restart_ok:
+        raise RunStateError(f"RUN: {run_id} stopped before its first epoch ended ({weights_dir / LAST} does not exist); "
+                            "nothing to resume: submit the job again")
 
 
 def run(row: dict, prepared: PreparedResume, on_event: Callable[[dict], None] = lambda e: None,
@@ -257,9 +278,7 @@ def write_resume(row: dict, devices: str | None = None, restart_ok: bool = False
     if launch_opts:
         resolved.plan.launch = NodeOptions.from_dict(launch_opts)
     weights_dir = node0_run_dir(run_dir, resolved)
-    if not (weights_dir / LAST).is_file() and not restart_ok:
-        raise RunStateError(f"RUN: {run_id} stopped before its first epoch ended ({weights_dir / LAST} does not exist); "
-                        "nothing to resume: submit the job again")
+    refuse_without_checkpoint(run_id, weights_dir, restart_ok)
     old_devices = resolved.plan.devices
     replanned = move_to(resolved, devices)
     rewound = rewind_damaged(run_id, run_dir, weights_dir, restart_ok)

@@ -114,7 +114,9 @@ class Store:
         record["task"] = self.task_of(record)
         record["wall_s"] = _wall(record)
         record["active"] = record["state"] in ACTIVE
-        return mask(record)  # a note may quote an error, which may quote a secret
+        for key in ("notes", "tags"):  # the row's free text: a note may quote an error, which may quote a secret
+            record[key] = mask(record[key])
+        return record
 
     def task_of(self, record: dict) -> str | None:
         run_dir = Path(record.get("run_dir") or "")
