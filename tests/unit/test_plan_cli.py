@@ -155,3 +155,16 @@ def test_perspective_takes_what_ultralytics_takes_and_says_what_its_docs_advise(
     assert "hyp.perspective" not in run_cli("plan", job, env={"COLUMNS": "400"}).stdout
     bad = run_cli("plan", job, "--set", "hyp.perspective=1.5")
     assert bad.returncode == 2 and "hyp.perspective: must be less than or equal to 1" in bad.stderr, bad.stderr
+
+
+def test_the_readme_job_names_every_task_the_model_may_have():
+    """Issue 60: the README's job comment listed the tasks without semantic and depth."""
+    import re
+
+    from orchestrator.tasks import TASKS
+
+    readme = (REPO / "README.md").read_text()
+    listed = re.search(r"the task \(([^)]*)\) is the model's", readme.replace("\n", " ").replace("#", " "))
+    assert listed, "the README's job file no longer says where the task comes from"
+    named = {word.strip(" ,") for word in listed.group(1).split()}
+    assert set(TASKS) <= named, set(TASKS) - named
