@@ -29,4 +29,4 @@ from orchestrator.rundir.events import (EventTail, EventWriter, end_torn_line, f
                                         trained_epoch_events, trained_epochs)
 from orchestrator.rundir.epochs import completed_epochs, missing_epochs, row_epoch
 from orchestrator.rundir.summary import failure_cause, finish_run, run_summary
-from orchestrator.rundir.process import die_with_parent, is_primary, process_alive, process_identity, rank
+from orchestrator.rundir.process import Ranks, die_with_parent, is_primary, process_alive, process_identity, rank

@@ -5,16 +5,50 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """Where this training process stands among its torchrun peers, read once from torchrun's environment
+    (`Ranks.here()`): global and local rank (-1 and 0 alone), world and node sizes, the node's rank."""
+
+    rank: int = -1
+    local_rank: int = 0
+    world_size: int = 1
+    local_world_size: int = 1
+    node_rank: int = 0
+
+    @classmethod
+    def here(cls) -> Ranks:
+        env = os.environ
+        world = int(env.get("WORLD_SIZE", 1))
+        return cls(rank=int(env.get("RANK", -1)), local_rank=int(env.get("LOCAL_RANK", 0)), world_size=world,
+                   local_world_size=int(env.get("LOCAL_WORLD_SIZE", world)), node_rank=int(env.get("GROUP_RANK", 0)))
+
+    @property
+    def under_torchrun(self) -> bool:
+        return "RANK" in os.environ and "WORLD_SIZE" in os.environ
+
+    @property
+    def primary(self) -> bool:
+        """Global rank 0, or the only process: it writes the events, the summary and the weights."""
+        return self.rank in (-1, 0)
+
+    @property
+    def spans_nodes(self) -> bool:
+        """More ranks than this node runs: a multi-node run."""
+        return self.world_size > self.local_world_size
 
 
 def rank() -> int:
     """This training process's rank: -1 alone, 0 the primary of several (it writes the events)."""
-    return int(os.environ.get("RANK", -1))
+    return Ranks.here().rank
 
 
 def is_primary() -> bool:
-    return rank() in (-1, 0)
+    return Ranks.here().primary
 
 
 def _boot_id() -> str:

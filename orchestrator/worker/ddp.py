@@ -34,7 +34,7 @@ import sys
 import threading
 from pathlib import Path
 
-from orchestrator.rundir import ResolvedRun, RunPlan, die_with_parent
+from orchestrator.rundir import Ranks, ResolvedRun, RunPlan, die_with_parent
 
 
 class _Tee:
@@ -128,8 +128,7 @@ def trainer_factory(resolved: ResolvedRun):
     import torch
 
     if resolved.plan.on_cpu:
-        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(local_world, 1)))
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(Ranks.here().local_world_size, 1)))
     from orchestrator.worker.ddp_trainer import make_trainer_class
 
     base = task_trainer(resolved.job.task)
@@ -141,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 1:
         print("usage: torchrun ... -m orchestrator.worker.ddp RUN_DIR", file=sys.stderr)
         return 2
-    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+    ranks = Ranks.here()
+    if not ranks.under_torchrun:
         print("orchestrator.worker.ddp runs under torchrun (RANK/WORLD_SIZE unset); "
               "use orchestrator.worker.train for one process", file=sys.stderr)
         return 2
@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     # the kernel kills this rank when its torchrun agent dies, even by SIGKILL (torchrun starts every
     # worker in its own session, so signalling the agent's process group misses them)
     die_with_parent(signal.SIGKILL)
-    redirect_output(run_dir, int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0")))
+    redirect_output(run_dir, ranks.rank, ranks.local_rank)
     from orchestrator.worker.train import train
 
     try:
@@ -159,12 +159,12 @@ def main(argv: list[str] | None = None) -> int:
 
         if dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()
-    if code == 0 and int(os.environ["RANK"]) != 0 and int(os.environ.get("LOCAL_RANK", "0")) == 0:
-        node_summary(run_dir)
+    if code == 0 and ranks.rank != 0 and ranks.local_rank == 0:
+        node_summary(run_dir, ranks)
     return code
 
 
-def node_summary(run_dir: Path) -> None:
+def node_summary(run_dir: Path, ranks: Ranks) -> None:
     """A node without global rank 0 (multi-node): its run dir gets a summary too, so its
     orchestrator reports the finished state; metrics, events and weights are in node 0's run dir."""
     from orchestrator.rundir import SUMMARY, write_json_atomic
@@ -174,8 +174,8 @@ def node_summary(run_dir: Path) -> None:
     write_json_atomic(run_dir / SUMMARY, {
         "state": "finished",
         "primary": False,
-        "node_rank": int(os.environ.get("GROUP_RANK", "0")),
-        "world_size": int(os.environ.get("WORLD_SIZE", "1")),
+        "node_rank": ranks.node_rank,
+        "world_size": ranks.world_size,
         "metrics": {},
         "note": "global rank 0 ran on node 0: its run dir holds events.jsonl, the metrics and the weights",
     })

@@ -13,6 +13,7 @@ import torch.distributed as dist
 import torch.nn.parallel
 from ultralytics.utils import LOCAL_RANK, LOGGER, RANK
 
+from orchestrator.rundir import Ranks
 from orchestrator.worker.sync_bn import convert_sync_batchnorm, count_sync, revert_sync_batchnorm
 
 BN_ENV = "YOLO_ORCH_DDP_BN"  # "match" (default): BN running statistics as in one process; "stock": Ultralytics as is
@@ -35,7 +36,7 @@ class TorchrunTrainerMixin:
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        world = int(os.environ.get("WORLD_SIZE", "1"))
+        world = Ranks.here().world_size
         if world > 1:
             # Ultralytics counts the devices in `device=` (0 on CPU, one node): use torchrun's world.
             self.world_size = world
@@ -144,7 +145,7 @@ class TorchrunTrainerMixin:
 
     def final_eval(self):
         received = False
-        if self.world_size > 1 and int(os.environ.get("LOCAL_WORLD_SIZE", self.world_size)) < self.world_size:
+        if self.world_size > 1 and Ranks.here().spans_nodes:
             received = self._share_best()
         try:
             self._final_eval()

@@ -142,3 +142,22 @@ def test_cli_slurm_and_submit_options(tmp_path):
 def test_parse_devices_multi_node_cpu():
     spec = parse_devices("2xcpu:3")
     assert (spec.kind, spec.nodes, spec.per_node, spec.world_size, spec.ultralytics_device()) == ("cpu", 2, 3, 6, "cpu")
+
+
+def test_a_ranks_record_is_torchruns_environment_read_once(monkeypatch):
+    """Issue 61: torchrun's environment is read in one place (rundir.Ranks); alone, the defaults of one process."""
+    from orchestrator.rundir import Ranks, is_primary, rank
+
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    alone = Ranks.here()
+    assert alone == Ranks() and alone.primary and not alone.under_torchrun and not alone.spans_nodes
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    monkeypatch.setenv("GROUP_RANK", "1")
+    second_node = Ranks.here()
+    assert second_node == Ranks(rank=3, local_rank=1, world_size=4, local_world_size=2, node_rank=1)
+    assert second_node.under_torchrun and second_node.spans_nodes and not second_node.primary
+    assert rank() == 3 and not is_primary()
