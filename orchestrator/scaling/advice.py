@@ -11,9 +11,9 @@ from typing import Any
 from orchestrator.scaling import evidence
 from orchestrator.scaling import ultralytics_math as um
 from orchestrator.scaling.effective import fmt
-from orchestrator.scaling.policies import (DEVICE_RULE, K_POLICIES, POLICY_ARMS, WARMUP_FROM_K, WARMUP_MIN_EPOCHS,
-                                          is_longer)
-from orchestrator.scaling.rules import Rule
+from orchestrator.scaling.policies import Rule
+from orchestrator.scaling.rules import (DEVICE_RULE, K_POLICIES, POLICY_ARMS, WARMUP_FROM_K, WARMUP_MIN_EPOCHS,
+                                       is_longer)
 from orchestrator.scaling.stats import Interval
 
 LINEAR_LIMIT_IMAGES = 8192  # linear scaling held up to ~8k images per step on ImageNet (Goyal et al.)

@@ -4,7 +4,7 @@ the batch/nbs split that gives exactly those images."""
 from __future__ import annotations
 
 from orchestrator.scaling import ultralytics_math as um
-from orchestrator.scaling.policies import STOCK_IMAGES
+from orchestrator.scaling.rules import STOCK_IMAGES
 from orchestrator.scaling.types import ReferenceHyp, TargetHardware
 
 

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.scaling.policies import DEFAULT_RULE, is_longer
+from orchestrator.scaling.rules import DEFAULT_RULE, is_longer
 from orchestrator.scaling.stats import Interval
 
 EVIDENCE = Path(__file__).with_name("evidence.json")

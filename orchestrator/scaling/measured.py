@@ -20,7 +20,7 @@ from pathlib import Path
 
 from orchestrator.scaling import stats
 from orchestrator.tasks import MEAN_LOSS_TASKS
-from orchestrator.scaling.policies import ARMS, AUTO_RULES, DEFAULT_RULE, LONGER, POLICY_ARMS, arm_of, family_of
+from orchestrator.scaling.rules import ARMS, AUTO_RULES, DEFAULT_RULE, LONGER, POLICY_ARMS, arm_of, family_of
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "docs" / "img"

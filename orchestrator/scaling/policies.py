@@ -1,74 +1,154 @@
-"""The scaling rules as data: by how much each multiplies the passed lr0 when the images per optimizer
-step grow k-fold (lr0 x k**e, per optimizer family), what it does to the optimizer's weight decay and
-to the warmup, and how a saved training is named by the rule it trained with (measured.py).
+"""The policies, each an object that decides its rule: by how much the passed lr0 and the optimizer's
+weight decay are multiplied when the images per optimizer step change, whether the warmup is
+lengthened, and (for `auto`) the evidence row it rests on. The decision is a typed record (`Rule`);
+advice.py renders every reason and warning from it (docs/scaling.md section 3).
 
-Families: Ultralytics' detection loss is a SUM over the images of a step, so an SGD-family gradient
-grows with k at a fixed lr0 (and the clip at norm 10 then binds, docs/scaling.md 7G); an Adam-family
-update ignores the gradient's scale. Exponents are of the PASSED lr0 in those terms.
+The rules are data (rules.K_RULES: the passed lr0's exponent of k per family); `auto` takes the rule
+evidence.decision names for the job's task, start, family and k (docs/scaling.md 7I): the device is
+never part of it.
 """
 
 from __future__ import annotations
 
-import math
+from dataclasses import dataclass
+from fractions import Fraction
 
-from orchestrator.scaling.ultralytics_math import SGD_FAMILY
-
-# e of the passed lr0 x k**e per family; every k-rule keeps the weight decay per epoch (optimizer
-# weight decay x k**(1 - e)) and lengthens a short warmup from k >= 4 (Goyal et al. 2017)
-K_RULES = {
-    "linear": {"SGD": 0.0, "Adam": 1.0},  # the mean-gradient step x k (Goyal et al. 2017)
-    "sqrt": {"SGD": -0.5, "Adam": 0.5},  # the mean-gradient step x sqrt(k) (Malladi et al. 2022 for Adam)
-    "lr0-sqrt": {"SGD": 0.5, "Adam": 0.5},  # the clipped SGD step x sqrt(k): auto's rule for SGD before issue #48
-    "lr0 x k": {"SGD": 1.0, "Adam": 1.0},  # an early SGD candidate (docs/scaling.md 7B)
-}
-POLICIES = ("auto", "linear", "sqrt", "table", "none")  # what scaling.policy may name
-# the policies that take the images per step stock Ultralytics takes with the reference's nbs (the others
-# plan them from the reference's: STOCK_IMAGES), the one that scales by the device count (DEVICE_RULE), and
-# those whose rule scales by k, the images per step (K_POLICIES)
-STOCK_IMAGES = ("table", "none")
-DEVICE_RULE = "table"
-K_POLICIES = ("auto", "linear", "sqrt")
-# the arms a saved training can be: the k-rules, stock Ultralytics, the device-count rule on one process
-ARMS = ("none", "linear", "sqrt", "table", "lr0-sqrt", "lr0 x k")
-POLICY_ARMS = ("none", "linear", "sqrt", "table")  # what a user can name as scaling.policy besides auto
-DEFAULT_RULE = {"SGD": "linear", "Adam": "linear"}  # auto's rule unless the evidence rejects it (measured.py)
-WARMUP_FROM_K = 4.0  # the k-rules lengthen a shorter warmup to WARMUP_MIN_EPOCHS from this k (Goyal et al. 2017)
-WARMUP_MIN_EPOCHS = 5.0  # Goyal et al. 2017: gradual warmup over 5 epochs for large minibatches
-WARMUP_KEPT = " (warmup kept)"  # an arm's suffix: a k-rule with the reference's warmup (scaling.warmup: keep)
-# the rules auto can take (rules.Auto): stock Ultralytics, the k-rules it can pass, those with the reference's warmup
-AUTO_RULES = ("none", "linear", "sqrt", "lr0-sqrt", *(r + WARMUP_KEPT for r in ("linear", "sqrt", "lr0-sqrt")))
+from orchestrator.scaling import evidence
+from orchestrator.scaling.rules import DEVICE_RULE, K_RULES, POLICIES, WARMUP_FROM_K, family_of, split_rule
+from orchestrator.tasks import MEAN_LOSS_TASKS
 
 
-def family_of(optimizer: str) -> str:
-    """"SGD" or "Adam": whether the optimizer's step grows with Ultralytics' summed loss."""
-    return "SGD" if optimizer in SGD_FAMILY else "Adam"
+@dataclass(frozen=True)
+class Target:
+    """What a policy decides from: the optimizer, the images per step (reference -> target), the device
+    counts, by how much the SGD step grows at a fixed lr0 (scaler._step_growth), the task and the start."""
+
+    opt: str
+    images: int
+    images_ref: int
+    world: int
+    world_ref: int
+    growth: Fraction
+    task: str = "detect"
+    start: str = "scratch"
+
+    @property
+    def family(self) -> str:
+        return family_of(self.opt)
+
+    @property
+    def k_images(self) -> Fraction:
+        return Fraction(self.images, self.images_ref)
+
+    @property
+    def mean_loss(self) -> bool:
+        return self.task in MEAN_LOSS_TASKS
 
 
-LONGER = ", "  # "lr0-sqrt, 20 epochs": an arm trained for more epochs than its reference (the bench's label)
+@dataclass(frozen=True)
+class Rule:
+    """A policy's decision at one target: the multipliers of the passed lr0 and of the effective
+    (optimizer) weight decay relative to the reference, the warmup, and what it rests on."""
+
+    name: str  # the policy
+    target: Target
+    k: float  # the factor the rule scales by (ScaleResult.k): images per step, or devices for `table`
+    lr_mult: Fraction | float
+    wd_mult: Fraction | float
+    lengthen_warmup: bool
+    applies: str  # the arm applied (policies.ARMS, "... (warmup kept)"): auto's decided one, else the policy
+    exponent: float | None = None  # the passed lr0's exponent of k (k-rules)
+    decision: evidence.Decision | None = None  # auto's, with the evidence row it rests on
+
+    @property
+    def family(self) -> str:
+        return self.target.family
+
+    @property
+    def stock(self) -> bool:
+        """Stock Ultralytics' values: policy none, or auto where the evidence chose them."""
+        return self.applies == Stock.name
+
+    @property
+    def rows_rule(self) -> str:
+        """The arm whose measured rows are this rule's."""
+        return self.applies
 
 
-def is_longer(arm: str) -> bool:
-    """An arm trained for more epochs than the reference: what more epochs did, no rule auto can pass."""
-    return LONGER in arm
+def power(k: Fraction, e: float) -> Fraction | float:
+    """k ** e, exact for the integer exponents."""
+    return k ** int(e) if e == int(e) else float(k) ** e
 
 
-def split_rule(rule: str) -> tuple[str, bool]:
-    """('linear', True) for 'linear (warmup kept)': the rule and whether it keeps the reference's warmup."""
-    return (rule.removesuffix(WARMUP_KEPT), True) if rule.endswith(WARMUP_KEPT) else (rule, False)
+class Stock:
+    """`none`: stock Ultralytics: lr0 kept, its own weight-decay factor batch*accumulate/nbs, the warmup kept."""
+
+    name = "none"
+
+    def decide(self, t: Target, decision: evidence.Decision | None = None, name: str = "none") -> Rule:
+        same = t.k_images == 1 and (t.growth == 1 or t.family == "Adam")
+        return Rule(name, t, 1.0, Fraction(1), Fraction(1) if same else t.k_images, False, "none", None, decision)
 
 
-def arm_of(family: str, k: float, lr_mult: float, wd_mult: float, warmup_lengthened: bool) -> str:
-    """The arm a training at k trained: from its passed lr0 and optimizer weight decay over the
-    reference's and whether its warmup was lengthened; '' where no rule gives those values."""
-    e = math.log(lr_mult) / math.log(k)
-    wd_e = math.log(wd_mult) / math.log(k)
-    if abs(e) < 0.05 and abs(wd_e) < 0.05:
-        return "table"  # the device count is 1 on one process: lr0 and the optimizer weight decay kept
-    if abs(wd_e - (1 - e)) > 0.05:
-        return ""
-    if family == "SGD" and abs(e) < 0.05:  # linear and stock Ultralytics differ only in the warmup
-        return "linear" if warmup_lengthened or k < WARMUP_FROM_K else "none"
-    if abs(e) < 0.05:
-        return "none"
-    name = next((name for name, exps in K_RULES.items() if abs(exps[family] - e) < 0.05), "")
-    return name + WARMUP_KEPT if name and k >= WARMUP_FROM_K and not warmup_lengthened else name
+class DeviceCount:
+    """`table`, the practitioner rule: lr0 and the optimizer's weight decay x the device ratio."""
+
+    name = DEVICE_RULE
+
+    def decide(self, t: Target) -> Rule:
+        d = Fraction(t.world, t.world_ref)
+        return Rule(self.name, t, float(d), d, d, d > 1, self.name)
+
+
+class KRule:
+    """A k-rule (`linear`, `sqrt`, and auto's `lr0-sqrt`): lr0 x k**e (K_RULES, per family) and the
+    optimizer's weight decay x k**(1-e), which keeps the weight decay per epoch; the warmup lengthened from
+    k = 4 unless the arm keeps the reference's. Classify's mean loss: lr0 also / its micro-batch growth."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def decide(self, t: Target, decision: evidence.Decision | None = None, name: str | None = None,
+               keep_warmup: bool = False) -> Rule:
+        e = K_RULES[self.name][t.family]
+        sgd = t.family == "SGD"
+        lr_mult, wd_mult = _multipliers(t.k_images, e, e + 1 if sgd else e, t.growth if sgd and t.mean_loss else None)
+        k = float(t.k_images)
+        applies = self.name + (" (warmup kept)" if keep_warmup else "")
+        return Rule(name or self.name, t, k, lr_mult, wd_mult, k >= WARMUP_FROM_K and not keep_warmup, applies, e,
+                    decision)
+
+
+class Auto:
+    """`auto`: the rule the evidence decided for the task, start, family and k (evidence.decision)."""
+
+    name = "auto"
+
+    def decide(self, t: Target) -> Rule:
+        decision = evidence.decision(t.task, t.start, t.family, float(t.k_images))
+        base, keep_warmup = split_rule(decision.rule)
+        if base == Stock.name:
+            return Stock().decide(t, decision, self.name)
+        return KRule(base).decide(t, decision, self.name, keep_warmup)
+
+
+REGISTRY = {p.name: p for p in (Auto(), KRule("linear"), KRule("sqrt"), DeviceCount(), Stock())}
+assert tuple(sorted(REGISTRY)) == tuple(sorted(POLICIES)), "every policy the job spec accepts has its object"
+
+
+def rule_for(policy: str, opt: str, images: int, images_ref: int, world: int, world_ref: int,
+             growth: Fraction | None = None, task: str = "detect", start: str = "scratch") -> Rule:
+    """The policy's decision for optimizer ``opt`` when images per optimizer step go images_ref -> images."""
+    growth = Fraction(images, images_ref) if growth is None else growth
+    return REGISTRY[policy].decide(Target(opt, images, images_ref, world, world_ref, growth, task, start))
+
+
+def _multipliers(k: Fraction, e: float, mean_exp: float, growth: Fraction | None):
+    """lr0 x k**e (exact for integer exponents); with a mean loss's `growth` (SGD, classify) the step
+    grows with the micro-batches, not with k: lr0 x k**mean_exp / growth. The weight decay gets
+    k / lr_mult, which keeps optimizer steps x lr0 x weight decay per epoch."""
+    lr_mult = power(k, e)
+    if growth is not None:
+        lr_mult = power(k, mean_exp) / growth if e == int(e) else float(k) ** mean_exp / float(growth)
+    return lr_mult, (k / lr_mult if isinstance(lr_mult, Fraction) else float(k) / lr_mult)
+

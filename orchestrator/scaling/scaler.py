@@ -43,8 +43,8 @@ from orchestrator.scaling import ultralytics_math as um
 from orchestrator.scaling.batch import plan_images, split, target_batch
 from orchestrator.scaling.effective import clean, effective_values, fmt
 from orchestrator.scaling.reference import resolve_reference, validate_reference
-from orchestrator.scaling.policies import DEVICE_RULE, STOCK_IMAGES, WARMUP_MIN_EPOCHS
-from orchestrator.scaling.rules import Rule, rule_for
+from orchestrator.scaling.policies import Rule, rule_for
+from orchestrator.scaling.rules import DEVICE_RULE, STOCK_IMAGES, WARMUP_MIN_EPOCHS
 from orchestrator.scaling.types import POLICIES, WARMUPS, ReferenceHyp, ScaleResult, ScalingError, TargetHardware
 from orchestrator.tasks import MEAN_LOSS_TASKS
 

@@ -9,7 +9,7 @@ from orchestrator.devices import DeviceSpec
 from orchestrator.scaling import ultralytics_math as um
 from orchestrator.scaling.releases import Formulas
 
-from orchestrator.scaling.policies import POLICIES  # noqa: F401  (re-exported: the job spec's Literal)
+from orchestrator.scaling.rules import POLICIES  # noqa: F401  (re-exported: the job spec's Literal)
 from orchestrator.errors import UserError
 WARMUPS = ("auto", "keep")  # scaling.warmup: the rule's (lengthened from k = 4, or auto's decision), or the reference's
 

@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 from orchestrator.scaling import evidence, measured, stats
-from orchestrator.scaling.policies import arm_of
+from orchestrator.scaling.rules import arm_of
 
 
 def test_the_evidence_file_and_the_docs_tables_match_the_saved_results():
