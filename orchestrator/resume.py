@@ -26,7 +26,7 @@ from typing import Callable
 from orchestrator import launch
 from orchestrator import plan as planmod
 from orchestrator.data.cache import make_synth_data
-from orchestrator.devices import DeviceSpecError, parse_devices
+from orchestrator.devices import DeviceSpec, DeviceSpecError, parse_devices
 from orchestrator.errors import EXIT_EXPORT_FAILED, RunStateError, UserError
 from orchestrator.exports import failed_exports
 from orchestrator.registry import RESUMABLE, Registry
@@ -124,19 +124,20 @@ def prepare(row: dict, devices: str | None = None, restart_ok: bool = False,
     requeued Slurm job): a run stopped before its first checkpoint starts again from epoch 1 in the
     same run directory. `launch_opts`: this node's rank and rendezvous now (a requeued multi-node job's
     new allocation)."""
+    wanted = devices_flag(devices)  # parsed once here, and carried as the spec from here on
     run_dir = Path(row["run_dir"] or "")
     if row.get("run_dir"):
         refuse_symlinks(run_dir)  # before the row is claimed: a refusal changes nothing
     registry = Registry.of_run(run_dir) if row.get("run_dir") else None
     if registry is None or row["state"] not in RESUMABLE:
-        return write_resume(row, devices, restart_ok, launch_opts)  # raises the right message
+        return write_resume(row, wanted, restart_ok, launch_opts)  # raises the right message
     if (run_dir / RESOLVED).is_file():
-        check_before_claim(row, run_dir, devices, restart_ok)
+        check_before_claim(row, run_dir, restart_ok)
     with registry:
         if not registry.transition(row["id"], row["state"], state="queued", pid=os.getpid()):
             raise RunStateError(f"RUN: {row['id']} changed state while preparing the resume (another resume?)")
         try:
-            info = write_resume(row, devices, restart_ok, launch_opts)
+            info = write_resume(row, wanted, restart_ok, launch_opts)
         except BaseException:
             registry.transition(row["id"], "queued", state=row["state"], pid=row.get("pid"))
             raise
@@ -144,16 +145,19 @@ def prepare(row: dict, devices: str | None = None, restart_ok: bool = False,
     return info
 
 
-def check_before_claim(row: dict, run_dir: Path, devices: str | None, restart_ok: bool) -> None:
-    """What refuses a resume, in the order a user fixes it, before the row is claimed: a --devices that is no
-    device spec, a run that stopped before its first checkpoint (nothing to resume), then job.resolved.yaml
-    held to what `plan` accepts (read_run's re-check)."""
+def devices_flag(devices: str | None) -> DeviceSpec | None:
+    """`--devices` as a device spec (None: the run's own devices); a text that is none is the flag's error."""
+    try:
+        return parse_devices(devices) if devices else None
+    except DeviceSpecError as exc:
+        raise exc.under("--devices") from None
+
+
+def check_before_claim(row: dict, run_dir: Path, restart_ok: bool) -> None:
+    """What refuses a resume, in the order a user fixes it, before the row is claimed (after a --devices that
+    is no device spec): a run that stopped before its first checkpoint (nothing to resume), then
+    job.resolved.yaml held to what `plan` accepts (read_run's re-check)."""
     resolved = read_run(row["id"], run_dir)
-    if devices:
-        try:
-            parse_devices(devices)
-        except DeviceSpecError as exc:
-            raise exc.under("--devices") from None
     refuse_without_checkpoint(row["id"], node0_run_dir(run_dir, resolved), restart_ok)
     read_run(row["id"], run_dir, checked=True)
 
@@ -266,7 +270,7 @@ def refuse_state(row: dict) -> None:
                         "to train longer)")
 
 
-def write_resume(row: dict, devices: str | None = None, restart_ok: bool = False,
+def write_resume(row: dict, devices: DeviceSpec | None = None, restart_ok: bool = False,
                  launch_opts: dict | None = None) -> PreparedResume:
     """Check the row's run can continue, re-plan it for `devices` when they differ, make again what it
     needs, and write the resume order (`prepare`'s work once the row is claimed)."""
@@ -346,19 +350,19 @@ def rewind_damaged(run_id: str, run_dir: Path, weights_dir: Path, restart_ok: bo
             + (f"; epoch(s) {', '.join(map(str, again))} train again (their rows: {REWOUND_RESULTS})" if again else ""))
 
 
-def move_to(resolved: ResolvedRun, devices: str | None) -> bool:
+def move_to(resolved: ResolvedRun, devices: DeviceSpec | None) -> bool:
     """Re-plan the run for `devices` when they differ from its own (checked launchable here); True when
     it was re-planned. On its own devices the installed release is checked as the plan checks it (it
     may have changed since the run started)."""
     try:
-        wanted = parse_devices(devices or resolved.plan.devices)
+        wanted = devices or parse_devices(resolved.plan.devices)
     except DeviceSpecError as exc:
-        raise exc.under("--devices" if devices else f"plan.devices in {RESOLVED}") from None
+        raise exc.under(f"plan.devices in {RESOLVED}") from None
     if wanted.text == resolved.plan.devices:
         args = resolved.plan.train_args
         planmod.checked_release(args.get("optimizer"), wanted, resolved.job.task, str(args.get("model") or ""))
         return False
-    new = replan(resolved, devices=wanted.text)
+    new = replan(resolved, devices=wanted)
     missing = launch.unavailable(new.launcher, wanted)
     if missing:
         raise UserError(f"--devices: {missing}")

@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from orchestrator import plan as planmod
-from orchestrator.devices import DeviceSpecError, parse_devices
+from orchestrator.devices import DeviceSpec, DeviceSpecError, parse_devices
 from orchestrator.rundir import LAST, RESUME_PATCHED, OomStep, ResolvedRun, ResumeOrder, RunPlan, load_resolved
 from orchestrator.errors import UserError
 from orchestrator.jobspec.job import JobSpec
@@ -34,15 +34,16 @@ def save_resolved(run_dir: Path, resolved: ResolvedRun) -> None:
     (Path(run_dir) / RESUME_PATCHED).unlink(missing_ok=True)
 
 
-def replan(resolved: ResolvedRun, devices: str | None = None, max_batch_per_device: int | None = None) -> RunPlan:
+def replan(resolved: ResolvedRun, devices: DeviceSpec | str | None = None,
+           max_batch_per_device: int | None = None) -> RunPlan:
     """A new plan for `devices` (default: the run's) under the run's stored job, hyp and policy, put
     together and checked by the plan's own assembler (plan.assemble): a launcher or optimizer the
     installed release cannot run is refused here as `plan` refuses it. The per-device batch cap is the
     tighter of the job's, any earlier OOM cap, and the one given. Raises UserError (field-named)."""
     old = resolved.plan
     spec = JobSpec.model_validate(resolved.job.document)
-    try:
-        target_spec = parse_devices(devices or old.devices)
+    try:  # a resume hands its --devices on parsed (resume.devices_flag)
+        target_spec = devices if isinstance(devices, DeviceSpec) else parse_devices(devices or old.devices)
     except DeviceSpecError as exc:
         raise exc.under("--devices") from None
     caps = [c for c in (max_batch_per_device, resolved.oom_max_batch_per_device) if c]
