@@ -11,6 +11,7 @@ back with the database is not failed for the database's absence. No torch here.
 from __future__ import annotations
 
 import threading
+import sys
 import time
 from typing import TYPE_CHECKING, Callable, TypeVar
 
@@ -149,5 +150,5 @@ def _fail(study: "optuna.Study", trial_ids: list[int]) -> list[int]:
         trial = copy.deepcopy(storage.get_trial(trial_id))
         if callback is not None:
             callback(study, trial)
-        close_failed_trial(trial, say=lambda line: print(line, flush=True))
+        close_failed_trial(trial, say=lambda line: print(line, file=sys.stderr, flush=True))  # (stdout: --json's)
     return failed
