@@ -10,8 +10,8 @@ back with the database is not failed for the database's absence. No torch here.
 
 from __future__ import annotations
 
-import threading
 import sys
+import threading
 import time
 from typing import TYPE_CHECKING, Callable, TypeVar
 
