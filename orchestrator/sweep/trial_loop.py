@@ -114,8 +114,20 @@ def run_trial(study, runner: TrialRunner, interval: float) -> str:
         say(f"trial {trial.number} failed: {exc}")
     except BaseException:
         tell(study, trial, TrialState.FAIL, None, patience=30)  # KeyboardInterrupt, or a bug: the trial ends FAIL
+        close_interrupted_trial(study, trial)
         raise
     return tell(study, trial, state, value).name
+
+
+def close_interrupted_trial(study, trial) -> None:
+    """The MLflow run of a trial an interrupt ended (SIGTERM when `yolo-orch sweep` dies can land anywhere in the
+    objective, not only where the runner stops the training), tagged FAIL and ended KILLED if still RUNNING."""
+    from orchestrator.sweep.mlflow_study import close_failed_trial
+
+    try:
+        close_failed_trial(study._storage.get_trial(trial._trial_id), say=say)
+    except Exception as exc:  # noqa: BLE001 - the storage may be gone too: the trial is FAIL all the same
+        say(f"warning: MLflow: trial {trial.number}'s run was not closed ({type(exc).__name__})")
 
 
 def tell(study, trial, state, value, patience: float | None = None):

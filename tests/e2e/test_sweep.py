@@ -398,7 +398,7 @@ def test_kill9_of_the_sweep_command_ends_its_workers_and_the_trial_is_retried(tm
 
     uri, record = f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}", mlflow_record(run_dir)
     killed = mlflow_client(uri).get_run(record["run_id"])
-    assert killed.info.status == "KILLED" and killed.data.tags["optuna.state"] == "FAIL", killed
+    assert killed.info.status in ("KILLED", "FAILED") and killed.data.tags["optuna.state"] == "FAIL", killed
 
     summary = sweep_json(run_cli("sweep", sweep, "--json", cwd=tmp_path, timeout=900))
     assert summary["done"] == 2 and summary["states"]["FAIL"] == 1

@@ -95,7 +95,7 @@ def test_two_workers_one_killed_mid_trial(tmp_path, pg_url):
 
     record = mlflow_record(Path(victim.user_attrs["run_dir"]))
     closed = mlflow_client(f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}").get_run(record["run_id"])
-    assert closed.info.status == "KILLED" and closed.data.tags["optuna.state"] == "FAIL", closed
+    assert closed.info.status in ("KILLED", "FAILED") and closed.data.tags["optuna.state"] == "FAIL", closed
 
     # the killed worker's training process did not live on
     deadline = time.time() + 20
