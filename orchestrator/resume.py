@@ -69,7 +69,7 @@ def close_recorded_run(row: dict) -> RunOutcome | None:
     recorded = node0_run_dir(run_dir, resolved)  # node 0's, for another node of a multi-node run
     if completed_epochs(recorded) < epochs:
         return None
-    read_run(row["id"], run_dir, checked=True, launching=False)  # what closing runs is held to `plan`'s checks
+    recheck_run(row["id"], run_dir, resolved, launching=False)  # what closing runs is held to `plan`'s checks
     if recorded == run_dir:  # a kill between the last epoch's last.pt and its event: the event, from its row
         end_torn_line(run_dir / EVENTS)  # (the kill may have torn a line: the event must not be glued to it)
         for epoch, metrics in missing_epochs(run_dir / EVENTS, epochs):
@@ -159,7 +159,7 @@ def check_before_claim(row: dict, run_dir: Path, restart_ok: bool) -> None:
     job.resolved.yaml held to what `plan` accepts (read_run's re-check)."""
     resolved = read_run(row["id"], run_dir)
     refuse_without_checkpoint(row["id"], node0_run_dir(run_dir, resolved), restart_ok)
-    read_run(row["id"], run_dir, checked=True)
+    recheck_run(row["id"], run_dir, resolved)
 
 
 def refuse_without_checkpoint(run_id: str, weights_dir: Path, restart_ok: bool) -> None:
@@ -186,21 +186,22 @@ def node0_run_dir(run_dir: Path, resolved: ResolvedRun) -> Path:
     return run_dir.with_name(run_dir.name[: -len(suffix)] + "-node0")
 
 
-def read_run(run_id: str, run_dir: Path, checked: bool = False, launching: bool = True) -> ResolvedRun:
+def read_run(run_id: str, run_dir: Path) -> ResolvedRun:
     """The run's job.resolved.yaml for a command that continues it: a newer layout or a damaged file
-    is refused, one line. `checked`: its content too, as `plan` checks a job and a plan (plan/recheck.py):
-    a hand edit that names another run or an invalid value is refused, and with `launching` devices this
-    machine lacks."""
+    is refused, one line."""
     try:
-        resolved = load_resolved(run_dir)
+        return load_resolved(run_dir)
     except ResolvedRunError as exc:
         raise exc.under(f"RUN: {run_id}") from None
-    if checked:
-        try:
-            recheck(resolved, run_id, run_dir, launching)
-        except UserError as exc:
-            raise RunStateError([f"RUN: {run_id}: {RESOLVED}: {line}" for line in exc.problems]) from None
-    return resolved
+
+
+def recheck_run(run_id: str, run_dir: Path, resolved: ResolvedRun, launching: bool = True) -> None:
+    """The read run's content held to what `plan` checks in a job and a plan (plan/recheck.py): a hand edit that
+    names another run or an invalid value is refused, and with `launching` devices this machine lacks."""
+    try:
+        recheck(resolved, run_id, run_dir, launching)
+    except UserError as exc:
+        raise RunStateError([f"RUN: {run_id}: {RESOLVED}: {line}" for line in exc.problems]) from None
 
 
 ORPHAN_WAIT_S = 30.0  # a training process whose orchestrator is gone ends itself within a second or two

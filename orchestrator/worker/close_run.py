@@ -14,16 +14,14 @@ from pathlib import Path
 
 from orchestrator.rundir import EVENTS, SUMMARY, EventWriter, load_resolved, write_json_atomic
 from orchestrator.worker.offline import prepare_env
-from orchestrator.worker.startup import run_dir_main, start_trackers
+from orchestrator.worker.startup import finished_records, run_dir_main, start_trackers
 
 
 def close(run_dir: Path) -> int:
     prepare_env()
     trackers = start_trackers(run_dir, load_resolved(run_dir), EventWriter(run_dir / EVENTS))
     summary = json.loads((run_dir / SUMMARY).read_text()) if (run_dir / SUMMARY).is_file() else {}
-    for tracker in trackers:
-        tracker.finish(summary.get("metrics") or {}, exit_code=0)
-    records = {t.name: t.record() for t in trackers if hasattr(t, "record")}
+    records = finished_records(trackers, summary.get("metrics") or {})
     if records:
         write_json_atomic(run_dir / SUMMARY, {**summary, **records})
     return 0

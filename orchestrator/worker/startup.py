@@ -121,8 +121,13 @@ def start_trackers(run_dir: Path, resolved: ResolvedRun, events: EventWriter) ->
 
 def finish_trackers(trackers: list, trained: Trained) -> dict[str, Any]:
     """Each tracker finished with the run's final values; summary.json's record of those that keep one."""
+    return finished_records(trackers, {**trained.metrics, **trained.logged_extra}, trained.exit_code)
+
+
+def finished_records(trackers: list, final: dict[str, Any], exit_code: int = 0) -> dict[str, Any]:
+    """Each tracker finished with `final`; the records of those that keep one (also worker/close_run.py's)."""
     for tracker in trackers:
-        tracker.finish({**trained.metrics, **trained.logged_extra}, exit_code=trained.exit_code)
+        tracker.finish(final, exit_code=exit_code)
     return {t.name: t.record() for t in trackers if hasattr(t, "record")}
 
 
