@@ -75,30 +75,52 @@ class Interrupted(Exception):
         self.signum = signum
 
 
+INTERRUPTS = (signal.SIGTERM, signal.SIGINT)
+
+
+def ignore_interrupts() -> None:
+    """From the first interrupt on, the process is stopping: a second one (a Ctrl-C and then the parent's
+    SIGTERM, or the kernel's parent-death signal and the parent watch) must not cut that stop short and
+    leave a child running or a tracker's run open. Every stop it then makes is bounded (stop_group's grace)."""
+    for sig in INTERRUPTS:
+        signal.signal(sig, signal.SIG_IGN)
+
+
 @contextmanager
 def interrupts_raise():
-    """Turn SIGTERM and SIGINT into `Interrupted` so the caller can stop its children."""
+    """Turn the first SIGTERM or SIGINT into `Interrupted` so the caller can stop its children; later ones
+    are ignored from then on (see ignore_interrupts)."""
+    interrupted = False
 
     def handler(signum, frame):
+        nonlocal interrupted
+        interrupted = True
+        ignore_interrupts()
         raise Interrupted(signum)
 
-    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    old = {sig: signal.signal(sig, handler) for sig in INTERRUPTS}
     try:
         yield
     finally:
-        for sig, h in old.items():
-            signal.signal(sig, h)
+        if not interrupted:
+            for sig, h in old.items():
+                signal.signal(sig, h)
 
 
 def stop_when_parent_dies(parent_pid: int, interval_s: float = 1.0) -> None:
     """Send this process SIGTERM when `parent_pid` is gone (kill -9 of the command that started it):
-    the kernel's PR_SET_PDEATHSIG on Linux, and a polling thread everywhere (a dead parent's children
-    are re-parented, so the parent PID changes; it also catches a parent that died before this ran).
+    the kernel's PR_SET_PDEATHSIG on Linux, else a polling thread (a dead parent's children are
+    re-parented, so the parent PID changes); a parent that died before this ran, at once. One signal:
     SIGTERM takes the same path as a Ctrl-C of the parent, so a sweep worker fails its running trial
     cleanly and stops that trial's training process group."""
     import threading
 
-    die_with_parent(signal.SIGTERM)
+    armed = die_with_parent(signal.SIGTERM)
+    if os.getppid() != parent_pid:
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+    if armed:
+        return
 
     def watch() -> None:
         while os.getppid() == parent_pid:

@@ -102,17 +102,20 @@ def process_alive(pid: int | None, identity: str | None) -> bool:
     return identity is None or current == identity
 
 
-def die_with_parent(sig: int) -> None:
+def die_with_parent(sig: int) -> bool:
     """Linux: the kernel sends this process `sig` when its parent ends (PR_SET_PDEATHSIG), even when
-    the parent is killed by SIGKILL. A no-op elsewhere; callers add a polling watch for every platform."""
+    the parent is killed by SIGKILL. Whether that was armed: elsewhere it is a no-op and callers that
+    must not outlive their parent poll for it."""
     if not sys.platform.startswith("linux"):
-        return
+        return False
     parent = os.getppid()
     try:
         import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(sig), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+        if ctypes.CDLL(None, use_errno=True).prctl(1, int(sig), 0, 0, 0) != 0:  # 1 = PR_SET_PDEATHSIG
+            return False
     except (OSError, AttributeError):
-        return
+        return False
     if os.getppid() != parent:  # the parent died before prctl took effect
         os.kill(os.getpid(), sig)
+    return True

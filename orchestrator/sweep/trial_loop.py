@@ -27,6 +27,7 @@ from pathlib import Path
 
 from orchestrator.errors import EXIT_TOO_MANY_FAILURES
 from orchestrator.errors import UserError
+from orchestrator.launch import process
 from orchestrator.sweep.objective import TrialFailed, TrialRunner
 from orchestrator.sweep.loader import LoadedSweep, load_sweep
 from orchestrator.sweep.outage import Heartbeat, StaleTrials, retrying
@@ -79,12 +80,7 @@ def run_worker(sweep: LoadedSweep, url: str, n_trials: int, timeout: float | Non
         waiting_said = False
         try:
             state = run_trial(study, runner, interval)
-        except KeyboardInterrupt:
-            # a second signal must not interrupt the retry being queued: Ctrl-C reaches the worker
-            # and then `yolo-orch sweep` sends SIGTERM; a killed `yolo-orch sweep` sends two (the
-            # kernel's PR_SET_PDEATHSIG and the parent watch)
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(sig, signal.SIG_IGN)
+        except KeyboardInterrupt:  # (a second signal is ignored: see main's `stop`)
             retry_interrupted(study, sweep)
             raise
         if state == "FAIL":
@@ -178,14 +174,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     def stop(signum, frame):  # SIGTERM from `yolo-orch sweep`: Optuna marks the running trial FAIL
+        # Ctrl-C reaches the worker and then `yolo-orch sweep` sends SIGTERM: the second must not cut short
+        # the trial's close (its training process stopped, FAIL told, its MLflow run ended, the retry queued)
+        process.ignore_interrupts()
         raise KeyboardInterrupt(signal.Signals(signum).name)
 
-    signal.signal(signal.SIGTERM, stop)
+    for sig in process.INTERRUPTS:
+        signal.signal(sig, stop)
     cli = int(os.environ.get("YOLO_ORCH_SWEEP_CLI") or 0)
     if cli > 0:  # a kill -9 of `yolo-orch sweep` ends its workers and their trials too
-        from orchestrator.launch.process import stop_when_parent_dies
-
-        stop_when_parent_dies(cli)
+        process.stop_when_parent_dies(cli)
     try:
         sweep = load_sweep(args.sweep_file, study=args.study)
         return run_worker(sweep, url, args.n_trials, args.timeout, args.index, args.epoch_budget,
