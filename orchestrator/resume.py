@@ -29,7 +29,7 @@ from orchestrator.data.cache import make_synth_data
 from orchestrator.devices import DeviceSpec, DeviceSpecError, parse_devices
 from orchestrator.errors import EXIT_EXPORT_FAILED, RunStateError, UserError
 from orchestrator.exports import failed_exports
-from orchestrator.registry import RESUMABLE, Registry
+from orchestrator.registry import ACTIVE, RESUMABLE, Registry, RunState
 from orchestrator.plan.recheck import recheck
 from orchestrator.plan.replan import replan, save_resolved
 from orchestrator.rundir import (EVENTS, LAST, RESOLVED, SUMMARY, WEIGHTS, EventTail, EventWriter, NodeOptions,
@@ -81,7 +81,7 @@ def close_recorded_run(row: dict) -> RunOutcome | None:
     damaged = set_aside_damaged_weights(recorded) if recorded == run_dir else None
     if damaged:
         note += f"; {damaged}"
-    summary = run_summary(run_dir, state="finished", epochs=epochs, epochs_completed=epochs, metrics=metrics,
+    summary = run_summary(run_dir, state=RunState.FINISHED, epochs=epochs, epochs_completed=epochs, metrics=metrics,
                           started=row.get("started_at") or time.time(), note=note)
     write_json_atomic(run_dir / SUMMARY, summary)
     exit_code = 0
@@ -91,9 +91,10 @@ def close_recorded_run(row: dict) -> RunOutcome | None:
         note = "; ".join([note, *filter(None, [unclosed]), *export_notes])
         exit_code = EXIT_EXPORT_FAILED if failed_exports(summary) else 0
     with Registry.of_run(run_dir) as registry:
-        registry.update(row["id"], state="finished", ended_at=time.time(), exit_code=exit_code, epochs_done=epochs,
-                        metrics=metrics, note=note)
-    return RunOutcome(row["id"], run_dir, "finished", exit_code, summary, note=note)
+        if not registry.move(row["id"], RunState.FINISHED, expect=row["state"], ended_at=time.time(),
+                             exit_code=exit_code, epochs_done=epochs, metrics=metrics, note=note):
+            raise RunStateError(f"RUN: {row['id']} changed state while it was being closed (a resume elsewhere?)")
+    return RunOutcome(row["id"], run_dir, RunState.FINISHED, exit_code, summary, note=note)
 
 
 CLOSE_TIMEOUT_S = 300  # starting three trackers and logging a run's epochs to each: seconds; a store that hangs
@@ -134,12 +135,12 @@ def prepare(row: dict, devices: str | None = None, restart_ok: bool = False,
     if (run_dir / RESOLVED).is_file():
         check_before_claim(row, run_dir, restart_ok)
     with registry:
-        if not registry.transition(row["id"], row["state"], state="queued", pid=os.getpid()):
+        if not registry.move(row["id"], RunState.QUEUED, expect=row["state"], pid=os.getpid()):
             raise RunStateError(f"RUN: {row['id']} changed state while preparing the resume (another resume?)")
         try:
             info = write_resume(row, wanted, restart_ok, launch_opts)
         except BaseException:
-            registry.transition(row["id"], "queued", state=row["state"], pid=row.get("pid"))
+            registry.move(row["id"], row["state"], expect=RunState.QUEUED, pid=row.get("pid"))  # handed back
             raise
         registry.update(row["id"], devices=info.plan.devices, note=info.note)
     return info
@@ -213,7 +214,7 @@ def settle_orphans(row: dict) -> dict:
     still winds down, as a script that kills and resumes (a scheduler) meets it: wait up to ORPHAN_WAIT_S for
     the training process to end, stop what is left of it, record the run's outcome, and return the row as
     it is now (killed, resumable). A run whose orchestrator lives, or of another host, is returned as it is."""
-    if row["state"] not in ("running", "queued") or not row.get("run_dir"):
+    if row["state"] not in ACTIVE or not row.get("run_dir"):
         return row
     if row.get("host") not in (None, socket.gethostname()) or process_alive(row.get("pid"), row.get("pid_start")):
         return row
@@ -259,14 +260,14 @@ def refuse_state(row: dict) -> None:
     """A run that is running, queued or finished has nothing to resume: said with what to do, naming the
     process that still runs (never a dead one: settle_orphans recorded a run whose orchestrator is gone)."""
     run_id = row["id"]
-    if row["state"] in ("running", "queued"):
+    if row["state"] in ACTIVE:
         alive = [f"{what} {row[key]}" for what, key, start in (("pid", "pid", "pid_start"),
                                                                ("training pid", "worker_pid", "worker_start"))
                  if row.get(key) and process_alive(row[key], row.get(start))]
         where = ", ".join(alive) if alive else f"on {row.get('host')}"
         raise RunStateError(f"RUN: {run_id} is still {row['state']} ({where}); "
                             "stop it first (Ctrl-C in its terminal, or kill its process)")
-    if row["state"] == "finished":
+    if row["state"] == RunState.FINISHED:
         raise RunStateError(f"RUN: {run_id} finished all its epochs; nothing to resume (submit the job again "
                         "to train longer)")
 

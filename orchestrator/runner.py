@@ -24,7 +24,7 @@ from orchestrator.rundir import (BEST, DEADLINE_STOP, ENV, ENV_SUPERVISOR_PID, E
                                  write_text_atomic)
 from orchestrator.data.cache import make_synth_data
 from orchestrator.plan import Plan
-from orchestrator.registry import Registry
+from orchestrator.registry import Registry, RunState
 from orchestrator.errors import EXIT_EXPORT_FAILED, UserError
 from orchestrator.exports import describe, failed_exports, run_exports
 from orchestrator.rundir.tracking import EXPORTS, MLFLOW_RECORD, TENSORBOARD
@@ -39,7 +39,7 @@ PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 class RunOutcome:
     run_id: str
     run_dir: Path
-    state: str  # finished | failed | killed
+    state: RunState  # finished | failed | killed | stalled
     exit_code: int
     summary: dict | None = None
     events: list[dict] = field(default_factory=list)
@@ -171,10 +171,10 @@ def supervise(run_id: str, run_dir: Path, launcher: str, oom_retries: int = 0,
                                               on_event, poll_s)
         events += attempt
         oom = next((e for e in attempt if e.get("event") == "oom"), None)
-        if state == "stalled":
+        if state == RunState.STALLED:
             notes.append(note)
             break
-        if state == "killed" or code == 0 or not (code == EXIT_OOM or oom):
+        if state == RunState.KILLED or code == 0 or not (code == EXIT_OOM or oom):
             if code == EXIT_NOT_RESUMABLE:
                 notes.append("the worker could not resume from weights/last.pt (see train.log)")
             break
@@ -198,26 +198,26 @@ def supervise(run_id: str, run_dir: Path, launcher: str, oom_retries: int = 0,
         events.append(event)
         on_event(event)
     summary = None
-    if (run_dir / SUMMARY).exists() and state not in ("killed", "stalled"):
+    if (run_dir / SUMMARY).exists() and state not in (RunState.KILLED, RunState.STALLED):
         import json
 
         summary = json.loads((run_dir / SUMMARY).read_text())
-        state = "finished" if code == 0 else "failed"
+        state = RunState.FINISHED if code == 0 else RunState.FAILED
         if used and code == 0:  # OOM restarts, of this or an earlier attempt: in the re-written file
             summary["oom_recoveries"] = [s.to_dict() for s in load_resolved(run_dir).oom_history]
             write_json_atomic(run_dir / SUMMARY, summary)
-        if state == "finished" and summary.get("state") == "finished":
+        if state == RunState.FINISHED and summary.get("state") == RunState.FINISHED:
             summary, export_notes = export_finished(run_dir, summary)
             notes += export_notes
-    exit_code = {"killed": 130, "stalled": 124}.get(state, code)  # as the CLI exits (cli/common.py)
-    if state == "finished" and failed_exports(summary):
+    exit_code = {RunState.KILLED: 130, RunState.STALLED: 124}.get(state, code)  # as the CLI exits (cli/common.py)
+    if state == RunState.FINISHED and failed_exports(summary):
         exit_code = EXIT_EXPORT_FAILED  # finished, its weights kept: the command's exit code says what failed
     epochs_done = (summary or {}).get("epochs_completed") or completed_epochs(run_dir)
-    if state == "failed" and not notes:
+    if state == RunState.FAILED and not notes:
         notes.append(failure_note(run_id, run_dir, code, epochs_done))
     with registry:
-        registry.update(run_id, state=state, ended_at=time.time(), exit_code=exit_code, epochs_done=epochs_done,
-                        metrics=(summary or {}).get("metrics"), note="; ".join(notes) or None)
+        registry.move(run_id, state, ended_at=time.time(), exit_code=exit_code, epochs_done=epochs_done,
+                      metrics=(summary or {}).get("metrics"), note="; ".join(notes) or None)
     return RunOutcome(run_id, run_dir, state, exit_code, summary, events, recoveries, "; ".join(notes) or None,
                       epochs=load_resolved(run_dir).plan.epochs, epochs_done=epochs_done)
 
@@ -299,14 +299,14 @@ def _attempt(cmd: list[str], run_id: str, run_dir: Path, registry: Registry, tai
     """One worker process: (state, exit code, its events, a note). state is killed on Ctrl-C/SIGTERM,
     stalled when the watchdog saw no rank advance for the job's stall_timeout."""
     row = registry.get(run_id) or {}
-    registry.update(run_id, state="running", pid=os.getpid(), started_at=row.get("started_at") or time.time(),
+    registry.move(run_id, RunState.RUNNING, pid=os.getpid(), started_at=row.get("started_at") or time.time(),
                     attempts=int(row.get("attempts") or 0) + 1, exit_code=None, ended_at=None)
     timeout = load_resolved(run_dir).job.stall_timeout
     dog = Watchdog(run_dir, timeout) if timeout else None
     proc = process.start(cmd, run_dir / LOG, env=child_env())
     registry.update(run_id, worker_pid=proc.pid)
     events: list[dict] = []
-    state, note, stall = "failed", None, None
+    state, note, stall = RunState.FAILED, None, None
     try:
         with process.interrupts_raise():
             while proc.poll() is None and stall is None:
@@ -319,15 +319,15 @@ def _attempt(cmd: list[str], run_id: str, run_dir: Path, registry: Registry, tai
                     stall = _watch(dog, run_dir) if dog else None
     except process.Interrupted as exc:
         process.stop_group(proc)
-        state, note = "killed", f"stopped by {exc} (Ctrl-C or kill); `yolo-orch resume` continues it"
+        state, note = RunState.KILLED, f"stopped by {exc} (Ctrl-C or kill); `yolo-orch resume` continues it"
     else:
         if stall is not None:
             dump_stacks(stall)  # before the stop: every rank as it hung
-            state, note = "stalled", stall.note(run_id, run_dir, timeout)
+            state, note = RunState.STALLED, stall.note(run_id, run_dir, timeout)
             EventWriter(run_dir / EVENTS).emit("stalled", rank=stall.rank, epoch=stall.epoch, batch=stall.batch,
                                                phase=stall.phase, idle_s=round(stall.idle_s, 1), message=note)
         process.stop_group(proc, grace_s=5 if stall else 0)  # else: reap stray dataloader workers, if any
-    if state == "killed":
+    if state == RunState.KILLED:
         registry.update(run_id, note=note)  # (a stall's note is the run's last word: supervise records it)
     for event in tail.read_new():
         events.append(event)

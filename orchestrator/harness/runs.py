@@ -81,6 +81,35 @@ def no_links(run_dir: Path) -> list[Path]:
             and not (p.name == "debug-core.log" and p.parent.name == "logs" and "-run-" in p.parent.parent.name)]
 
 
+def legal_path(frm: str, to: str) -> list[str] | None:
+    """The shortest chain of legal moves (registry/states.py) from `frm` to `to`: the states after `frm`,
+    ending with `to`; [] when they are one; None when no chain of moves gets there."""
+    from orchestrator.registry import MOVES, RunState
+
+    paths: dict[RunState, list[str]] = {RunState(frm): []}
+    todo = [RunState(frm)]
+    while todo:
+        here = todo.pop(0)
+        for nxt in MOVES[here]:
+            if nxt not in paths:
+                paths[nxt] = [*paths[here], str(nxt)]
+                todo.append(nxt)
+    return paths.get(RunState(to))
+
+
+def walk_to(reg, run_id: str, state: str, **fields) -> dict:
+    """A test's row moved to `state` the way runs get there, by legal moves only (`fields` written with the
+    last); its row after. AssertionError when no chain of moves leads there from where it is."""
+    stored = reg._get_raw(run_id)["state"]  # as written (a read shows a vanished run killed): where move() starts
+    path = legal_path(stored, state)
+    assert path is not None, f"no legal moves lead run {run_id} from {stored} to {state}"
+    for i, step in enumerate(path):
+        assert reg.move(run_id, step, **(fields if i == len(path) - 1 else {}))
+    if not path and fields:
+        reg.update(run_id, **fields)
+    return reg.get(run_id)
+
+
 def newest_row(registry: Path, run_id: str | None = None) -> dict | None:
     """The newest registry row (of `run_id`, when given) as the commands record it; None without a registry."""
     from orchestrator.registry import Registry

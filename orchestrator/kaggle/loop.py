@@ -25,6 +25,7 @@ from orchestrator.kaggle.build import BuildOptions, build
 from orchestrator.rundir import SUMMARY, WEIGHTS, new_run_id, resolved_or_none, write_json_atomic
 from orchestrator.errors import EnvError, ToolError
 from orchestrator.jobspec.loader import LoadedJob
+from orchestrator.registry import RESUMABLE, Registry, RunState
 
 RESUME = "resume.json"
 
@@ -47,7 +48,7 @@ class LaunchOptions:
 class LaunchOutcome:
     run_id: str
     run_dir: Path
-    state: str  # finished | failed | killed
+    state: RunState  # finished | failed | killed
     sessions: list[dict]
     resume: dict | None
     message: str = ""
@@ -99,34 +100,19 @@ def localize(run_dir: Path) -> None:
         write_json_atomic(summary, data)
 
 
-class Registry:
-    """The run registry when orchestrator/registry.py is there; a no-op otherwise."""
+def register(registry: Registry, run_id: str, **fields: Any) -> None:
+    """The run's row, queued for this loop: added, or a stopped run continued with --run-id claimed back
+    (compare-and-set, as a resume claims it). A run that another loop still drives, or that finished, is refused."""
+    import os
 
-    def __init__(self, runs_root: Path):
-        try:
-            from orchestrator.registry import Registry as Impl
-        except ImportError:  # pragma: no cover - the registry is part of the project
-            self.impl = None
-            return
-        self.impl = Impl.open(runs_root)
-
-    def add(self, run_id: str, **fields: Any) -> None:
-        if self.impl is None:
-            return
-        if self.impl.get(run_id) is None:
-            self.impl.add_run(run_id, **fields)
-        else:  # a launch continued with --run-id: this process owns the row now
-            import os
-
-            self.impl.update(run_id, pid=os.getpid(), note=fields.get("note"))
-
-    def update(self, run_id: str, **fields: Any) -> None:
-        if self.impl is not None:
-            self.impl.update(run_id, **fields)
-
-    def close(self) -> None:
-        if self.impl is not None:
-            self.impl.close()
+    registry.reconcile()  # a loop that vanished (kill -9) left its row running: recorded killed first
+    row = registry.get(run_id)
+    if row is None:
+        registry.add_run(run_id, **fields)
+    elif row["state"] not in RESUMABLE or not registry.move(run_id, RunState.QUEUED, expect=row["state"],
+                                                           pid=os.getpid(), note=fields.get("note")):
+        raise LaunchError(f"--run-id {run_id} is {registry.get(run_id)['state']}: only a killed, failed or stalled "
+                          "run is continued (a running one is driven by another launch)")
 
 
 def launch(job: LoadedJob, opts: LaunchOptions, on_event: Callable[[dict], None] = lambda e: None,
@@ -137,7 +123,7 @@ def launch(job: LoadedJob, opts: LaunchOptions, on_event: Callable[[dict], None]
     run_id = base.run_id or new_run_id()
     run_dir = runs_root / spec.name / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
-    registry = Registry(runs_root)
+    registry = Registry.open(runs_root)
     resume_from = base.resume_from
     session = base.session or 1
     if resume_from and base.session is None:
@@ -169,12 +155,12 @@ def _loop(job, opts, base, spec, run_id, run_dir, registry, resume_from, session
             on_event({"event": "built", "session": session, "kernel": kernel, "folder": str(folder),
                       "warnings": result.warnings})
             if not registered:
-                registry.add(run_id, job=spec.name, run_dir=run_dir, devices=result.bundle["devices"],
+                register(registry, run_id, job=spec.name, run_dir=run_dir, devices=result.bundle["devices"],
                              epochs=spec.epochs, tags={"launcher": "kaggle", "kernel": kernel},
                              note=f"Kaggle {result.metadata['machine_shape']}: {kernel}")
                 registered = True
             pushed = tool.push(folder)
-            registry.update(run_id, state="running", started_at=time.time(),
+            registry.move(run_id, RunState.RUNNING, started_at=time.time(),
                             note=f"session {session}: pushed {kernel}" + (f" v{pushed['version']}" if pushed['version'] else ""))
             on_event({"event": "pushed", "session": session, "kernel": kernel, "url": pushed["url"],
                       "version": pushed["version"]})
@@ -208,18 +194,19 @@ def _loop(job, opts, base, spec, run_id, run_dir, registry, resume_from, session
         note = ("stopped by Ctrl-C; the Kaggle kernel may still be running. Continue with: "
                 f"scripts/kaggle_tpu_launch.py JOB --run-id {run_id}" +
                 (f" --resume-from {resume_from}" if resume_from else ""))
-        registry.update(run_id, state="killed", ended_at=time.time(), note=note)
-        return LaunchOutcome(run_id, run_dir, "killed", sessions, state, note)
+        if registered:
+            registry.move(run_id, RunState.KILLED, ended_at=time.time(), note=note)
+        return LaunchOutcome(run_id, run_dir, RunState.KILLED, sessions, state, note)
     except ToolError as exc:  # a session that failed, bad input, the `kaggle` CLI's refusal: the run failed
         message = "; ".join(exc.problems)
         if registered:
-            registry.update(run_id, state="failed", ended_at=time.time(), note=message[:500],
+            registry.move(run_id, RunState.FAILED, ended_at=time.time(), note=message[:500],
                             epochs_done=int((state or {}).get("epochs_done") or 0))
-        return LaunchOutcome(run_id, run_dir, "failed", sessions, state, message)
-    registry.update(run_id, state="finished", ended_at=time.time(), exit_code=0,
+        return LaunchOutcome(run_id, run_dir, RunState.FAILED, sessions, state, message)
+    registry.move(run_id, RunState.FINISHED, ended_at=time.time(), exit_code=0,
                     epochs_done=int(state.get("epochs_done") or 0), metrics=state.get("metrics") or None)
     on_event({"event": "done", "run_dir": str(run_dir), "resume": state})
-    return LaunchOutcome(run_id, run_dir, "finished", sessions, state,
+    return LaunchOutcome(run_id, run_dir, RunState.FINISHED, sessions, state,
                          f"{state.get('epochs_done')}/{spec.epochs} epochs in {len(sessions)} session(s)")
 
 

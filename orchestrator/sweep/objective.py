@@ -87,11 +87,11 @@ def trial_link(sweep: "LoadedSweep", trial: "optuna.Trial", params: dict[str, An
 
 def _mark_pruned(run_id: str, run_dir: Path, note: str) -> None:
     """The registry row of a pruned trial says `pruned` (the run itself finished cleanly)."""
-    from orchestrator.registry import Registry
+    from orchestrator.registry import Registry, RunState
 
     try:
         with Registry.of_run(run_dir) as reg:
-            reg.update(run_id, state="pruned", note=note)
+            reg.move(run_id, RunState.PRUNED, expect=RunState.FINISHED, note=note)
     except Exception as exc:  # noqa: BLE001 - the registry is a record, never a reason to fail a trial
         print(f"warning: could not mark run {run_id} pruned in the registry: {exc}", flush=True)
 

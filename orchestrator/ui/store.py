@@ -1,8 +1,8 @@
 """What the dashboard shows, read from the registry and the run directories, and never written.
 
-The registry is opened read-only (`mode=ro`, else `immutable=1`) and queried directly; a run whose
-process vanished is shown killed, as every read of the registry shows it (registry.as_recorded), and
-nothing is written. A run directory is read through the run-directory
+The registry is opened read-only (`mode=ro`, else `immutable=1`) and read through its one query
+(registry/query.py, which `yolo-orch runs` uses too): a run whose process vanished is shown killed, as every
+read of the registry shows it, and nothing is written. A run directory is read through the run-directory
 contract's names; anything unreadable makes that part `damaged` with the reason, never an error page.
 Text that may hold a secret (logs, storage URLs, W&B or Kaggle settings) is masked on the way out, and
 a file is served only from inside its run's folder."""
@@ -17,10 +17,9 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from orchestrator.registry import ACTIVE, STATES, as_recorded
+from orchestrator.registry import ACTIVE, STATES, query
 from orchestrator.rundir import EVENTS, LOG, RESOLVED, load_resolved, parse_event
 from orchestrator.rundir import reading
-from orchestrator.sqlite_wal import connect_readonly
 from orchestrator.tasks import TASKS, headline, task_of_keys
 from orchestrator.urls import MASK, SECRET_KEY_NAME, redact_text, redact_url
 
@@ -53,64 +52,34 @@ class Store:
         text, random bytes or another program's SQLite database is refused when the dashboard starts."""
         with self._connect() as conn:
             try:
-                conn.execute("SELECT id, job, state, run_dir, created_at FROM runs LIMIT 1").fetchall()
+                query.check_readable(conn)
             except sqlite3.Error as exc:  # a `runs` table of another program's
                 raise OSError(f"registry {self.registry} cannot be read as a yolo-orch registry ({exc})") from None
 
     def _connect(self) -> closing[sqlite3.Connection]:
-        """A read-only connection for one call, closed after it (sqlite_wal.connect_readonly)."""
+        """A read-only connection for one call, closed after it."""
         try:
-            conn = connect_readonly(self.registry, 5.0, "SELECT count(*) FROM runs LIMIT 1")
+            conn = query.open_readonly(self.registry)
         except sqlite3.Error as exc:
             raise OSError(f"registry {self.registry} cannot be read as a yolo-orch registry ({exc})") from None
-        conn.row_factory = sqlite3.Row
         return closing(conn)
 
     # ---------------------------------------------------------------- runs
     def runs(self, name: str = "", state: str = "", devices: str = "", tags: str = "", task: str = "",
              page: int = 0, size: int = PAGE_SIZE) -> dict:
-        """One page of runs, newest first, with the filters (substrings; state and task exact)."""
-        where, args = [], []
-        for column, value in (("job || ' ' || id", name), ("devices", devices), ("coalesce(tags, '')", tags)):
-            if value:
-                where.append(f"{column} LIKE ? ESCAPE '\\'")
-                args.append(f"%{_like(value)}%")
-        state = state if state in STATES else ""
-        if state:  # a vanished `running` row shows `killed`: active rows are fetched too, then filtered
-            where.append("(state = ? OR state IN ('queued', 'running'))")
-            args.append(state)
-        sql_where = f"WHERE {' AND '.join(where)}" if where else ""
+        """One page of runs, newest first, with the filters (substrings; state and task exact): the registry's
+        one query (registry/query.py), the task read from each run's job.resolved.yaml (memoized per file)."""
+        flt = query.RunFilter(state=state if state in STATES else None, text=name, devices=devices, tags=tags)
+        keep = (lambda row: self.task_of(row) == task) if task in TASKS else None
         with self._connect() as conn:
-            if task not in TASKS and not state:
-                total = conn.execute(f"SELECT count(*) FROM runs {sql_where}", args).fetchone()[0]
-                rows = conn.execute(f"SELECT * FROM runs {sql_where} ORDER BY created_at DESC, id DESC LIMIT ? "
-                                    "OFFSET ?", [*args, size, page * size]).fetchall()
-                return {"total": total, "page": page, "size": size, "runs": [self.row(r) for r in rows]}
-            return self._runs_shown_as(conn, sql_where, args, task if task in TASKS else "", state, page, size)
+            total, rows = query.runs_page(conn, flt, page, size, keep)
+        return {"total": total, "page": page, "size": size, "runs": [self.shown(r) for r in rows]}
 
-    def _runs_shown_as(self, conn, sql_where: str, args: list, task: str, state: str, page: int,
-                       size: int) -> dict:
-        """Filters on what a row shows: its task (in its job.resolved.yaml: memoized per file) and its
-        state as read (a vanished run's). Scanned newest first."""
-        matched, skip = [], page * size
-        cursor = conn.execute(f"SELECT * FROM runs {sql_where} ORDER BY created_at DESC, id DESC", args)
-        total = 0
-        for row in cursor:
-            record = self.row(row)
-            if (task and record["task"] != task) or (state and record["state"] != state):
-                continue
-            total += 1
-            if skip <= total - 1 < skip + size:
-                matched.append(record)
-        return {"total": total, "page": page, "size": size, "runs": matched}
-
-    def row(self, row: sqlite3.Row) -> dict:
-        record = dict(row)
-        for key in ("metrics", "tags", "notes"):
-            record[key] = _json(record.get(key))
-        record = as_recorded(record)  # a vanished run shows killed, as `yolo-orch runs` shows it (nothing written)
+    def shown(self, record: dict) -> dict:
+        """A run's row (as recorded: a vanished run shows killed, as `yolo-orch runs` shows it) with what the
+        dashboard adds: its headline metrics, task, wall time; its free text masked."""
         metrics = record["metrics"] if isinstance(record["metrics"], dict) else {}
-        record["headline"] = [[label, value] for label, value in headline(metrics)] if metrics else []
+        record = {**record, "headline": [[label, value] for label, value in headline(metrics)] if metrics else []}
         record["task"] = self.task_of(record)
         record["wall_s"] = _wall(record)
         record["active"] = record["state"] in ACTIVE
@@ -134,19 +103,16 @@ class Store:
 
     def get(self, run_id: str) -> dict | None:
         with self._connect() as conn:
-            row = conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
-        return self.row(row) if row is not None else None
+            row = query.run_row(conn, run_id)
+        return self.shown(row) if row is not None else None
 
     def studies(self) -> list[dict]:
         with self._connect() as conn:
-            rows = conn.execute("SELECT study, count(*) AS trials, max(created_at) AS last FROM runs WHERE study IS "
-                                "NOT NULL GROUP BY study ORDER BY last DESC").fetchall()
-        return [dict(r) for r in rows]
+            return query.studies(conn)
 
     def trials(self, study: str) -> list[dict]:
         with self._connect() as conn:
-            rows = conn.execute("SELECT * FROM runs WHERE study = ? ORDER BY trial, created_at", (study,)).fetchall()
-        return [self.row(r) for r in rows]
+            return [self.shown(r) for r in query.trials(conn, study)]
 
     # ---------------------------------------------------------------- one run's folder
     def detail(self, record: dict) -> dict:
@@ -321,19 +287,7 @@ def redacted(text: str) -> str:
     return redact_text(_URL.sub(lambda m: redact_url(m.group()), text))
 
 
-def _json(text: Any) -> Any:
-    if not isinstance(text, str):
-        return text
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
-
-
 def _wall(record: dict) -> float | None:
     start, end = record.get("started_at"), record.get("ended_at") or record.get("updated_at")
     return round(end - start, 1) if start and end and end >= start else None
 
-
-def _like(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

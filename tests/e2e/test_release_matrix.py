@@ -156,7 +156,7 @@ def test_a_resume_onto_a_launcher_the_release_cannot_run_is_refused_and_claims_n
     run_id, run_dir = runner.create_run(make_plan(load_job(job)), runs_dir=runs)
     write_checkpoint(run_dir / "weights" / "last.pt", 1)
     with Registry.open(runs) as reg:
-        reg.update(run_id, state="killed")
+        reg.move(run_id, "killed")
     contract = (run_dir / "job.resolved.yaml").read_bytes()
     first = releases.LAUNCHER_MINIMUM["torchrun"][0]
     before = releases.text((first[0], first[1], first[2] - 1))

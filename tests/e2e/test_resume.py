@@ -18,9 +18,11 @@ import yaml
 
 from conftest import (DEFAULT_WANDB, TINY_JOB, cli_env, no_links, read_events, run_cli, wait_first_epoch, wandb_epochs,
                       write_job)
-from orchestrator.registry import Registry, process_alive
-from orchestrator.rundir import trained_epochs
+from orchestrator.harness.runs import walk_to
+from orchestrator.registry import Registry
+from orchestrator.rundir import process_alive, trained_epochs
 from tests.helpers.checkpoints import write_checkpoint
+from tests.helpers.registry_rows import forge_row
 
 NO_ENV_REGISTRY = {"YOLO_ORCH_REGISTRY": ""}
 
@@ -106,7 +108,7 @@ def _fake_run(runs: Path, state: str, *, last: bool = True, pid: int | None = No
         (d / "weights" / "last.pt").write_bytes(b"x")
     with Registry.open(runs) as reg:
         reg.add_run(run_id, job="tiny", run_dir=d, devices="cpu", pid=pid)
-        reg.update(run_id, state=state)
+        walk_to(reg, run_id, state)
     return run_id
 
 
@@ -145,7 +147,7 @@ def test_resume_on_another_device_count_is_replanned(tmp_path, monkeypatch):
     (run_dir / "results.csv").write_text("epoch,x\n1,0\n")  # epoch 1's row, then its checkpoint, as a run writes them
     write_checkpoint(run_dir / "weights" / "last.pt", 1)
     with Registry.open(tmp_path / "runs") as reg:
-        reg.update(run_id, state="killed")
+        reg.move(run_id, "killed")
         row = reg.get(run_id)
     info = resume.prepare(row, devices="cpu:2")
     new = info.plan
@@ -177,7 +179,7 @@ def test_an_epoch_without_its_checkpoint_keeps_one_results_row(tmp_path, monkeyp
     os.utime(run_dir / "weights" / "last.pt", (1, 1))  # older than the row of epoch 2
     (run_dir / "results.csv").write_text("epoch,x\n1,0.1\n2,0.2\n")
     with Registry.open(tmp_path / "runs") as reg:
-        reg.update(run_id, state="killed")
+        reg.move(run_id, "killed")
         row = reg.get(run_id)
     info = resume.prepare(row)
     assert info.from_epoch == 2 and "epoch(s) 2 ended without a checkpoint and train again" in info.note
@@ -186,7 +188,7 @@ def test_an_epoch_without_its_checkpoint_keeps_one_results_row(tmp_path, monkeyp
     # killed again before epoch 2 ends: the next resume still counts epoch 1 (the chaos campaign's kill-twice
     # once moved epoch 1's row aside too, when the rewritten results.csv looked newer than last.pt)
     with Registry.open(tmp_path / "runs") as reg:
-        reg.update(run_id, state="killed")
+        reg.move(run_id, "killed")
         row = reg.get(run_id)
     again = resume.prepare(row)
     assert again.from_epoch == 2 and "without a checkpoint" not in again.note
@@ -194,7 +196,7 @@ def test_an_epoch_without_its_checkpoint_keeps_one_results_row(tmp_path, monkeyp
     # a requeued Slurm job whose run has a row but never a checkpoint starts again from epoch 1
     (run_dir / "weights" / "last.pt").unlink()
     with Registry.open(tmp_path / "runs") as reg:
-        reg.update(run_id, state="killed")
+        reg.move(run_id, "killed")
         row = reg.get(run_id)
     start = resume.prepare(row, restart_ok=True)
     assert start.from_epoch == 1 and (run_dir / "results.csv").read_text() == "epoch,x\n"
@@ -272,8 +274,7 @@ def test_a_run_killed_after_its_last_epoch_is_closed_not_retrained(tmp_path):
     events = (run_dir / "events.jsonl").read_text().splitlines(keepends=True)  # killed before the epoch's event
     (run_dir / "events.jsonl").write_text("".join(e for e in events if json.loads(e)["event"] == "train_start")
                                           + '{"event": "epoch", "epo')  # and the kill tore a line
-    with Registry.open(tmp_path / "runs") as reg:
-        reg.update(run_id, state="killed", exit_code=130)
+    forge_row(tmp_path / "runs" / "registry.db", run_id, state="killed", exit_code=130)
     last = run_dir / "weights" / "last.pt"
     last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])  # and the kill cut last.pt
     r = run_cli("resume", run_id, "--json", cwd=tmp_path, env=NO_ENV_REGISTRY)
@@ -393,7 +394,7 @@ def test_a_run_directory_written_before_layout_versions_still_resumes(tmp_path):
     os.utime(run_dir / "weights" / "last.pt", ns=(row_written, row_written))  # run wrote them, last.pt after its row
     with Registry.open(runs) as reg:
         reg.add_run(run_id, job="legacy", run_dir=run_dir, devices="cpu", epochs=2)
-        reg.update(run_id, state="failed", epochs_done=1)
+        reg.move(run_id, "failed", epochs_done=1)
     env = {**NO_ENV_REGISTRY, "YOLO_ORCH_CACHE": str(cache)}
     r = run_cli("resume", run_id, "--runs-dir", runs, "--json", cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stdout + r.stderr

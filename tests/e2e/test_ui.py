@@ -19,6 +19,7 @@ import pytest
 
 from conftest import TINY_MODEL, cli_env, run_cli, write_job, write_sweep
 from orchestrator.harness.dashboard import Dashboard
+from orchestrator.harness.runs import walk_to
 from orchestrator.tasks import TASKS
 
 # one test process runs the module, so `runs` is made once (tests/unit/test_xdist_groups.py)
@@ -63,7 +64,8 @@ def _damaged_run(runs: Path) -> None:
     (run_dir / "summary.json").write_text("{not json")
     (run_dir / "escape").symlink_to("/etc")
     with Registry.open(runs) as reg:
-        reg.add_run("broken", job="tiny", run_dir=run_dir, state="failed")
+        reg.add_run("broken", job="tiny", run_dir=run_dir)
+        walk_to(reg, "broken", "failed")
 
 
 @pytest.fixture(scope="module")
@@ -205,7 +207,8 @@ def test_ten_thousand_runs_answer_in_under_a_second(tmp_path, browser):
 
     runs = tmp_path / "runs"
     with Registry.open(runs) as reg:
-        reg.add_run("seed", job="seed", state="finished")
+        reg.add_run("seed", job="seed")
+        walk_to(reg, "seed", "finished")
     names = [name for name, _ in COLUMNS]
     now = time.time()
     rows = [{**dict.fromkeys(names), "id": f"r{i:05d}", "job": f"job{i % 7}", "state": "finished",
@@ -247,7 +250,8 @@ def test_long_polls_on_a_big_live_run_do_not_hold_up_other_pages(tmp_path, brows
         f.write(json.dumps({"event": "epoch", "epoch": 1, "metrics": {"metrics/mAP50(B)": 0.1}}) + "\n")
         f.write(line * (16 * 2**20 // len(line)))
     with Registry.open(runs) as reg:
-        reg.add_run("big", job="live", run_dir=run_dir, state="running")  # this test's process: alive
+        reg.add_run("big", job="live", run_dir=run_dir)  # this test's process: alive
+        walk_to(reg, "big", "running")
     board = Dashboard(runs, browser, tmp_path)
     try:
         polls = [threading.Thread(target=lambda: board.api("/api/run/big?after=5"), daemon=True) for _ in range(6)]

@@ -18,6 +18,7 @@ import yaml
 
 from conftest import build, kaggle_job, run_cli, write_job, write_sweep
 from orchestrator.errors import UserError
+from orchestrator.harness.runs import walk_to
 
 NO_GPU = {"CUDA_VISIBLE_DEVICES": ""}
 
@@ -337,7 +338,8 @@ def test_a_run_id_in_use_by_a_running_run_is_not_sent_to_resume(tmp_path):
     from orchestrator.registry import Registry
 
     with Registry.open(tmp_path / "runs") as reg:
-        reg.add_run("r1", job="tiny", run_dir=tmp_path / "runs" / "tiny" / "r1", state="running", pid=os.getpid())
+        reg.add_run("r1", job="tiny", run_dir=tmp_path / "runs" / "tiny" / "r1", pid=os.getpid())
+        walk_to(reg, "r1", "running")
     res = run_cli("submit", write_job(tmp_path), "--run-id", "r1", cwd=tmp_path)
     _one_line_exit_2(res, "--run-id: run r1 exists (running); it is still going: `yolo-orch logs r1 --follow`")
     assert "resume" not in res.stderr
@@ -355,7 +357,8 @@ def test_runs_points_at_registries_beside_the_default_one(tmp_path):
     from orchestrator.registry import Registry
 
     with Registry.open(tmp_path / "y") as reg:  # `yolo-orch train ... project=y`
-        reg.add_run("r1", job="train", state="finished")
+        reg.add_run("r1", job="train")
+        walk_to(reg, "r1", "finished")
     res = run_cli("runs", cwd=tmp_path)
     assert res.returncode == 0 and "yolo-orch runs --runs-dir y" in res.stdout
 

@@ -50,7 +50,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "doctor": {"rundir", "registry", "jobspec", "urls", "wandb_mode", "worker.offline", "worker.wandb_reach",
                "data", "scaling"},  # --verify-plan: generated data, the plan's formulas
     # the dashboard reads the registry and the run directories, and writes nothing
-    "ui": {"rundir", "registry", "sqlite_wal", "tasks", "urls"},
+    "ui": {"rundir", "registry", "tasks", "urls"},
     # what the commands that change something do, without a terminal (the CLI renders it)
     "application": {"rundir", "urls", "data", "devices", "scaling", "jobspec", "launch", "plan", "registry", "runner",
                     "resume", "sweep", "kaggle", "doctor", "ui", "exports", "tracking"},
@@ -210,3 +210,58 @@ def test_the_documented_layers_are_the_rules():
     wrong = [f"{part}: the docs say {sorted(documented[part])}, the rule is {sorted(MAY_IMPORT[part])}"
              for part in sorted(documented) if documented[part] != MAY_IMPORT.get(part)]
     assert not wrong, "\n".join(wrong)
+
+
+# ---- a run's state has one writer: Registry.move (orchestrator/registry/). Anywhere else, a write of it is
+# SQL that changes the runs table, or a call that hands a registry method a `state` (update, add_run, _set).
+RUNS_TABLE_WRITE = re.compile(r"\b(UPDATE\s+runs|INSERT\s+(OR\s+\w+\s+)?INTO\s+runs|REPLACE\s+INTO\s+runs|"
+                              r"DELETE\s+FROM\s+runs)\b", re.I)
+REGISTRY_WRITERS = {"update", "add_run", "_set"}
+# dicts with a `state` key of their own, not a run's row: Kaggle's resume.json (kernel_runner)
+NOT_THE_REGISTRY = {"state"}
+
+
+def state_writes(source: str) -> list[str]:
+    """Each write of a run's state in `source`, as `line: what`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and RUNS_TABLE_WRITE.search(node.value):
+            found.append(f"{node.lineno}: SQL writes the runs table")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in REGISTRY_WRITERS and any(k.arg == "state" for k in node.keywords):
+            receiver = node.func.value
+            if not (isinstance(receiver, ast.Name) and receiver.id in NOT_THE_REGISTRY):
+                found.append(f"{node.lineno}: .{node.func.attr}(state=...)")
+    return found
+
+
+RUNS_TABLE_SQL = re.compile(r"\b(FROM|INTO|UPDATE|JOIN)\s+runs\b(?![/.])", re.I)  # not a folder: runs/JOB
+
+
+def test_the_runs_table_is_queried_in_the_registry_alone():
+    """One query serves `yolo-orch runs` and the dashboard (registry/query.py): no other part has SQL on it."""
+    sql = [f"{name}:{node.lineno}" for name, path in modules().items() if part_of(name) != "registry"
+           for node in ast.walk(ast.parse(path.read_text()))
+           if isinstance(node, ast.Constant) and isinstance(node.value, str) and RUNS_TABLE_SQL.search(node.value)]
+    assert not sql, sql
+
+
+def test_only_the_registry_writes_a_runs_state():
+    writes = [f"{name}:{w}" for name, path in modules().items() if part_of(name) != "registry"
+              for w in state_writes(path.read_text())]
+    assert not writes, "a run's state is written by Registry.move alone:\n" + "\n".join(writes)
+
+
+def test_the_guard_sees_a_state_write_added_anywhere():
+    """The rule above, and the registry's own refusal (tests/unit/test_run_states.py), on the writes it is for."""
+    planted = '''
+def close(registry, run_id):
+    registry.update(run_id, state="finished", note="done")
+    registry._conn.execute("UPDATE runs SET state = 'killed' WHERE id = ?", (run_id,))
+    with registry._write() as c:
+        c.execute("insert or replace into runs (id, state) values (?, ?)", (run_id, "queued"))
+    registry.move(run_id, "finished")  # the one writer: not a finding
+    state.update(state="failed")  # Kaggle's resume.json: not a run's row
+'''
+    assert state_writes(planted) == ["3: .update(state=...)", "4: SQL writes the runs table",
+                                     "6: SQL writes the runs table"]

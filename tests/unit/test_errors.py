@@ -41,6 +41,8 @@ def test_the_command_line_maps_them_to_their_codes(tmp_path):
 CONTROL_FLOW = {
     "orchestrator.launch.process.Interrupted": "a signal turned into an exception, caught by its command",
     "orchestrator.sweep.objective.TrialFailed": "a trial's failure, recorded in the study by Optuna",
+    "orchestrator.registry.states.IllegalMove": "a move the table of a run's life does not hold: a bug in the "
+                                                "caller (what a user asks is refused before any move), a ValueError",
     "orchestrator.kaggle.kernel_runner.RunnerError": "the standalone kernel script: it runs before yolo-orch is "
                                                      "installed, so it imports nothing of the tool",
 }

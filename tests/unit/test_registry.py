@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
+from orchestrator.harness.runs import walk_to
 from orchestrator.registry import Registry, RegistryError, registry_path
 from orchestrator.rundir import process_alive, process_identity
 
@@ -49,8 +50,8 @@ def test_add_update_get_list(reg, tmp_path):
     assert row["state"] == "queued" and row["study"] == "s1" and row["trial"] == 4
     assert row["tags"] == {"study": "s1", "trial": 4, "extra": "x"}
     assert row["pid"] == os.getpid() and row["pid_start"] == process_identity(os.getpid())
-    reg.update(row["id"], state="running", note="started")
-    reg.update(row["id"], state="finished", metrics={"metrics/mAP50-95(B)": 0.5}, epochs_done=3, note="done")
+    assert reg.move(row["id"], "running", note="started")
+    assert reg.move(row["id"], "finished", metrics={"metrics/mAP50-95(B)": 0.5}, epochs_done=3, note="done")
     got = reg.get(row["id"])
     assert got["state"] == "finished" and got["metrics"] == {"metrics/mAP50-95(B)": 0.5}
     assert [n["text"] for n in got["notes"]] == ["started", "done"]
@@ -59,11 +60,11 @@ def test_add_update_get_list(reg, tmp_path):
     assert [r["id"] for r in reg.list(state="finished")] == ["20260101-000000-aaaa"]
     assert [r["id"] for r in reg.list(study="s1")] == ["20260101-000000-aaaa"]
     with pytest.raises(ValueError):
-        reg.update(row["id"], state="exploded")
+        reg.move(row["id"], "exploded")
     with pytest.raises(ValueError):
         reg.update(row["id"], colour="red")
     with pytest.raises(RegistryError):
-        reg.update("nope", state="failed")
+        reg.move("nope", "failed")
 
 
 def test_resolve_prefix(reg, tmp_path):
@@ -87,7 +88,7 @@ def test_reconcile_vanished_process(reg, tmp_path):
     (tmp_path / "r" / "results.csv").write_text("epoch,x\n1,0\n2,0\n")
     (tmp_path / "r" / "weights" / "last.pt").write_bytes(b"epoch 2's checkpoint, written after its row")
     reg.add_run("a", job="tiny", run_dir=tmp_path / "r", pid=_dead_pid())
-    reg.update("a", state="running", pid=_dead_pid(), worker_pid=_dead_pid())
+    reg.move("a", "running", pid=_dead_pid(), worker_pid=_dead_pid())
     row = reg.get("a")  # a read shows the outcome ...
     assert row["state"] == "killed" and row["epochs_done"] == 2
     assert "vanished" in row["notes"][-1]["text"] and "resume" in row["notes"][-1]["text"]
@@ -116,7 +117,7 @@ def test_runs_show_logs_work_on_a_registry_that_cannot_be_written(tmp_path):
     runs = tmp_path / "runs"
     with Registry.open(runs) as reg:
         reg.add_run("20260101-000000-aaaa", job="tiny", run_dir=runs / "tiny" / "20260101-000000-aaaa")
-        reg.update("20260101-000000-aaaa", state="running", pid=_dead_pid())
+        reg.move("20260101-000000-aaaa", "running", pid=_dead_pid())
     db = runs / "registry.db"
     if subprocess.run(["chattr", "+i", str(db)], capture_output=True).returncode != 0:
         pytest.skip("chattr +i is not supported here (needs root and a filesystem with inode flags)")
@@ -143,20 +144,20 @@ def test_reconcile_pid_reuse(reg, tmp_path):
     assert process_alive(me, process_identity(me))
     assert not process_alive(me, "other-boot:12345")
     reg.add_run("reused", job="tiny", run_dir=tmp_path)
-    reg.update("reused", state="running", pid=me, pid_start="other-boot:12345")
+    reg.move("reused", "running", pid=me, pid_start="other-boot:12345")
     assert reg.get("reused")["state"] == "killed"
     assert reg.reconcile() == ["reused"]
 
 
 def test_reconcile_keeps_live_and_foreign_rows(reg, tmp_path):
     reg.add_run("live", job="tiny", run_dir=tmp_path)  # owned by this process: alive
-    reg.update("live", state="running", pid=os.getpid())
+    reg.move("live", "running", pid=os.getpid())
     reg.add_run("foreign", job="tiny", run_dir=tmp_path, pid=_dead_pid())
-    reg.update("foreign", state="running", host="another-machine")
+    reg.move("foreign", "running", host="another-machine")
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         reg.add_run("worker-alive", job="tiny", run_dir=tmp_path, pid=_dead_pid())
-        reg.update("worker-alive", state="running", worker_pid=sleeper.pid)
+        reg.move("worker-alive", "running", worker_pid=sleeper.pid)
         states = {r["id"]: r["state"] for r in reg.list()}
         assert states == {"live": "running", "foreign": "running", "worker-alive": "running"}
     finally:
@@ -170,17 +171,17 @@ def test_reconcile_finished_summary(reg, tmp_path):
     (tmp_path / "summary.json").write_text(json.dumps({"state": "finished", "metrics": {"m": 1.0},
                                                        "epochs_completed": 3}))
     reg.add_run("done", job="tiny", run_dir=tmp_path, pid=_dead_pid())
-    reg.update("done", state="running", pid=_dead_pid())
+    reg.move("done", "running", pid=_dead_pid())
     row = reg.get("done")
     assert row["state"] == "finished" and row["metrics"] == {"m": 1.0} and row["epochs_done"] == 3
 
 
-def test_transition_is_compare_and_set(reg, tmp_path):
+def test_a_move_is_compare_and_set(reg, tmp_path):
     reg.add_run("t", job="tiny", run_dir=tmp_path)
-    reg.update("t", state="killed")
-    assert reg.transition("t", "killed", state="queued", note="claimed")
-    assert not reg.transition("t", "killed", state="queued")  # a second claimant loses
-    assert reg.get("t")["notes"][-1]["text"] == "claimed"
+    assert reg.move("t", "killed")
+    assert reg.move("t", "queued", expect="killed", note="claimed")
+    assert not reg.move("t", "queued", expect="killed")  # a second claimant loses
+    assert reg.get("t")["notes"][-1]["text"] == "claimed" and reg.get("t")["state"] == "queued"
 
 
 def _writer(db: str, n: int, worker: int) -> None:
@@ -188,8 +189,8 @@ def _writer(db: str, n: int, worker: int) -> None:
         for i in range(n):
             rid = f"w{worker}-{i}"
             r.add_run(rid, job="j", run_dir="/tmp/x", pid=os.getpid())
-            r.update(rid, state="running", note="go")
-            r.update(rid, state="finished", metrics={"i": i})
+            r.move(rid, "running", note="go")
+            r.move(rid, "finished", metrics={"i": i})
             r.list(limit=5)
 
 
@@ -216,7 +217,7 @@ def _seed_runs(runs: Path) -> None:
         (d / "train.log").write_text("line one\nline two\n")
         (d / "summary.json").write_text(json.dumps({"state": "finished", "metrics": {"metrics/mAP50-95(B)": 0.25}}))
         r.add_run(d.name, job="tiny", run_dir=d, devices="cpu", epochs=2)
-        r.update(d.name, state="finished", metrics={"metrics/mAP50-95(B)": 0.25}, epochs_done=2, started_at=time.time())
+        walk_to(r, d.name, "finished", metrics={"metrics/mAP50-95(B)": 0.25}, epochs_done=2, started_at=time.time())
         r.add_run("20260102-000000-bbbb", job="sweepjob", run_dir=runs / "sweepjob" / "x", devices="cpu",
                   tags={"study": "s", "trial": 7}, pid=_dead_pid())
 
@@ -280,7 +281,7 @@ def test_logs_follow_until_the_run_ends(tmp_path):
     try:
         with Registry.open(runs) as r:
             r.add_run(d.name, job="tiny", run_dir=d, pid=_dead_pid())
-            r.update(d.name, state="running", worker_pid=worker.pid)
+            r.move(d.name, "running", worker_pid=worker.pid)
         env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]), YOLO_ORCH_REGISTRY="")
         follow = subprocess.Popen([sys.executable, "-m", "orchestrator", "logs", d.name, "--follow", "--runs-dir",
                                    str(runs)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)

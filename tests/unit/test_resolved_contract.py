@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from conftest import REPO, run_cli
+from orchestrator.harness.runs import walk_to
 from orchestrator.registry import Registry
 from orchestrator.rundir.contract import LAUNCHERS, contract_problems
 
@@ -31,7 +32,7 @@ def planned_run(runs: Path, run_id: str = "20261127-090000-c0de", state: str = "
     (run_dir / "weights" / "last.pt").write_bytes(b"x")
     with Registry.open(runs) as reg:
         reg.add_run(run_id, job="quickstart", run_dir=run_dir, devices="cpu", epochs=35, pid=0)
-        reg.update(run_id, state=state, epochs_done=1)
+        walk_to(reg, run_id, state, epochs_done=1)
     return run_dir
 
 

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 from conftest import run_cli
+from orchestrator.harness.runs import walk_to
 from orchestrator.registry import Registry
 
 NO_ENV_REGISTRY = {"YOLO_ORCH_REGISTRY": ""}
@@ -18,7 +19,7 @@ def make_run(runs: Path, run_id: str, state: str = "finished", job: str = "a-rat
     run_dir.mkdir(parents=True)
     with Registry.open(runs) as reg:
         reg.add_run(run_id, job=job, run_dir=run_dir, devices="0,1,2,3", epochs=30, pid=0)
-        reg.update(run_id, state=state, epochs_done=12, metrics={"metrics/mAP50-95(B)": 0.5123})
+        walk_to(reg, run_id, state, epochs_done=12, metrics={"metrics/mAP50-95(B)": 0.5123})
     return run_dir
 
 

@@ -8,6 +8,7 @@ import json
 
 from conftest import write_job
 from orchestrator import runner
+from orchestrator.harness.runs import walk_to
 from orchestrator.jobspec.loader import load_job
 from orchestrator.plan import make_plan
 from orchestrator.plan.replan import replan
@@ -64,7 +65,8 @@ def test_an_export_package_that_is_there_but_does_not_import_is_refused_by_plan_
     (run_dir / "weights").mkdir(parents=True)
     (run_dir / "weights" / "best.pt").write_bytes(b"PK\x03\x04")
     with Registry.open(tmp_path / "runs") as reg:
-        reg.add_run("r1", job="job", run_dir=run_dir, state="finished")
+        reg.add_run("r1", job="job", run_dir=run_dir)
+        walk_to(reg, "r1", "finished")
     r = run_cli("export", "r1", "-f", "onnx", "--runs-dir", tmp_path / "runs", cwd=tmp_path, env=env)
     assert r.returncode == 2 and "--format: onnx needs onnx (ImportError: a damaged onnx)" in r.stderr, r.stderr
     assert "pip install 'yolo-orch[export]'" in r.stderr

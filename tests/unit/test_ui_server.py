@@ -15,6 +15,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from conftest import run_cli
+from orchestrator.harness.runs import walk_to
 from orchestrator.registry import Registry
 from orchestrator.ui.server import LOOPBACK_NAMES, create_app, host_name
 from orchestrator.ui.store import MAX_CURVES, Store
@@ -33,7 +34,8 @@ def _runs(tmp_path: Path) -> tuple[Path, Path]:
     (run_dir / "evil.svg").write_text("<svg xmlns='http://www.w3.org/2000/svg' onload='alert(1)'/>")
     (run_dir / "plot.png").write_bytes(b"\x89PNG\r\n\x1a\n")
     with Registry.open(runs) as reg:
-        reg.add_run("r1", job="job", run_dir=run_dir, state="finished")
+        reg.add_run("r1", job="job", run_dir=run_dir)
+        walk_to(reg, "r1", "finished")
     return runs, run_dir
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from orchestrator.harness.runs import walk_to
 from orchestrator.registry import Registry
 from orchestrator.ui.store import Store, mask, redacted
 
@@ -28,8 +29,10 @@ def _registry(tmp_path: Path) -> tuple[Store, Path]:
     (run_dir / "results.csv").write_text("epoch\n1\n")
     (run_dir / "outside").symlink_to("/etc/passwd")
     with Registry.open(runs) as reg:
-        reg.add_run("r1", job="job_a", run_dir=run_dir, state="finished", tags={"study": "s_1"})
-        reg.add_run("r2", job="job%b", state="failed")
+        reg.add_run("r1", job="job_a", run_dir=run_dir, tags={"study": "s_1"})
+        walk_to(reg, "r1", "finished")
+        reg.add_run("r2", job="job%b")
+        walk_to(reg, "r2", "failed")
     return Store(runs / "registry.db"), runs
 
 
@@ -95,7 +98,8 @@ def test_a_run_whose_process_vanished_shows_killed_and_filters_as_shown(tmp_path
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     with Registry.open(runs) as reg:
-        reg.add_run("r3", job="job_c", state="running", pid=gone.pid)
+        reg.add_run("r3", job="job_c", pid=gone.pid)
+        walk_to(reg, "r3", "running")
     before = (runs / "registry.db").read_bytes()
     assert store.get("r3")["state"] == "killed" and not store.get("r3")["active"]
     assert "vanished" in store.get("r3")["notes"][-1]["text"]

@@ -1,8 +1,9 @@
 """The run registry: one embedded SQLite database of every run and sweep trial.
 
     reg = Registry.open("runs")              # runs/registry.db (or $YOLO_ORCH_REGISTRY)
-    reg.add_run(run_id, job="tiny", run_dir=..., devices="cpu", tags={"study": "s1", "trial": 3})
-    reg.update(run_id, state="running", pid=os.getpid())
+    reg.add_run(run_id, job="tiny", run_dir=..., devices="cpu", tags={"study": "s1", "trial": 3})  # queued
+    reg.move(run_id, RunState.RUNNING, pid=os.getpid())   # the one writer of state (registry/states.py)
+    reg.update(run_id, epochs_done=3, note="...")         # any other column
     reg.get(run_id); reg.resolve("2026"); reg.list(state="running", study="s1")
 
 Safe with several orchestrator processes at once: WAL journal, a busy timeout, and every
@@ -31,12 +32,13 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from orchestrator.errors import EnvError, UserError
-from orchestrator.rundir import RESULTS, SUMMARY, completed_epochs, process_alive, process_identity
+from orchestrator.registry.query import (ACTIVE_SQL, JSON_COLUMNS, RunFilter, as_recorded, decode, like_escaped,
+                                         runs_page, vanished, vanished_outcome)
+from orchestrator.registry.states import RunState, check_move
+from orchestrator.rundir import process_identity
 from orchestrator.sqlite_wal import connect_readonly, enable_wal, foreign_tables, is_busy, is_damaged
 
-STATES = ("queued", "running", "finished", "failed", "killed", "stalled", "pruned")
-ACTIVE = ("queued", "running")
-RESUMABLE = ("killed", "failed", "stalled")  # what `yolo-orch resume` continues
+STATES = tuple(str(s) for s in RunState)
 DB_NAME = "registry.db"
 ENV_PATH = "YOLO_ORCH_REGISTRY"
 SCHEMA_VERSION = 1
@@ -68,7 +70,6 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("oom_retries", "INTEGER NOT NULL DEFAULT 0"),
     ("notes", "TEXT"),  # JSON list of {"time", "text"}
 )
-JSON_COLUMNS = {"metrics", "tags", "notes"}
 UPDATABLE = {name for name, _ in COLUMNS} - {"id", "created_at"}
 
 
@@ -222,16 +223,15 @@ class Registry:
 
     # ---- writes
     def add_run(self, run_id: str, job: str, run_dir: str | os.PathLike | None = None, devices: str | None = None,
-                state: str = "queued", tags: dict[str, Any] | None = None, epochs: int | None = None,
+                tags: dict[str, Any] | None = None, epochs: int | None = None,
                 pid: int | None = None, note: str | None = None) -> dict:
-        """Insert a row. `tags={"study": S, "trial": N, ...}` fills the study/trial columns too.
-        `pid` (default: this process) owns the row until a worker starts."""
-        _check_state(state)
+        """Insert a row, `queued` (a run's first state). `tags={"study": S, "trial": N, ...}` fills the
+        study/trial columns too. `pid` (default: this process) owns the row until a worker starts."""
         tags = dict(tags or {})
         pid = os.getpid() if pid is None else pid
         now = time.time()
         row = {
-            "id": run_id, "job": job, "state": state, "created_at": now, "updated_at": now,
+            "id": run_id, "job": job, "state": str(RunState.QUEUED), "created_at": now, "updated_at": now,
             "devices": devices, "run_dir": str(run_dir) if run_dir is not None else None,
             "host": socket.gethostname(), "pid": pid, "pid_start": process_identity(pid),
             "epochs": epochs, "study": _opt_str(tags.get("study")), "trial": _opt_int(tags.get("trial")),
@@ -245,22 +245,31 @@ class Registry:
         return self._get_raw(run_id)
 
     def update(self, run_id: str, *, note: str | None = None, **fields: Any) -> dict:
-        """Set columns. `metrics`/`tags` may be dicts; `note="..."` appends to the notes list;
-        `pid=...` records that process's identity too (likewise `worker_pid`)."""
+        """Set columns other than `state` (move() writes that). `metrics`/`tags` may be dicts; `note="..."`
+        appends to the notes list; `pid=...` records that process's identity too (likewise `worker_pid`)."""
+        if "state" in fields:
+            raise ValueError("a run's state is written by Registry.move(), against the table of legal moves")
         if self._set(run_id, fields, note) == 0:
             raise RegistryError(f"run '{run_id}' is not in the registry {self.path}")
         return self._get_raw(run_id)
 
-    def transition(self, run_id: str, expected: str | tuple[str, ...], *, note: str | None = None,
-                   **fields: Any) -> bool:
-        """Compare-and-set: `update` only while the row's state is `expected` (one of them).
-        False when another process changed it first (e.g. two `resume` of one run)."""
-        expected = (expected,) if isinstance(expected, str) else tuple(expected)
+    def move(self, run_id: str, to: str, *, expect: str | tuple[str, ...] | None = None, note: str | None = None,
+             **fields: Any) -> bool:
+        """The one writer of a run's state: from the state it is in to `to`, with `fields` in the same write,
+        compare-and-set (another process's move in between makes this one lose: False). `expect`: the state(s)
+        the caller read and means to move from (False when the run is in another). IllegalMove when the
+        table (registry/states.py) holds no such move; RegistryError when there is no such run."""
+        to = RunState(to)
+        expected = None if expect is None else {RunState(e) for e in ((expect,) if isinstance(expect, str) else expect)}
         with self._lock:
             row = self._conn.execute("SELECT state FROM runs WHERE id = ?", (run_id,)).fetchone()
         if row is None:
             raise RegistryError(f"run '{run_id}' is not in the registry {self.path}")
-        return row["state"] in expected and self._set(run_id, fields, note, expected) == 1
+        now = RunState(row["state"])
+        if expected is not None and now not in expected:
+            return False
+        check_move(now, to)
+        return self._set(run_id, {**fields, "state": str(to)}, note, (str(now),)) == 1
 
     def _set(self, run_id: str, fields: dict[str, Any], note: str | None,
              expected: tuple[str, ...] | None = None) -> int:
@@ -269,8 +278,6 @@ class Registry:
         unknown = set(fields) - UPDATABLE
         if unknown:
             raise ValueError(f"unknown registry field(s): {', '.join(sorted(unknown))}")
-        if "state" in fields:
-            _check_state(fields["state"])
         for pid_key, start_key in (("pid", "pid_start"), ("worker_pid", "worker_start")):
             if pid_key in fields and start_key not in fields:
                 fields[start_key] = process_identity(fields[pid_key])
@@ -308,12 +315,12 @@ class Registry:
         exact = self._get_raw(ref) if ref else None
         if exact and (job is None or exact["job"] == job):
             return as_recorded(exact)
-        sql, args = "SELECT * FROM runs WHERE id LIKE ? ESCAPE '\\'", [_like_prefix(ref)]
+        sql, args = "SELECT * FROM runs WHERE id LIKE ? ESCAPE '\\'", [like_escaped(ref) + "%"]
         if job is not None:
             sql += " AND job = ?"
             args.append(job)
         with self._lock:
-            rows = [_decode(r) for r in self._conn.execute(sql + " ORDER BY created_at DESC LIMIT 11", args)]
+            rows = [decode(r) for r in self._conn.execute(sql + " ORDER BY created_at DESC LIMIT 11", args)]
         label = f"{job}/{ref}" if job else ref
         if not rows:
             raise RegistryError(f"RUN: no run matches '{label}' in {self.path} (see `yolo-orch runs`)")
@@ -325,28 +332,14 @@ class Registry:
 
     def list(self, state: str | None = None, study: str | None = None, job: str | None = None,
              limit: int | None = None) -> list[dict]:
-        """Newest first."""
-        if state is not None:
-            _check_state(state)
-        where, args = [], []
-        if state is not None:  # an active row may read as another state (a vanished run): fetched too
-            where.append("(state = ? OR state IN ('queued', 'running'))")
-            args.append(state)
-        for col, val in (("study", study), ("job", job)):
-            if val is not None:
-                where.append(f"{col} = ?")
-                args.append(val)
-        sql = "SELECT * FROM runs" + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY created_at DESC"
+        """Newest first, each as recorded (registry/query.py: the dashboard's query too)."""
         with self._lock:
-            rows = [as_recorded(_decode(r)) for r in self._conn.execute(sql, args)]
-        if state is not None:  # a vanished `running` row reads as `killed`: filter on what is shown
-            rows = [r for r in rows if r["state"] == state]
-        return rows[:int(limit)] if limit else rows
+            return runs_page(self._conn, RunFilter(state=state, study=study, job=job), size=limit)[1]
 
     def _get_raw(self, run_id: str) -> dict | None:
         with self._lock:
             row = self._conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
-        return _decode(row) if row else None
+        return decode(row) if row else None
 
     # ---- vanished runs
     def reconcile(self) -> list[str]:
@@ -355,11 +348,12 @@ class Registry:
         if self.readonly:
             return []
         with self._lock:
-            rows = [_decode(r) for r in self._conn.execute(
-                "SELECT * FROM runs WHERE state IN ('queued', 'running')")]
+            rows = [decode(r) for r in self._conn.execute(
+                f"SELECT * FROM runs WHERE state IN {ACTIVE_SQL}")]
         changed = []
-        for row in filter(_vanished, rows):
-            state, note, extra = _vanished_outcome(row)
+        for row in filter(vanished, rows):
+            state, note, extra = vanished_outcome(row)
+            check_move(row["state"], state)  # the table move() holds to (compare-and-set on updated_at here)
             with self._write() as c:  # compare-and-set: another reader may have done it already
                 notes = list(row["notes"] or [])
                 notes.append({"time": time.time(), "text": note})
@@ -367,73 +361,12 @@ class Registry:
                     "UPDATE runs SET state = ?, ended_at = COALESCE(ended_at, ?), updated_at = ?, notes = ?"
                     + "".join(f", {k} = ?" for k in extra)
                     + " WHERE id = ? AND state = ? AND updated_at IS ?",
-                    [state, time.time(), time.time(), json.dumps(notes), *extra.values(),
+                    [str(state), time.time(), time.time(), json.dumps(notes), *extra.values(),
                      row["id"], row["state"], row["updated_at"]],
                 )
             if cur.rowcount:
                 changed.append(row["id"])
         return changed
-
-
-def as_recorded(row: dict) -> dict:
-    """A decoded row as reconcile() would leave it (a vanished run's outcome and note), written or not:
-    what every read shows (the CLI's and the dashboard's)."""
-    if not _vanished(row):
-        return row
-    state, note, extra = _vanished_outcome(row)
-    extra = {k: json.loads(v) if k in JSON_COLUMNS and isinstance(v, str) else v for k, v in extra.items()}
-    notes = row.get("notes") if isinstance(row.get("notes"), list) else []
-    notes = [*notes, {"time": time.time(), "text": note}]
-    return {**row, **extra, "state": state, "notes": notes}  # ended_at: unknown until recorded
-
-
-def _vanished(row: dict) -> bool:
-    """An active row of this host whose process (and worker) are gone."""
-    if row["state"] not in ("queued", "running") or row["host"] not in (None, socket.gethostname()):
-        return False
-    if process_alive(row["pid"], row["pid_start"]):
-        return False
-    return not (row["worker_pid"] and process_alive(row["worker_pid"], row["worker_start"]))
-
-
-def _vanished_outcome(row: dict) -> tuple[str, str, dict]:
-    who = f"pid {row['pid']}" + (f", worker pid {row['worker_pid']}" if row["worker_pid"] else "")
-    summary = Path(row["run_dir"]) / SUMMARY if row.get("run_dir") else None
-    if summary is not None and summary.is_file():
-        try:
-            data = json.loads(summary.read_text())
-        except (OSError, ValueError):
-            data = {}
-        if data.get("state") == "finished":
-            return ("finished", f"orchestrator process vanished ({who}) after the worker finished",
-                    {"metrics": json.dumps(data.get("metrics") or {}),
-                     "epochs_done": data.get("epochs_completed")})
-    when = "before the worker started" if row["state"] == "queued" else "while running"
-    extra = {}
-    if row.get("run_dir") and (Path(row["run_dir"]) / RESULTS).is_file():
-        extra["epochs_done"] = completed_epochs(row["run_dir"])  # epochs Ultralytics recorded (and checkpointed)
-    return "killed", f"process vanished {when} ({who}: kill -9, crash or reboot); `yolo-orch resume` continues it", extra
-
-
-def _decode(row: sqlite3.Row) -> dict:
-    out = dict(row)
-    for key in JSON_COLUMNS:
-        if out.get(key):
-            try:
-                out[key] = json.loads(out[key])
-            except ValueError:
-                pass
-    out["notes"] = out.get("notes") or []
-    return out
-
-
-def _check_state(state: str) -> None:
-    if state not in STATES:
-        raise ValueError(f"state '{state}' is not one of {', '.join(STATES)}")
-
-
-def _like_prefix(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
 def _opt_str(v: Any) -> str | None:
