@@ -86,8 +86,10 @@ def env_for(work: Path) -> dict[str, str]:
 
 
 def row_of(work: Path, run_id: str | None = None) -> dict | None:
-    """The campaign's newest run (or `run_id`'s row) in its registry."""
-    return newest_row(work / "runs" / "registry.db", run_id)
+    """The campaign's newest run (or `run_id`'s row) in its registry, in its JSON form (as `yolo-orch runs
+    --json` prints it: what a user's script reads)."""
+    run = newest_row(work / "runs" / "registry.db", run_id)
+    return run.as_dict() if run is not None else None
 
 
 def glued_records(run_dir: Path) -> list[str]:

@@ -29,7 +29,7 @@ from orchestrator.data.cache import make_synth_data
 from orchestrator.devices import DeviceSpec, DeviceSpecError, parse_devices
 from orchestrator.errors import EXIT_EXPORT_FAILED, RunStateError, UserError
 from orchestrator.exports import failed_exports
-from orchestrator.registry import ACTIVE, RESUMABLE, Registry, RunState
+from orchestrator.registry import ACTIVE, RESUMABLE, Registry, Run, RunState
 from orchestrator.plan.recheck import recheck
 from orchestrator.plan.replan import replan, save_resolved
 from orchestrator.rundir import (EVENTS, LAST, RESOLVED, SUMMARY, WEIGHTS, EventTail, EventWriter, NodeOptions,
@@ -57,19 +57,19 @@ class PreparedResume:
         return self.resolved.plan
 
 
-def close_recorded_run(row: dict) -> RunOutcome | None:
+def close_recorded_run(row: Run) -> RunOutcome | None:
     """A run killed or failed after its last epoch ended (during the final validation: a Slurm
     requeue near the end) has nothing left to train: close it as finished with the last epoch's
     validation metrics. None when the row is not such a run."""
-    run_dir = Path(row.get("run_dir") or "")
-    if row["state"] not in RESUMABLE or not (run_dir / RESOLVED).is_file():
+    run_dir = Path(row.run_dir or "")
+    if row.state not in RESUMABLE or not (run_dir / RESOLVED).is_file():
         return None
-    resolved = read_run(row["id"], run_dir)
+    resolved = read_run(row.id, run_dir)
     epochs = resolved.plan.epochs
     recorded = node0_run_dir(run_dir, resolved)  # node 0's, for another node of a multi-node run
     if completed_epochs(recorded) < epochs:
         return None
-    recheck_run(row["id"], run_dir, resolved, launching=False)  # what closing runs is held to `plan`'s checks
+    recheck_run(row.id, run_dir, resolved, launching=False)  # what closing runs is held to `plan`'s checks
     if recorded == run_dir:  # a kill between the last epoch's last.pt and its event: the event, from its row
         end_torn_line(run_dir / EVENTS)  # (the kill may have torn a line: the event must not be glued to it)
         for epoch, metrics in missing_epochs(run_dir / EVENTS, epochs):
@@ -82,7 +82,7 @@ def close_recorded_run(row: dict) -> RunOutcome | None:
     if damaged:
         note += f"; {damaged}"
     summary = run_summary(run_dir, state=RunState.FINISHED, epochs=epochs, epochs_completed=epochs, metrics=metrics,
-                          started=row.get("started_at") or time.time(), note=note)
+                          started=row.started_at or time.time(), note=note)
     write_json_atomic(run_dir / SUMMARY, summary)
     exit_code = 0
     if recorded == run_dir:  # closed as finishing closes a run: its trackers, then its exports
@@ -91,10 +91,10 @@ def close_recorded_run(row: dict) -> RunOutcome | None:
         note = "; ".join([note, *filter(None, [unclosed]), *export_notes])
         exit_code = EXIT_EXPORT_FAILED if failed_exports(summary) else 0
     with Registry.of_run(run_dir) as registry:
-        if not registry.move(row["id"], RunState.FINISHED, expect=row["state"], ended_at=time.time(),
+        if not registry.move(row.id, RunState.FINISHED, expect=row.state, ended_at=time.time(),
                              exit_code=exit_code, epochs_done=epochs, metrics=metrics, note=note):
-            raise RunStateError(f"RUN: {row['id']} changed state while it was being closed (a resume elsewhere?)")
-    return RunOutcome(row["id"], run_dir, RunState.FINISHED, exit_code, summary, note=note)
+            raise RunStateError(f"RUN: {row.id} changed state while it was being closed (a resume elsewhere?)")
+    return RunOutcome(row.id, run_dir, RunState.FINISHED, exit_code, summary, note=note)
 
 
 CLOSE_TIMEOUT_S = 300  # starting three trackers and logging a run's epochs to each: seconds; a store that hangs
@@ -118,7 +118,7 @@ def close_trackers(run_dir: Path) -> str | None:
     return None
 
 
-def prepare(row: dict, devices: str | None = None, restart_ok: bool = False,
+def prepare(row: Run, devices: str | None = None, restart_ok: bool = False,
             launch_opts: dict | None = None) -> PreparedResume:
     """Claim the row (killed/failed -> queued, compare-and-set) and write the resume order. Raises
     UserError with the fix when the run cannot be resumed (the row is then as it was). `restart_ok` (a
@@ -126,23 +126,23 @@ def prepare(row: dict, devices: str | None = None, restart_ok: bool = False,
     same run directory. `launch_opts`: this node's rank and rendezvous now (a requeued multi-node job's
     new allocation)."""
     wanted = devices_flag(devices)  # parsed once here, and carried as the spec from here on
-    run_dir = Path(row["run_dir"] or "")
-    if row.get("run_dir"):
+    run_dir = Path(row.run_dir or "")
+    if row.run_dir:
         refuse_symlinks(run_dir)  # before the row is claimed: a refusal changes nothing
-    registry = Registry.of_run(run_dir) if row.get("run_dir") else None
-    if registry is None or row["state"] not in RESUMABLE:
+    registry = Registry.of_run(run_dir) if row.run_dir else None
+    if registry is None or row.state not in RESUMABLE:
         return write_resume(row, wanted, restart_ok, launch_opts)  # raises the right message
     if (run_dir / RESOLVED).is_file():
         check_before_claim(row, run_dir, restart_ok)
     with registry:
-        if not registry.move(row["id"], RunState.QUEUED, expect=row["state"], pid=os.getpid()):
-            raise RunStateError(f"RUN: {row['id']} changed state while preparing the resume (another resume?)")
+        if not registry.move(row.id, RunState.QUEUED, expect=row.state, pid=os.getpid()):
+            raise RunStateError(f"RUN: {row.id} changed state while preparing the resume (another resume?)")
         try:
             info = write_resume(row, wanted, restart_ok, launch_opts)
         except BaseException:
-            registry.move(row["id"], row["state"], expect=RunState.QUEUED, pid=row.get("pid"))  # handed back
+            registry.move(row.id, row.state, expect=RunState.QUEUED, pid=row.pid)  # handed back
             raise
-        registry.update(row["id"], devices=info.plan.devices, note=info.note)
+        registry.update(row.id, devices=info.plan.devices, note=info.note)
     return info
 
 
@@ -154,13 +154,13 @@ def devices_flag(devices: str | None) -> DeviceSpec | None:
         raise exc.under("--devices") from None
 
 
-def check_before_claim(row: dict, run_dir: Path, restart_ok: bool) -> None:
+def check_before_claim(row: Run, run_dir: Path, restart_ok: bool) -> None:
     """What refuses a resume, in the order a user fixes it, before the row is claimed (after a --devices that
     is no device spec): a run that stopped before its first checkpoint (nothing to resume), then
     job.resolved.yaml held to what `plan` accepts (read_run's re-check)."""
-    resolved = read_run(row["id"], run_dir)
-    refuse_without_checkpoint(row["id"], node0_run_dir(run_dir, resolved), restart_ok)
-    recheck_run(row["id"], run_dir, resolved)
+    resolved = read_run(row.id, run_dir)
+    refuse_without_checkpoint(row.id, node0_run_dir(run_dir, resolved), restart_ok)
+    recheck_run(row.id, run_dir, resolved)
 
 
 def refuse_without_checkpoint(run_id: str, weights_dir: Path, restart_ok: bool) -> None:
@@ -169,11 +169,11 @@ def refuse_without_checkpoint(run_id: str, weights_dir: Path, restart_ok: bool) 
                             "nothing to resume: submit the job again")
 
 
-def run(row: dict, prepared: PreparedResume, on_event: Callable[[dict], None] = lambda e: None,
+def run(row: Run, prepared: PreparedResume, on_event: Callable[[dict], None] = lambda e: None,
         poll_s: float = 0.5) -> RunOutcome:
     """Continue the prepared run from its checkpoint in the same run dir and registry row."""
     resolved = prepared.resolved
-    return supervise(row["id"], Path(row["run_dir"]), resolved.plan.launcher, resolved.job.oom_retries, on_event,
+    return supervise(row.id, Path(row.run_dir), resolved.plan.launcher, resolved.job.oom_retries, on_event,
                      poll_s)
 
 
@@ -209,21 +209,21 @@ ORPHAN_WAIT_S = 30.0  # a training process whose orchestrator is gone ends itsel
 # (worker/recovery.watch_supervisor); torchrun's ranks, in sessions of their own, can take longer to wind down
 
 
-def settle_orphans(row: dict) -> dict:
+def settle_orphans(row: Run) -> Run:
     """A run whose orchestrator is gone (kill -9 of its process group, a crash) while its training process
     still winds down, as a script that kills and resumes (a scheduler) meets it: wait up to ORPHAN_WAIT_S for
     the training process to end, stop what is left of it, record the run's outcome, and return the row as
     it is now (killed, resumable). A run whose orchestrator lives, or of another host, is returned as it is."""
-    if row["state"] not in ACTIVE or not row.get("run_dir"):
+    if row.state not in ACTIVE or not row.run_dir:
         return row
-    if row.get("host") not in (None, socket.gethostname()) or process_alive(row.get("pid"), row.get("pid_start")):
+    if row.host not in (None, socket.gethostname()) or process_alive(row.pid, row.pid_start):
         return row
-    worker, identity = row.get("worker_pid"), row.get("worker_start")
+    worker, identity = row.worker_pid, row.worker_start
     if worker and not wait_until(lambda: not process_alive(worker, identity), ORPHAN_WAIT_S):
         stop_orphan(worker, identity)
-    with Registry.of_run(Path(row["run_dir"])) as registry:
+    with Registry.of_run(Path(row.run_dir)) as registry:
         registry.reconcile()
-        return registry.get(row["id"]) or row
+        return registry.get(row.id) or row
 
 
 def wait_until(done: Callable[[], bool], timeout_s: float, poll_s: float = 0.2) -> bool:
@@ -256,28 +256,28 @@ def stop_orphan(pid: int, identity: str | None) -> None:
             wait_until(lambda: not process_alive(pid, identity) and not any(p.is_running() for p in strays), 10)
 
 
-def refuse_state(row: dict) -> None:
+def refuse_state(row: Run) -> None:
     """A run that is running, queued or finished has nothing to resume: said with what to do, naming the
     process that still runs (never a dead one: settle_orphans recorded a run whose orchestrator is gone)."""
-    run_id = row["id"]
-    if row["state"] in ACTIVE:
-        alive = [f"{what} {row[key]}" for what, key, start in (("pid", "pid", "pid_start"),
-                                                               ("training pid", "worker_pid", "worker_start"))
-                 if row.get(key) and process_alive(row[key], row.get(start))]
+    run_id = row.id
+    if row.state in ACTIVE:
+        alive = [f"{what} {pid}" for what, pid, start in (("pid", row.pid, row.pid_start),
+                                                          ("training pid", row.worker_pid, row.worker_start))
+                 if pid and process_alive(pid, start)]
         where = ", ".join(alive) if alive else f"on {row.get('host')}"
-        raise RunStateError(f"RUN: {run_id} is still {row['state']} ({where}); "
+        raise RunStateError(f"RUN: {run_id} is still {row.state} ({where}); "
                             "stop it first (Ctrl-C in its terminal, or kill its process)")
-    if row["state"] == RunState.FINISHED:
+    if row.state == RunState.FINISHED:
         raise RunStateError(f"RUN: {run_id} finished all its epochs; nothing to resume (submit the job again "
                         "to train longer)")
 
 
-def write_resume(row: dict, devices: DeviceSpec | None = None, restart_ok: bool = False,
+def write_resume(row: Run, devices: DeviceSpec | None = None, restart_ok: bool = False,
                  launch_opts: dict | None = None) -> PreparedResume:
     """Check the row's run can continue, re-plan it for `devices` when they differ, make again what it
     needs, and write the resume order (`prepare`'s work once the row is claimed)."""
     refuse_state(row)
-    run_id, run_dir = row["id"], Path(row["run_dir"] or "")
+    run_id, run_dir = row.id, Path(row.run_dir or "")
     if not (run_dir / RESOLVED).is_file():
         raise RunStateError(f"RUN: {run_id}: run directory {run_dir} is missing or has no {RESOLVED}")
     resolved = read_run(run_id, run_dir)

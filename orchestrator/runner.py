@@ -298,9 +298,9 @@ def _attempt(cmd: list[str], run_id: str, run_dir: Path, registry: Registry, tai
              on_event: Callable[[dict], None], poll_s: float) -> tuple[str, int, list[dict], str | None]:
     """One worker process: (state, exit code, its events, a note). state is killed on Ctrl-C/SIGTERM,
     stalled when the watchdog saw no rank advance for the job's stall_timeout."""
-    row = registry.get(run_id) or {}
-    registry.move(run_id, RunState.RUNNING, pid=os.getpid(), started_at=row.get("started_at") or time.time(),
-                    attempts=int(row.get("attempts") or 0) + 1, exit_code=None, ended_at=None)
+    row = registry.get(run_id)
+    registry.move(run_id, RunState.RUNNING, pid=os.getpid(), started_at=row.started_at or time.time(),
+                  attempts=row.attempts + 1, exit_code=None, ended_at=None)
     timeout = load_resolved(run_dir).job.stall_timeout
     dog = Watchdog(run_dir, timeout) if timeout else None
     proc = process.start(cmd, run_dir / LOG, env=child_env())

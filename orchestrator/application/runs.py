@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.errors import UserError
-from orchestrator.registry import ACTIVE, DB_NAME, STATES, Registry, registry_path
+from orchestrator.registry import DB_NAME, STATES, Registry, Run, RunState, registry_path
 from orchestrator.rundir import LOG, resolved_or_none
 from orchestrator.rundir import reading
 
@@ -18,7 +18,7 @@ class RunList:
     """`runs`: the rows (newest first), the registry they came from, and other runs folders beside it
     (said when this one holds none)."""
 
-    rows: list[dict]
+    rows: list[Run]
     path: Path
     others: list[str] = field(default_factory=list)
 
@@ -59,7 +59,7 @@ def list_runs(runs_dir, registry=None, state: str | None = None, study: str | No
     return RunList(rows, path, others)
 
 
-def find_run(runs_dir, registry, ref: str) -> dict:
+def find_run(runs_dir, registry, ref: str) -> Run:
     """The registry row of run id `ref` (or a unique prefix of one, or JOB/ID-PREFIX); a RegistryError names
     the choices."""
     with existing_registry(runs_dir, registry) as reg:
@@ -82,23 +82,23 @@ def plan_facts(run_dir: Path) -> tuple[dict | None, dict | None]:
     return facts, recoveries
 
 
-def show_run(row: dict) -> dict:
+def show_run(row: Run) -> dict:
     """`show`: the registry row, the summary, the plan's facts, the recoveries, the last epoch, the files."""
-    run_dir = Path(row["run_dir"] or "")
+    run_dir = Path(row.run_dir or "")
     plan, recoveries = plan_facts(run_dir)
-    return {"run": row, "summary": reading.summary_or_none(run_dir), "plan": plan, "recoveries": recoveries,
+    return {"run": row.as_dict(), "summary": reading.summary_or_none(run_dir), "plan": plan, "recoveries": recoveries,
             "last_epoch": reading.last_epoch(run_dir), "files": reading.named_files(run_dir)}
 
 
-def log_of(row: dict, follow: bool) -> Path:
+def log_of(row: Run, follow: bool) -> Path:
     """`logs`: the run's train.log; refused while there is none, unless following a run still starting."""
-    log = Path(row["run_dir"] or "") / LOG
-    if not log.is_file() and not (follow and row["state"] in ACTIVE):
-        raise UserError(f"RUN: {row['id']} has no log yet ({log})")
+    log = Path(row.run_dir or "") / LOG
+    if not log.is_file() and not (follow and row.active):
+        raise UserError(f"RUN: {row.id} has no log yet ({log})")
     return log
 
 
-def export_run(row: dict, formats: list[str], say=None) -> dict[str, dict]:
+def export_run(row: Run, formats: list[str], say=None) -> dict[str, dict]:
     """`export`: a finished run's best.pt to each format (orchestrator/exports.py), refused in one line per
     problem before anything runs: an unknown format, its packages missing, a run not finished or without best.pt."""
     from orchestrator.exports import run_exports
@@ -110,11 +110,11 @@ def export_run(row: dict, formats: list[str], say=None) -> dict[str, dict]:
     unknown = [f for f in formats if f not in EXPORT_FORMATS]
     problems = [f"--format: {f!r} is not one of {', '.join(EXPORT_FORMATS)}" for f in unknown]
     problems += export_problems([f for f in formats if f not in unknown], field="--format")
-    run_dir = Path(row["run_dir"] or "")
-    if row["state"] != "finished":
-        problems.append(f"RUN: {row['id']} is {row['state']}; only a finished run is exported")
+    run_dir = Path(row.run_dir or "")
+    if row.state != RunState.FINISHED:
+        problems.append(f"RUN: {row.id} is {row.state}; only a finished run is exported")
     elif not (run_dir / BEST).is_file():
-        problems.append(f"RUN: {row['id']} has no {BEST}")
+        problems.append(f"RUN: {row.id} has no {BEST}")
     if problems:
         raise UserError(problems)
     return run_exports(run_dir, list(dict.fromkeys(formats)), env=child_env(), say=say or (lambda line: None))

@@ -1,6 +1,6 @@
 """What `yolo-orch sweep` does, without the display: check the request, open or resume the study,
-start K local worker processes (sweep/trial_loop.py: each runs trials as normal runs) and stop
-them on Ctrl-C. The command line (cli/sweep.py) draws the progress and the report."""
+start K local worker processes (sweep/trial_loop.py: each runs trials as normal runs), watch them and
+stop them on Ctrl-C (`run_workers`). The command line (cli/sweep.py) draws the progress and the report."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from orchestrator.errors import UserError
 
@@ -170,6 +170,50 @@ def stop_workers(procs: list[subprocess.Popen]) -> None:
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
+
+
+@dataclass(frozen=True)
+class WorkersEnded:
+    """How the local workers ended: each one's exit code (130 each after an interrupt) and, for each that
+    failed, its log file and last lines."""
+
+    codes: list[int]
+    interrupted: bool
+    failed: list[tuple[int, Path, str]]  # (exit code, log, its last lines)
+
+
+def run_workers(request: SweepRequest, study, on_progress: Callable[[int, str], None],
+                on_stopping: Callable[[], None] = lambda: None, poll_s: float = 2.0) -> WorkersEnded:
+    """Start the workers and wait for them, telling `on_progress(trials done, status text)` every `poll_s`;
+    a Ctrl-C or SIGTERM stops them (`on_stopping` first: their running trials end as FAIL and are queued
+    again). The command draws the progress; this owns the processes."""
+    from orchestrator.launch import process
+    from orchestrator.sweep.outage import StaleTrials
+
+    stale = StaleTrials(request.sweep.spec.heartbeat.interval)
+    started = start_workers(request)
+    procs = [p for p, _ in started]
+    # the status shows the best value of a single-objective study (its direction read once: it never changes)
+    maximize = study.directions[0].name == "MAXIMIZE" if len(study.directions) == 1 else None
+
+    def tick() -> None:
+        seen = progress_of(study, maximize, stale)
+        if seen is not None:
+            on_progress(*seen)
+
+    try:
+        with process.interrupts_raise():
+            while any(p.poll() is None for p in procs):
+                tick()
+                time.sleep(poll_s)
+    except process.Interrupted:
+        on_stopping()
+        stop_workers(procs)
+        return WorkersEnded([130 for _ in procs], True, [])
+    tick()
+    failed = [(p.returncode, log, "\n".join(log.read_text(errors="replace").splitlines()[-15:]))
+              for p, log in started if p.returncode != 0]
+    return WorkersEnded([p.returncode for p in procs], False, failed)
 
 
 def progress_of(study, maximize: bool | None, stale: "StaleTrials") -> tuple[int, str] | None:

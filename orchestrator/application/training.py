@@ -14,6 +14,7 @@ from typing import Callable
 from orchestrator.errors import RunStateError, UserError
 from orchestrator.launch.torchrun import NodeLaunch
 from orchestrator.plan import Plan
+from orchestrator.registry import Run, RunState
 from orchestrator.resume import PreparedResume
 from orchestrator.runner import RunOutcome
 
@@ -38,7 +39,7 @@ class Resumed:
     """The end of a resume: the run's outcome and how it was resumed (None: it had recorded every epoch
     and was closed as finished without training)."""
 
-    row: dict
+    row: Run
     outcome: RunOutcome
     prepared: PreparedResume | None
 
@@ -51,7 +52,7 @@ class Submitted:
     plan: Plan | None = None
     outcome: RunOutcome | None = None
     resumed: Resumed | None = None
-    already_finished: dict | None = None
+    already_finished: Run | None = None
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ def submit(job, request: SubmitRequest, progress: Progress,
         run_id = f"{run_id}-node{request.node.node_rank}"
     if run_id and not request.dry_run:
         row = existing_run(job.spec.runs_dir, run_id, request.resume_existing, job.spec.name)
-        if row is not None and row["state"] == "finished":
+        if row is not None and row.state == RunState.FINISHED:
             return Submitted(already_finished=row)
         if row is not None:
             launch_opts = resumed_node_options(job, request.node)
@@ -131,7 +132,7 @@ def train_plan(plan: Plan, run_id: str | None, progress: Progress) -> RunOutcome
         return execute(plan, run_id, run_dir, on_event=on_event)
 
 
-def resume_run(row: dict, devices: str | None, progress: Progress, restart_ok: bool = False,
+def resume_run(row: Run, devices: str | None, progress: Progress, restart_ok: bool = False,
                launch_opts: dict | None = None) -> Resumed:
     """Continue the registry row's run (resume.py); a run that recorded every epoch is closed as
     finished. `restart_ok` (a requeued Slurm job): a run stopped before its first checkpoint starts
@@ -143,7 +144,7 @@ def resume_run(row: dict, devices: str | None, progress: Progress, restart_ok: b
     if closed is not None:
         return Resumed(row, closed, None)
     prepared = resume.prepare(row, devices, restart_ok, launch_opts)
-    start = RunStart("resuming", f"{row['job']}/{row['id']}", f": {prepared.note} -> {row['run_dir']}",
+    start = RunStart("resuming", f"{row.job}/{row.id}", f": {prepared.note} -> {row.run_dir}",
                      prepared.plan.epochs, prepared.from_epoch - 1)
     with progress(start) as on_event:
         return Resumed(row, resume.run(row, prepared, on_event=on_event), prepared)
@@ -160,7 +161,7 @@ def resume_named(runs_dir: Path, registry: Path | None, ref: str, devices: str |
     return resume_run(row, devices, progress)
 
 
-def existing_run(runs_dir: Path, run_id: str, resume_existing: bool, job_name: str) -> dict | None:
+def existing_run(runs_dir: Path, run_id: str, resume_existing: bool, job_name: str) -> Run | None:
     """The registry row of `run_id`, or None when there is none; a row without --resume-existing, or
     of another job, is an error."""
     from orchestrator.registry import Registry, registry_path
@@ -170,11 +171,11 @@ def existing_run(runs_dir: Path, run_id: str, resume_existing: bool, job_name: s
     with Registry.open(runs_dir) as reg:
         reg.reconcile()  # a requeued job's run vanished with its node: recorded before it is claimed
         row = reg.get(run_id)
-    if row is not None and row["job"] != job_name:
-        raise UserError(f"--run-id: run {run_id} is a run of job '{row['job']}', not '{job_name}'; pick another id")
+    if row is not None and row.job != job_name:
+        raise UserError(f"--run-id: run {run_id} is a run of job '{row.job}', not '{job_name}'; pick another id")
     if row is not None and not resume_existing:
-        then = ("pick another id" if row["state"] == "finished" else
-                f"it is still going: `yolo-orch logs {run_id} --follow` shows it" if row["state"] in ("queued", "running")
+        then = ("pick another id" if row.state == RunState.FINISHED else
+                f"it is still going: `yolo-orch logs {run_id} --follow` shows it" if row.active
                 else f"`yolo-orch resume {run_id}` continues it")
-        raise RunStateError(f"--run-id: run {run_id} exists ({row['state']}); {then}")
+        raise RunStateError(f"--run-id: run {run_id} exists ({row.state}); {then}")
     return row

@@ -12,6 +12,7 @@ from rich.markup import escape
 from orchestrator.application.training import Progress, Resumed, RunStart, Submitted
 from orchestrator.cli.common import human, print_json, run_exit_code
 from orchestrator.errors import EXIT_EXPORT_FAILED
+from orchestrator.registry import Run
 
 
 def progress_on(console) -> Progress:
@@ -82,22 +83,22 @@ def render_resumed(resumed: Resumed, json_out: bool) -> None:
     row, outcome, prepared, console = resumed.row, resumed.outcome, resumed.prepared, human(json_out)
     if prepared is None:  # closed as finished, as finishing closes a run: every epoch was recorded
         if json_out:
-            print_json({"run_id": row["id"], "run_dir": row["run_dir"], "state": outcome.state,
+            print_json({"run_id": row.id, "run_dir": row.run_dir, "state": outcome.state,
                         "exit_code": outcome.exit_code, "summary": outcome.summary, "note": outcome.note})
         else:
-            console.print(f"{row['job']}/{row['id']}: {outcome.note}", markup=False, highlight=False)
+            console.print(f"{row.job}/{row.id}: {outcome.note}", markup=False, highlight=False)
             for label, text in export_rows(outcome.summary) + tracker_rows(outcome.summary):
                 console.print(f"  {label}: {text}", markup=False, highlight=False)
         show_failed_exports(outcome)
         raise typer.Exit(run_exit_code(outcome.state, outcome.exit_code))
     plan = prepared.plan
     if json_out:
-        print_json({"run_id": row["id"], "run_dir": row["run_dir"], "state": outcome.state,
+        print_json({"run_id": row.id, "run_dir": row.run_dir, "state": outcome.state,
                     "exit_code": outcome.exit_code, "resumed_from_epoch": prepared.from_epoch, "resume_note": prepared.note,
                     "devices": plan.devices, "replanned": prepared.replanned, "summary": outcome.summary,
                     "oom_recoveries": [s.to_dict() for s in outcome.oom_recoveries], "note": outcome.note})
     else:
-        console.print(summary_table(row["job"], outcome, plan.devices))
+        console.print(summary_table(row.job, outcome, plan.devices))
     if outcome.state in ("failed", "stalled"):
         show_failure(console, outcome)
     show_failed_exports(outcome)
@@ -116,10 +117,10 @@ def show_failed_exports(outcome) -> None:
                   highlight=False, soft_wrap=True)
 
 
-def render_already_finished(row: dict, json_out: bool) -> None:
+def render_already_finished(row: Run, json_out: bool) -> None:
     """--resume-existing found the run finished: nothing to do (exit 0)."""
     if json_out:
-        print_json({"run_id": row["id"], "run_dir": row["run_dir"], "state": "finished", "exit_code": 0,
+        print_json({"run_id": row.id, "run_dir": row.run_dir, "state": "finished", "exit_code": 0,
                     "note": "already finished: nothing to do"})
     else:
-        human(json_out).print(f"run {row['job']}/{row['id']} already finished: nothing to do")
+        human(json_out).print(f"run {row.job}/{row.id} already finished: nothing to do")

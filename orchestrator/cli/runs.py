@@ -21,7 +21,7 @@ from orchestrator.application.runs import existing_registry, export_run, find_ru
 from orchestrator.cli.common import out, print_json
 from orchestrator.cli.options import REGISTRY, RUNS_DIR
 from orchestrator.cli.render import export_rows, tracker_rows
-from orchestrator.registry import ACTIVE, STATES
+from orchestrator.registry import STATES, Run
 from orchestrator.rundir import BEST, LAST, OomStep
 from orchestrator.rundir.reading import as_text
 from orchestrator.tasks import headline
@@ -34,20 +34,20 @@ def _time(ts: float | None) -> str:
     return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S") if ts else "-"
 
 
-def _duration(row: dict) -> str:
-    start = row.get("started_at")
+def _duration(row: Run) -> str:
+    start = row.started_at
     if not start:
         return "-"
-    end = row.get("ended_at") or (time.time() if row["state"] in ACTIVE else None)
+    end = row.ended_at or (time.time() if row.active else None)
     if not end:
         return "-"
     s = int(end - start)
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
-def _result(row: dict) -> str:
+def _result(row: Run) -> str:
     """The task's headline metric, short: `mAP50-95 0.512`, `mask mAP50-95 0.40`, `top-1 0.93`."""
-    metrics = row.get("metrics") if isinstance(row.get("metrics"), dict) else None
+    metrics = row.metrics
     if not metrics:
         return "-"
     label, value = headline(metrics)[-1]
@@ -62,11 +62,11 @@ def _short_time(ts: float | None) -> str:
     return when.strftime("%H:%M" if when.date() == datetime.now().date() else "%m-%d %H:%M")
 
 
-def runs_table(rows: list[dict], title: str) -> Table:
+def runs_table(rows: list[Run], title: str) -> Table:
     columns = ["run", "job", "state", "devices", "started", "time", "epochs", "result"]
-    if any(r.get("oom_retries") for r in rows):
+    if any(r.oom_retries for r in rows):
         columns.append("oom")
-    if any(r.get("study") is not None for r in rows):
+    if any(r.study is not None for r in rows):
         columns.append("study/trial")
     # Compact and unwrapped: every cell is short, and at 80 columns a boxed table cut ids to `2026…`.
     table = Table(title=title, header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
@@ -75,15 +75,15 @@ def runs_table(rows: list[dict], title: str) -> Table:
         table.add_column(name, no_wrap=name not in ("job", "study/trial"), overflow="fold",
                          min_width=widths.get(name, 3))
     for r in rows:
-        started = r.get("started_at") or r.get("created_at")
+        started = r.started_at or r.created_at
         cells = {
-            "run": r["id"], "job": r["job"], "state": f"[{STATE_STYLE.get(r['state'], '')}]{r['state']}[/]",
-            "devices": r.get("devices") or "-",
+            "run": r.id, "job": r.job, "state": f"[{STATE_STYLE.get(r.state, '')}]{r.state}[/]",
+            "devices": r.devices or "-",
             "started": _short_time(started),
             "time": _duration(r),
-            "epochs": f"{r['epochs_done'] if r.get('epochs_done') is not None else '-'}/{r.get('epochs') or '-'}",
-            "result": _result(r), "oom": str(r.get("oom_retries") or 0),
-            "study/trial": f"{r['study']}/{r['trial']}" if r.get("study") is not None else "-",
+            "epochs": f"{r.epochs_done if r.epochs_done is not None else '-'}/{r.epochs or '-'}",
+            "result": _result(r), "oom": str(r.oom_retries or 0),
+            "study/trial": f"{r.study}/{r.trial}" if r.study is not None else "-",
         }
         table.add_row(*[cells[c] for c in columns])
     return table
@@ -101,7 +101,7 @@ def runs_cmd(
     """List runs and sweep trials from the registry (runs whose process vanished show as killed)."""
     found = list_runs(runs_dir, registry, state, study, job, limit)
     if json_out:
-        print_json(found.rows)
+        print_json([r.as_dict() for r in found.rows])
         return
     if not found.rows:
         out.print(f"no runs{f' in state {state}' if state else ''} in {found.path}", highlight=False)
@@ -127,29 +127,29 @@ def show_cmd(
     if json_out:
         print_json(info)
         return
-    table = Table(title=f"Run {row['job']}/{row['id']}", show_header=False)
+    table = Table(title=f"Run {row.job}/{row.id}", show_header=False)
     table.add_column(style="bold cyan", no_wrap=True)
     table.add_column(overflow="fold")
-    style = STATE_STYLE.get(row["state"], "")
+    style = STATE_STYLE.get(row.state, "")
     rows = [
-        ("state", f"[{style}]{row['state']}[/]" + (f" (exit code {row['exit_code']})" if row.get("exit_code") else "")),
-        ("devices", row.get("devices") or "-"),
-        ("created", _time(row.get("created_at"))),
-        ("started", _time(row.get("started_at"))),
-        ("ended", _time(row.get("ended_at"))),
+        ("state", f"[{style}]{row.state}[/]" + (f" (exit code {row.exit_code})" if row.exit_code else "")),
+        ("devices", row.devices or "-"),
+        ("created", _time(row.created_at)),
+        ("started", _time(row.started_at)),
+        ("ended", _time(row.ended_at)),
         ("duration", _duration(row)),
-        ("epochs", f"{row.get('epochs_done') if row.get('epochs_done') is not None else '-'}/{row.get('epochs') or '-'}"),
-        ("attempts", str(row.get("attempts") or 0)),
-        ("oom retries", str(row.get("oom_retries") or 0)),
-        ("pid", f"{row.get('pid') or '-'} (worker {row.get('worker_pid') or '-'}) on {row.get('host') or '-'}"),
+        ("epochs", f"{row.epochs_done if row.epochs_done is not None else '-'}/{row.epochs or '-'}"),
+        ("attempts", str(row.attempts)),
+        ("oom retries", str(row.oom_retries)),
+        ("pid", f"{row.pid or '-'} (worker {row.worker_pid or '-'}) on {row.host or '-'}"),
     ]
-    if row.get("study") is not None:
-        rows.append(("study/trial", f"{row['study']} / {row['trial']}"))
+    if row.study is not None:
+        rows.append(("study/trial", f"{row.study} / {row.trial}"))
     if info["plan"]:
         p = info["plan"]
         rows.append(("plan", f"batch {p['batch']} ({p['batch_per_device']} per device), nbs {p['nbs']}, accumulate "
                              f"{p['accumulate']}, {p['images_per_step']} images per optimizer step, policy {p['policy']}"))
-    metrics = row.get("metrics") if isinstance(row.get("metrics"), dict) else None
+    metrics = row.metrics
     if metrics:
         rows.append(("metrics", ", ".join(f"{k.split('/')[-1]} {v:.4g}" for k, v in metrics.items()
                                           if isinstance(v, (int, float)))))
@@ -162,10 +162,10 @@ def show_cmd(
         from orchestrator.plan.replan import describe_oom_step
 
         rows.append(("oom recovery", describe_oom_step(OomStep(**step))))
-    for note in row.get("notes") or []:
-        rows.append(("note", f"{_time(note.get('time'))}  {note.get('text')}"))
+    for note in row.notes:
+        rows.append(("note", f"{_time(note.time)}  {note.text}"))
     rows += export_rows(info["summary"]) + tracker_rows(info["summary"])
-    rows.append(("run dir", row.get("run_dir") or "-"))
+    rows.append(("run dir", row.run_dir or "-"))
     for name, path in info["files"].items():
         if path and name in (str(LAST), str(BEST)):
             rows.append((name.split("/")[-1], path))
@@ -186,7 +186,7 @@ def export_cmd(
     records = export_run(find_run(runs_dir, registry, run), formats, say=None if json_out else out.print)
     if json_out:
         print_json(records)
-    if not all(r.get("ok") for r in records.values()):
+    if not all(r.ok for r in records.values()):
         raise typer.Exit(1)
 
 
@@ -216,7 +216,7 @@ def logs_cmd(
         _write_log(data)
     if follow:
         with existing_registry(runs_dir, registry) as reg:
-            _follow(log, offset, lambda: (reg.get(row["id"]) or {}).get("state") in ACTIVE)
+            _follow(log, offset, lambda: getattr(reg.get(row.id), "active", False))
 
 
 def _follow(log: Path, offset: int, running) -> None:

@@ -92,44 +92,23 @@ def _dry_run(request, console, json_out: bool) -> None:
 
 
 def _run_workers(request, study, console) -> list[int]:
-    """Start the workers and draw their progress until they end; their exit codes (130 each after Ctrl-C)."""
+    """The workers run (application/sweeps.run_workers) under a progress bar; their exit codes, and the last lines
+    of each failed worker's log."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from orchestrator.launch import process
     from orchestrator.application import sweeps
-    from orchestrator.sweep.outage import StaleTrials
 
-    stale = StaleTrials(request.sweep.spec.heartbeat.interval)
-    started = sweeps.start_workers(request)
-    procs = [p for p, _ in started]
-    # the progress line shows the best value of a single-objective study (read once: it never changes)
-    maximize = study.directions[0].name == "MAXIMIZE" if len(study.directions) == 1 else None
     with Progress(TextColumn("[bold]trials"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=console) as progress:
         task = progress.add_task("trials", total=request.n_trials, info="")
-
-        def refresh() -> None:
-            tick = sweeps.progress_of(study, maximize, stale)
-            if tick is not None:
-                progress.update(task, completed=min(tick[0], request.n_trials), info=tick[1])
-
-        try:
-            with process.interrupts_raise():
-                while any(p.poll() is None for p in procs):
-                    refresh()
-                    time.sleep(2.0)
-        except process.Interrupted:
-            console.print("stopping the workers (their running trials end as FAIL)...")
-            sweeps.stop_workers(procs)
-            return [130 for _ in procs]
-        refresh()
-    codes = [p.returncode for p in procs]
-    for code, (_, log) in zip(codes, started):
-        if code != 0:
-            console.print(f"[red]worker exited with {code}[/]; last lines of {log}:")
-            lines = log.read_text(errors="replace").splitlines()[-15:]
-            console.print("\n".join(lines), markup=False, highlight=False)
-    return codes
+        ended = sweeps.run_workers(
+            request, study,
+            on_progress=lambda done, info: progress.update(task, completed=min(done, request.n_trials), info=info),
+            on_stopping=lambda: console.print("stopping the workers (their running trials end as FAIL)..."))
+    for code, log, tail in ended.failed:
+        console.print(f"[red]worker exited with {code}[/]; last lines of {log}:")
+        console.print(tail, markup=False, highlight=False)
+    return ended.codes
 
 
 def register(app: typer.Typer) -> None:

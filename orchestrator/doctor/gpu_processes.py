@@ -74,7 +74,7 @@ def our_pids(runs_dir: Path) -> set[int]:
         if registry_path(runs_dir).exists():
             with Registry.open(runs_dir) as reg:
                 for row in reg.list(state="running"):
-                    pids.update(p for p in (row.get("pid"), row.get("worker_pid")) if p)
+                    pids.update(p for p in (row.pid, row.worker_pid) if p)
     except Exception:  # noqa: BLE001 - the registry has its own check
         pass
     return pids

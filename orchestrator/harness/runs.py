@@ -110,12 +110,13 @@ def walk_to(reg, run_id: str, state: str, **fields) -> dict:
     return reg.get(run_id)
 
 
-def newest_row(registry: Path, run_id: str | None = None) -> dict | None:
-    """The newest registry row (of `run_id`, when given) as the commands record it; None without a registry."""
+def newest_row(registry: Path, run_id: str | None = None):
+    """The newest run of the registry (`run_id`'s, when given) as the commands record it (a registry.Run); None
+    without a registry."""
     from orchestrator.registry import Registry
 
     if not Path(registry).is_file():
         return None
     with Registry.open(registry) as reg:
-        rows = [r for r in reg.list() if run_id is None or r["id"] == run_id]
-    return max(rows, key=lambda r: r["created_at"]) if rows else None
+        rows = [r for r in reg.list() if run_id is None or r.id == run_id]
+    return max(rows, key=lambda r: r.created_at) if rows else None

@@ -25,7 +25,7 @@ from orchestrator.kaggle.build import BuildOptions, build
 from orchestrator.rundir import SUMMARY, WEIGHTS, new_run_id, resolved_or_none, write_json_atomic
 from orchestrator.errors import EnvError, ToolError
 from orchestrator.jobspec.loader import LoadedJob
-from orchestrator.registry import RESUMABLE, Registry, RunState
+from orchestrator.registry import Registry, RunState
 
 RESUME = "resume.json"
 
@@ -109,9 +109,9 @@ def register(registry: Registry, run_id: str, **fields: Any) -> None:
     row = registry.get(run_id)
     if row is None:
         registry.add_run(run_id, **fields)
-    elif row["state"] not in RESUMABLE or not registry.move(run_id, RunState.QUEUED, expect=row["state"],
-                                                           pid=os.getpid(), note=fields.get("note")):
-        raise LaunchError(f"--run-id {run_id} is {registry.get(run_id)['state']}: only a killed, failed or stalled "
+    elif not row.resumable or not registry.move(run_id, RunState.QUEUED, expect=row.state, pid=os.getpid(),
+                                                note=fields.get("note")):
+        raise LaunchError(f"--run-id {run_id} is {registry.get(run_id).state}: only a killed, failed or stalled "
                           "run is continued (a running one is driven by another launch)")
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from orchestrator.registry.record import Run
 from orchestrator.registry.states import ACTIVE, RunState
 from orchestrator.rundir import RESULTS, SUMMARY, completed_epochs, process_alive
 from orchestrator.sqlite_wal import connect_readonly
@@ -55,7 +56,7 @@ class RunFilter:
 
 
 def runs_page(conn: sqlite3.Connection, flt: RunFilter, page: int = 0, size: int | None = None,
-              keep: Callable[[dict], bool] | None = None) -> tuple[int, list[dict]]:
+              keep: Callable[[Run], bool] | None = None) -> tuple[int, list[Run]]:
     """(how many runs match, the page of them), newest first, each as recorded. `keep`: a filter on the row as
     recorded, beside `flt` (the dashboard's task, read from each run's folder). A page of runs with no filter
     on what a row reads as is two indexed queries; one with such a filter scans the matches."""
@@ -64,11 +65,11 @@ def runs_page(conn: sqlite3.Connection, flt: RunFilter, page: int = 0, size: int
         total = conn.execute(f"SELECT count(*) FROM runs {where}", args).fetchone()[0]
         limit = f" LIMIT {int(size)} OFFSET {int(page) * int(size)}" if size else ""
         rows = conn.execute(f"SELECT * FROM runs {where} {NEWEST_FIRST}{limit}", args).fetchall()
-        return total, [as_recorded(decode(r)) for r in rows]
+        return total, [shown(r) for r in rows]
     matched, total, first = [], 0, page * (size or 0)
     for raw in conn.execute(f"SELECT * FROM runs {where} {NEWEST_FIRST}", args):
-        row = as_recorded(decode(raw))
-        if (flt.state and row["state"] != flt.state) or (keep is not None and not keep(row)):
+        row = shown(raw)
+        if (flt.state and row.state != flt.state) or (keep is not None and not keep(row)):
             continue
         total += 1
         if total > first and (not size or len(matched) < size):
@@ -76,10 +77,10 @@ def runs_page(conn: sqlite3.Connection, flt: RunFilter, page: int = 0, size: int
     return total, matched
 
 
-def run_row(conn: sqlite3.Connection, run_id: str) -> dict | None:
+def run_row(conn: sqlite3.Connection, run_id: str) -> Run | None:
     """One run by id, as recorded."""
     row = conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
-    return as_recorded(decode(row)) if row is not None else None
+    return shown(row) if row is not None else None
 
 
 def studies(conn: sqlite3.Connection) -> list[dict]:
@@ -89,10 +90,10 @@ def studies(conn: sqlite3.Connection) -> list[dict]:
     return [dict(r) for r in rows]
 
 
-def trials(conn: sqlite3.Connection, study: str) -> list[dict]:
+def trials(conn: sqlite3.Connection, study: str) -> list[Run]:
     """A study's trials' runs, by trial number, as recorded."""
     rows = conn.execute("SELECT * FROM runs WHERE study = ? ORDER BY trial, created_at", (study,)).fetchall()
-    return [as_recorded(decode(r)) for r in rows]
+    return [shown(r) for r in rows]
 
 
 def open_readonly(path: Path, timeout_s: float = 5.0) -> sqlite3.Connection:
@@ -106,6 +107,11 @@ def open_readonly(path: Path, timeout_s: float = 5.0) -> sqlite3.Connection:
 def check_readable(conn: sqlite3.Connection) -> None:
     """sqlite3.Error unless the file holds a yolo-orch runs table (another program's `runs` has other columns)."""
     conn.execute("SELECT id, job, state, run_dir, created_at FROM runs LIMIT 1").fetchall()
+
+
+def shown(row: sqlite3.Row) -> Run:
+    """A row as every read shows it: decoded, as recorded, typed."""
+    return Run.from_row(as_recorded(decode(row)))
 
 
 def decode(row: sqlite3.Row) -> dict:

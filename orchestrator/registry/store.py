@@ -32,8 +32,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from orchestrator.errors import EnvError, UserError
-from orchestrator.registry.query import (ACTIVE_SQL, JSON_COLUMNS, RunFilter, as_recorded, decode, like_escaped,
-                                         runs_page, vanished, vanished_outcome)
+from orchestrator.registry.query import (ACTIVE_SQL, JSON_COLUMNS, RunFilter, decode, like_escaped, run_row,
+                                         runs_page, shown, vanished, vanished_outcome)
+from orchestrator.registry.record import Run
 from orchestrator.registry.states import RunState, check_move
 from orchestrator.rundir import process_identity
 from orchestrator.sqlite_wal import connect_readonly, enable_wal, foreign_tables, is_busy, is_damaged
@@ -224,7 +225,7 @@ class Registry:
     # ---- writes
     def add_run(self, run_id: str, job: str, run_dir: str | os.PathLike | None = None, devices: str | None = None,
                 tags: dict[str, Any] | None = None, epochs: int | None = None,
-                pid: int | None = None, note: str | None = None) -> dict:
+                pid: int | None = None, note: str | None = None) -> Run:
         """Insert a row, `queued` (a run's first state). `tags={"study": S, "trial": N, ...}` fills the
         study/trial columns too. `pid` (default: this process) owns the row until a worker starts."""
         tags = dict(tags or {})
@@ -242,16 +243,16 @@ class Registry:
         marks = ", ".join("?" for _ in row)
         with self._write() as c:
             c.execute(f"INSERT INTO runs ({keys}) VALUES ({marks})", list(row.values()))
-        return self._get_raw(run_id)
+        return Run.from_row(self._get_raw(run_id))
 
-    def update(self, run_id: str, *, note: str | None = None, **fields: Any) -> dict:
+    def update(self, run_id: str, *, note: str | None = None, **fields: Any) -> Run:
         """Set columns other than `state` (move() writes that). `metrics`/`tags` may be dicts; `note="..."`
         appends to the notes list; `pid=...` records that process's identity too (likewise `worker_pid`)."""
         if "state" in fields:
             raise ValueError("a run's state is written by Registry.move(), against the table of legal moves")
         if self._set(run_id, fields, note) == 0:
             raise RegistryError(f"run '{run_id}' is not in the registry {self.path}")
-        return self._get_raw(run_id)
+        return Run.from_row(self._get_raw(run_id))
 
     def move(self, run_id: str, to: str, *, expect: str | tuple[str, ...] | None = None, note: str | None = None,
              **fields: Any) -> bool:
@@ -296,15 +297,15 @@ class Registry:
                                                               list(expected))
             return c.execute(f"UPDATE runs SET {sets} WHERE id = ?{where}", [*fields.values(), run_id, *args]).rowcount
 
-    def note(self, run_id: str, text: str) -> dict:
+    def note(self, run_id: str, text: str) -> Run:
         return self.update(run_id, note=text)
 
     # ---- reads (never write: a vanished run is shown as reconcile() would record it)
-    def get(self, run_id: str) -> dict | None:
-        row = self._get_raw(run_id)
-        return as_recorded(row) if row else None
+    def get(self, run_id: str) -> Run | None:
+        with self._lock:
+            return run_row(self._conn, run_id)
 
-    def resolve(self, ref: str) -> dict:
+    def resolve(self, ref: str) -> Run:
         """A run by id, unique id prefix, or `job/id-prefix`. RegistryError when none or several match."""
         ref = ref.strip()
         job = None
@@ -312,26 +313,26 @@ class Registry:
             job, ref = ref.rsplit("/", 1)
         if not ref and not job:
             raise RegistryError("RUN: give a run id or a unique prefix of one")
-        exact = self._get_raw(ref) if ref else None
-        if exact and (job is None or exact["job"] == job):
-            return as_recorded(exact)
+        exact = self.get(ref) if ref else None
+        if exact and (job is None or exact.job == job):
+            return exact
         sql, args = "SELECT * FROM runs WHERE id LIKE ? ESCAPE '\\'", [like_escaped(ref) + "%"]
         if job is not None:
             sql += " AND job = ?"
             args.append(job)
         with self._lock:
-            rows = [decode(r) for r in self._conn.execute(sql + " ORDER BY created_at DESC LIMIT 11", args)]
+            rows = [shown(r) for r in self._conn.execute(sql + " ORDER BY created_at DESC LIMIT 11", args)]
         label = f"{job}/{ref}" if job else ref
         if not rows:
             raise RegistryError(f"RUN: no run matches '{label}' in {self.path} (see `yolo-orch runs`)")
         if len(rows) > 1:
-            shown = ", ".join(r["id"] for r in rows[:10])
-            raise RegistryError(f"RUN: '{label}' matches several runs ({shown}{', ...' if len(rows) > 10 else ''}); "
+            ids = ", ".join(r.id for r in rows[:10])
+            raise RegistryError(f"RUN: '{label}' matches several runs ({ids}{', ...' if len(rows) > 10 else ''}); "
                                 "give more characters")
-        return as_recorded(rows[0])
+        return rows[0]
 
     def list(self, state: str | None = None, study: str | None = None, job: str | None = None,
-             limit: int | None = None) -> list[dict]:
+             limit: int | None = None) -> list[Run]:
         """Newest first, each as recorded (registry/query.py: the dashboard's query too)."""
         with self._lock:
             return runs_page(self._conn, RunFilter(state=state, study=study, job=job), size=limit)[1]

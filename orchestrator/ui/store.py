@@ -17,7 +17,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from orchestrator.registry import ACTIVE, STATES, query
+from orchestrator.registry import STATES, Run, query
 from orchestrator.rundir import EVENTS, LOG, RESOLVED, load_resolved, parse_event
 from orchestrator.rundir import reading
 from orchestrator.tasks import TASKS, headline, task_of_keys
@@ -75,25 +75,24 @@ class Store:
             total, rows = query.runs_page(conn, flt, page, size, keep)
         return {"total": total, "page": page, "size": size, "runs": [self.shown(r) for r in rows]}
 
-    def shown(self, record: dict) -> dict:
-        """A run's row (as recorded: a vanished run shows killed, as `yolo-orch runs` shows it) with what the
-        dashboard adds: its headline metrics, task, wall time; its free text masked."""
-        metrics = record["metrics"] if isinstance(record["metrics"], dict) else {}
-        record = {**record, "headline": [[label, value] for label, value in headline(metrics)] if metrics else []}
-        record["task"] = self.task_of(record)
+    def shown(self, run: Run) -> dict:
+        """A run as recorded (a vanished run shows killed, as `yolo-orch runs` shows it), in its JSON form with
+        what the dashboard adds: its headline metrics, task, wall time; its free text masked."""
+        record = run.as_dict()
+        record["headline"] = [[label, value] for label, value in headline(run.metrics)] if run.metrics else []
+        record["task"] = self.task_of(run)
         record["wall_s"] = _wall(record)
-        record["active"] = record["state"] in ACTIVE
+        record["active"] = run.active
         for key in ("notes", "tags"):  # the row's free text: a note may quote an error, which may quote a secret
             record[key] = mask(record[key])
         return record
 
-    def task_of(self, record: dict) -> str | None:
-        run_dir = Path(record.get("run_dir") or "")
+    def task_of(self, run: Run) -> str | None:
+        run_dir = run.folder or Path("")
         try:
             key = (str(run_dir), (run_dir / RESOLVED).stat().st_mtime)
         except OSError:
-            metrics = record.get("metrics")
-            return task_of_keys(metrics) if isinstance(metrics, dict) and metrics else None
+            return task_of_keys(run.metrics) if run.metrics else None
         if key not in self._task_memo:
             try:
                 self._task_memo[key] = load_resolved(run_dir).job.task
@@ -101,7 +100,7 @@ class Store:
                 self._task_memo[key] = None
         return self._task_memo[key]
 
-    def get(self, run_id: str) -> dict | None:
+    def get(self, run_id: str) -> dict | None:  # (the run's JSON form, as shown)
         with self._connect() as conn:
             row = query.run_row(conn, run_id)
         return self.shown(row) if row is not None else None

@@ -64,8 +64,8 @@ def test_oom_after_checkpoint_restarts_from_last_pt(tmp_path):
     assert resolved["oom"]["max_batch_per_device"] == 3
     with Registry.open(tmp_path / "runs") as reg:
         row = reg.get(run_dir.name)
-    assert row["state"] == "finished" and row["oom_retries"] == 1 and row["attempts"] == 2
-    assert any("per-device batch 6 -> 3" in n["text"] for n in row["notes"])
+    assert row.state == "finished" and row.oom_retries == 1 and row.attempts == 2
+    assert any("per-device batch 6 -> 3" in n.text for n in row.notes)
     r = run_cli("show", run_dir.name, cwd=tmp_path, env=ENV)
     assert r.returncode == 0 and "oom recovery" in r.stdout
     uri = summary["mlflow"]["tracking_uri"]
@@ -106,8 +106,8 @@ def test_oom_retries_exhausted(tmp_path):
     assert kinds.count("oom") == 2 and kinds.count("oom_restart") == 1
     with Registry.open(tmp_path / "runs") as reg:
         row = reg.get(run_dir.name)
-    assert row["state"] == "failed" and row["oom_retries"] == 1 and row["exit_code"] == 75
-    assert "no OOM retries left (1/1 used" in row["notes"][-1]["text"]
+    assert row.state == "failed" and row.oom_retries == 1 and row.exit_code == 75
+    assert "no OOM retries left (1/1 used" in row.notes[-1].text
 
 
 def test_plan_oom_restart_keeps_images_per_step(tmp_path, monkeypatch):
@@ -149,7 +149,7 @@ def test_oom_on_one_rank_of_two(tmp_path):
         [(8, 2, 2, 0), (4, 4, 2, 1)]
     assert [e["epoch"] for e in events if e["event"] == "epoch"] == [1, 2]
     with Registry.open(tmp_path / "runs") as reg:
-        assert reg.get(run_dir.name)["oom_retries"] == 1
+        assert reg.get(run_dir.name).oom_retries == 1
 
 
 @pytest.mark.slow

@@ -167,7 +167,7 @@ def test_a_resume_onto_a_launcher_the_release_cannot_run_is_refused_and_claims_n
     assert len(lines) == 1 and f"target.devices: cpu:2 needs Ultralytics {releases.text(first)}" in lines[0], lines
     assert (run_dir / "job.resolved.yaml").read_bytes() == contract
     with Registry.open(runs) as reg:
-        assert reg.get(run_id)["state"] == "killed"
+        assert reg.get(run_id).state == "killed"
     oldest = releases.text((8, 3, releases.OLDEST_WORKING[2] - 1))
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(_installed(oldest))])
     r = run_cli("resume", run_id, "--runs-dir", runs, env=env, timeout=120)

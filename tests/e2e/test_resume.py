@@ -42,16 +42,16 @@ def test_kill9_process_group_then_resume(tmp_path, record_property):
     assert (run_dir / "weights" / "last.pt").is_file()
     with Registry.open(runs) as reg:
         before = reg.get(run_dir.name)
-    assert before["state"] == "running" and before["worker_pid"]
+    assert before.state == "running" and before.worker_pid
 
     os.killpg(proc.pid, signal.SIGKILL)  # the orchestrator's whole process group
     proc.wait(30)
     t_kill = time.time()
     # the worker (its own session) follows its orchestrator (PR_SET_PDEATHSIG / watchdog): no orphan
     deadline = time.time() + 20
-    while process_alive(before["worker_pid"], before["worker_start"]) and time.time() < deadline:
+    while process_alive(before.worker_pid, before.worker_start) and time.time() < deadline:
         time.sleep(0.1)
-    assert not process_alive(before["worker_pid"], before["worker_start"]), "worker survived its orchestrator"
+    assert not process_alive(before.worker_pid, before.worker_start), "worker survived its orchestrator"
     t_worker_gone = time.time()
 
     r = run_cli("runs", "--json", cwd=tmp_path, env=NO_ENV_REGISTRY)
@@ -87,8 +87,8 @@ def test_kill9_process_group_then_resume(tmp_path, record_property):
 
     with Registry.open(runs) as reg:
         final = reg.get(run_dir.name)
-    assert final["state"] == "finished" and final["attempts"] == 2 and final["epochs_done"] == 3
-    assert final["metrics"] and any("resume from epoch 2/3" in n["text"] for n in final["notes"])
+    assert final.state == "finished" and final.attempts == 2 and final.epochs_done == 3
+    assert final.metrics and any("resume from epoch 2/3" in n.text for n in final.notes)
     assert len(list(runs.glob("tiny/*"))) == 1  # same run dir, same row
 
     timings = {"first_epoch_s": round(t_epoch - t0, 1), "worker_gone_after_kill_s": round(t_worker_gone - t_kill, 2),
@@ -130,7 +130,7 @@ def test_resume_refusals(tmp_path):
         assert message in r.stderr, (args, r.stderr)
         assert "Traceback" not in r.stderr
     with Registry.open(runs) as reg:  # refusals leave the rows as they were
-        assert reg.get(no_ckpt)["state"] == "killed" and reg.get(finished)["state"] == "finished"
+        assert reg.get(no_ckpt).state == "killed" and reg.get(finished).state == "finished"
 
 
 def test_resume_on_another_device_count_is_replanned(tmp_path, monkeypatch):
@@ -162,7 +162,7 @@ def test_resume_on_another_device_count_is_replanned(tmp_path, monkeypatch):
     assert resolved["plan"]["devices"] == "cpu:2" and resolved["resumes"][-1]["previous_devices"] == "cpu"
     with Registry.open(tmp_path / "runs") as reg:
         row = reg.get(run_id)
-    assert row["state"] == "queued" and row["devices"] == "cpu:2"
+    assert row.state == "queued" and row.devices == "cpu:2"
 
 
 def test_an_epoch_without_its_checkpoint_keeps_one_results_row(tmp_path, monkeypatch):
@@ -226,7 +226,7 @@ def test_resume_on_two_cpu_processes(tmp_path):
     assert wandb_epochs(run_dir) == [1, 2, 3] and not no_links(run_dir)
     with Registry.open(tmp_path / "runs") as reg:
         row = reg.get(run_dir.name)
-    assert row["state"] == "finished" and row["devices"] == "cpu:2"
+    assert row.state == "finished" and row.devices == "cpu:2"
 
 
 @pytest.mark.slow
@@ -240,7 +240,7 @@ def test_worker_killed_by_a_signal_says_which_and_how_to_continue(tmp_path):
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     run_dir = wait_first_epoch(runs, proc)
     with Registry.open(runs) as reg:
-        worker = reg.get(run_dir.name)["worker_pid"]
+        worker = reg.get(run_dir.name).worker_pid
     os.kill(worker, signal.SIGKILL)  # the worker only, as the OOM killer would
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 1, err
@@ -291,7 +291,7 @@ def test_a_run_killed_after_its_last_epoch_is_closed_not_retrained(tmp_path):
     [epoch] = [e for e in read_events(run_dir) if e["event"] == "epoch"]  # its event, from its results.csv row
     assert epoch["epoch"] == 1 and epoch["recovered"] and "metrics/mAP50-95(B)" in epoch["metrics"]
     with Registry.open(tmp_path / "runs") as reg:
-        assert reg.get(run_id)["state"] == "finished"
+        assert reg.get(run_id).state == "finished"
 
 
 @pytest.mark.slow
@@ -311,7 +311,7 @@ def test_a_damaged_last_pt_resumes_from_the_newest_whole_checkpoint(tmp_path):
         assert time.time() < deadline and proc.poll() is None, proc.stderr.read() if proc.poll() is not None else ""
         time.sleep(0.2)
     with Registry.open(runs) as reg:
-        os.kill(reg.get(run_dir.name)["worker_pid"], signal.SIGKILL)
+        os.kill(reg.get(run_dir.name).worker_pid, signal.SIGKILL)
     proc.communicate(timeout=60)
     weights = run_dir / "weights"
     for name in ("last.pt", "best.pt", "epoch2.pt"):  # epoch<N>.pt: N counts from 0
@@ -325,7 +325,7 @@ def test_a_damaged_last_pt_resumes_from_the_newest_whole_checkpoint(tmp_path):
     assert "is damaged" in r.stderr and "no other checkpoint of the run" in r.stderr
     assert "submit the job again" in r.stderr
     with Registry.open(runs) as reg:
-        assert reg.get(run_dir.name)["state"] == "failed"
+        assert reg.get(run_dir.name).state == "failed"
     for name in ("epoch0.pt", "epoch1.pt"):
         (weights / f"{name}.away").rename(weights / name)
 
@@ -341,7 +341,7 @@ def test_a_damaged_last_pt_resumes_from_the_newest_whole_checkpoint(tmp_path):
     assert (weights / "last.pt.damaged").read_bytes() == damaged
     assert (run_dir / "results.rewound.csv").read_text().splitlines()[1].split(",")[0].strip() == "3"
     with Registry.open(runs) as reg:
-        assert reg.get(run_dir.name)["epochs_done"] == 4
+        assert reg.get(run_dir.name).epochs_done == 4
 
 
 
@@ -356,7 +356,7 @@ def test_resume_makes_its_generated_dataset_again_when_it_is_gone(tmp_path):
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     run_dir = wait_first_epoch(runs, proc)
     with Registry.open(runs) as reg:
-        os.kill(reg.get(run_dir.name)["worker_pid"], signal.SIGKILL)
+        os.kill(reg.get(run_dir.name).worker_pid, signal.SIGKILL)
     proc.communicate(timeout=60)
     [generated] = (cache / "datasets").iterdir()
     shutil.rmtree(generated)

@@ -67,7 +67,7 @@ def _run(tmp_path: Path, job_id: str) -> tuple[dict, Path]:
     with Registry.open(tmp_path / "runs") as reg:
         row = reg.get(f"slurm-{job_id}")
     assert row is not None, f"no run slurm-{job_id} in the registry"
-    return row, Path(row["run_dir"])
+    return row, Path(row.run_dir)
 
 
 def test_an_option_slurm_rejects_is_slurms_own_message(slurm, tmp_path):
@@ -89,7 +89,7 @@ def test_an_sbatch_script_trains_on_two_processes_to_the_end(slurm, tmp_path):
     log = (tmp_path / f"tiny-{job_id}.out").read_text()
     assert job["JobState"] == "COMPLETED", log[-3000:]
     row, run_dir = _run(tmp_path, job_id)
-    assert row["state"] == "finished" and row["epochs_done"] == 2 and row["devices"] == "cpu:2"
+    assert row.state == "finished" and row.epochs_done == 2 and row.devices == "cpu:2"
     starts = [e for e in read_events(run_dir) if e["event"] == "train_start"]
     assert [s["world_size"] for s in starts] == [2]  # torchrun, gloo: 2 ranks
 
@@ -111,7 +111,7 @@ def test_a_requeued_job_resumes_its_run(slurm, tmp_path):
     assert job["JobState"] == "COMPLETED" and job["Restarts"] == "1", log[-3000:]
     assert "resuming tiny/slurm-" in log
     row, run_dir = _run(tmp_path, job_id)
-    assert row["state"] == "finished" and row["epochs_done"] == 6
+    assert row.state == "finished" and row.epochs_done == 6
     events = read_events(run_dir)
     assert [e["epoch"] for e in events if e["event"] == "epoch"] == [1, 2, 3, 4, 5, 6]  # none twice
     assert wandb_epochs(run_dir) == [1, 2, 3, 4, 5, 6] and not no_links(run_dir)
@@ -133,7 +133,7 @@ def test_a_time_limit_shorter_than_the_training_requeues_until_done(slurm, tmp_p
     assert job["JobState"] == "COMPLETED", log[-3000:]
     assert int(job["Restarts"]) >= 1 and "the time limit is near: requeueing job" in log, log[-3000:]
     row, run_dir = _run(tmp_path, job_id)
-    assert row["state"] == "finished" and row["epochs_done"] == 6
+    assert row.state == "finished" and row.epochs_done == 6
     events = read_events(run_dir)
     assert [e["epoch"] for e in events if e["event"] == "epoch"] == list(range(1, 7))  # none twice
     # Slurm may warn up to 60 s early, so an allocation can end before its first epoch (CI saw it):
@@ -158,7 +158,7 @@ def test_a_stalled_run_requeues_its_job_and_resumes(slurm, tmp_path):
     assert job["JobState"] == "COMPLETED" and job["Restarts"] == "1", log[-3000:]
     assert "the run stalled (stacks in its run directory): requeueing job" in log
     row, run_dir = _run(tmp_path, job_id)
-    assert row["state"] == "finished" and any("stalled: no rank advanced" in n["text"] for n in row["notes"])
+    assert row.state == "finished" and any("stalled: no rank advanced" in n.text for n in row.notes)
     assert [e["epoch"] for e in read_events(run_dir) if e["event"] == "epoch"] == [1, 2, 3]
     assert (run_dir / "stacks" / "rank1.txt").read_text().count("faults.py") >= 1
 

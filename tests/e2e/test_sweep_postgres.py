@@ -109,4 +109,4 @@ def test_two_workers_one_killed_mid_trial(tmp_path, pg_url):
 
         with Registry(registry) as reg:
             row = reg.get(victim.user_attrs["run_id"])
-        assert row["state"] == "killed", row
+        assert row.state == "killed", row

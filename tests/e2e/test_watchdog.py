@@ -37,7 +37,7 @@ def test_a_hung_rank_ends_the_run_stalled_with_stacks_and_resume_finishes_it(tmp
     assert processes_mentioning(str(run_dir)) == []  # nothing survives
     with Registry.open(tmp_path / "runs") as reg:
         row = reg.get(run_id)
-    assert row["state"] == "stalled" and row["epochs_done"] == 1
+    assert row.state == "stalled" and row.epochs_done == 1
     events = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
     assert [e["rank"] for e in events if e["event"] == "stalled"] == [1]
 

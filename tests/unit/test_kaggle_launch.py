@@ -73,7 +73,7 @@ def launch(tmp_path: Path, env: dict, *args, entry: str = "cli") -> subprocess.C
                           env=fk.clean_env(cli_env(env)), capture_output=True, text=True, timeout=300, cwd=tmp_path)
 
 
-def registry_row(tmp_path: Path) -> dict:
+def registry_row(tmp_path: Path):
     from orchestrator.registry import Registry
 
     reg = Registry.open(tmp_path / "runs")
@@ -117,9 +117,9 @@ def test_launch_resumes_in_a_second_session_until_done(tmp_path, entry):
     assert resolved["run_dir"] == str(run_dir)
     assert resolved["kaggle"]["kernel_run_dir"] == f"/tmp/kaggle/runs/tiny/{RUN_ID}"
     row = registry_row(tmp_path)
-    assert row["state"] == "finished" and row["epochs_done"] == 2 and row["epochs"] == 2
-    assert row["devices"] == "tpu:8" and row["tags"]["launcher"] == "kaggle"
-    assert any("session 2" in n["text"] for n in row["notes"])
+    assert row.state == "finished" and row.epochs_done == 2 and row.epochs == 2
+    assert row.devices == "tpu:8" and row.tags["launcher"] == "kaggle"
+    assert any("session 2" in n.text for n in row.notes)
 
 
 def test_a_failed_session_stops_the_loop_with_the_reason(tmp_path):
@@ -133,7 +133,7 @@ def test_a_failed_session_stops_the_loop_with_the_reason(tmp_path):
     assert "session 1 (alice/yolo-orch-tiny) error: RuntimeError: boom" in res.stdout
     assert "Your notebook hit an error" in res.stdout
     assert len(fk.pushed(env)) == 1
-    assert registry_row(tmp_path)["state"] == "failed"
+    assert registry_row(tmp_path).state == "failed"
 
 
 def test_a_session_without_progress_is_not_pushed_forever(tmp_path):

@@ -34,13 +34,13 @@ def _running_row(runs, worker: subprocess.Popen, orchestrator: int) -> dict:
 def test_a_training_process_winding_down_is_waited_for_then_the_run_is_killed_and_resumable(tmp_path):
     worker = subprocess.Popen(["sleep", "2"], start_new_session=True)
     row = _running_row(tmp_path / "runs", worker, _dead_pid())
-    assert row["state"] == "running"  # its training process still runs: not vanished yet
+    assert row.state == "running"  # its training process still runs: not vanished yet
     started = time.monotonic()
     settled = resume.settle_orphans(row)
-    assert settled["state"] == "killed" and 1 < time.monotonic() - started < resume.ORPHAN_WAIT_S
+    assert settled.state == "killed" and 1 < time.monotonic() - started < resume.ORPHAN_WAIT_S
     assert worker.poll() is not None
     with Registry.open(tmp_path / "runs") as reg:
-        assert reg.get(row["id"])["state"] == "killed"
+        assert reg.get(row.id).state == "killed"
 
 
 def test_a_training_process_that_outlives_the_wait_is_stopped(tmp_path, monkeypatch):
@@ -48,7 +48,7 @@ def test_a_training_process_that_outlives_the_wait_is_stopped(tmp_path, monkeypa
     worker = subprocess.Popen(["sleep", "300"], start_new_session=True)
     identity = process_identity(worker.pid)
     row = _running_row(tmp_path / "runs", worker, _dead_pid())
-    assert resume.settle_orphans(row)["state"] == "killed"
+    assert resume.settle_orphans(row).state == "killed"
     worker.wait(timeout=15)
     assert not process_alive(worker.pid, identity)
 
@@ -57,7 +57,7 @@ def test_a_run_whose_orchestrator_lives_is_refused_naming_the_live_process(tmp_p
     worker = subprocess.Popen(["sleep", "30"], start_new_session=True)
     try:
         row = _running_row(tmp_path / "runs", worker, os.getpid())
-        assert resume.settle_orphans(row)["state"] == "running"
+        assert resume.settle_orphans(row).state == "running"
         with pytest.raises(RunStateError) as refused:
             resume.refuse_state(row)
         assert f"(pid {os.getpid()}, training pid {worker.pid})" in str(refused.value)

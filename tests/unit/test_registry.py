@@ -47,22 +47,22 @@ def test_location_wal_and_env_override(tmp_path, monkeypatch):
 def test_add_update_get_list(reg, tmp_path):
     row = reg.add_run("20260101-000000-aaaa", job="tiny", run_dir=tmp_path / "r1", devices="cpu", epochs=3,
                       tags={"study": "s1", "trial": 4, "extra": "x"})
-    assert row["state"] == "queued" and row["study"] == "s1" and row["trial"] == 4
-    assert row["tags"] == {"study": "s1", "trial": 4, "extra": "x"}
-    assert row["pid"] == os.getpid() and row["pid_start"] == process_identity(os.getpid())
-    assert reg.move(row["id"], "running", note="started")
-    assert reg.move(row["id"], "finished", metrics={"metrics/mAP50-95(B)": 0.5}, epochs_done=3, note="done")
-    got = reg.get(row["id"])
-    assert got["state"] == "finished" and got["metrics"] == {"metrics/mAP50-95(B)": 0.5}
-    assert [n["text"] for n in got["notes"]] == ["started", "done"]
+    assert row.state == "queued" and row.study == "s1" and row.trial == 4
+    assert row.tags == {"study": "s1", "trial": 4, "extra": "x"}
+    assert row.pid == os.getpid() and row.pid_start == process_identity(os.getpid())
+    assert reg.move(row.id, "running", note="started")
+    assert reg.move(row.id, "finished", metrics={"metrics/mAP50-95(B)": 0.5}, epochs_done=3, note="done")
+    got = reg.get(row.id)
+    assert got.state == "finished" and got.metrics == {"metrics/mAP50-95(B)": 0.5}
+    assert [n.text for n in got.notes] == ["started", "done"]
     reg.add_run("20260101-000001-bbbb", job="other", run_dir=tmp_path / "r2")
-    assert [r["id"] for r in reg.list()] == ["20260101-000001-bbbb", "20260101-000000-aaaa"]
-    assert [r["id"] for r in reg.list(state="finished")] == ["20260101-000000-aaaa"]
-    assert [r["id"] for r in reg.list(study="s1")] == ["20260101-000000-aaaa"]
+    assert [r.id for r in reg.list()] == ["20260101-000001-bbbb", "20260101-000000-aaaa"]
+    assert [r.id for r in reg.list(state="finished")] == ["20260101-000000-aaaa"]
+    assert [r.id for r in reg.list(study="s1")] == ["20260101-000000-aaaa"]
     with pytest.raises(ValueError):
-        reg.move(row["id"], "exploded")
+        reg.move(row.id, "exploded")
     with pytest.raises(ValueError):
-        reg.update(row["id"], colour="red")
+        reg.update(row.id, colour="red")
     with pytest.raises(RegistryError):
         reg.move("nope", "failed")
 
@@ -70,9 +70,9 @@ def test_add_update_get_list(reg, tmp_path):
 def test_resolve_prefix(reg, tmp_path):
     for rid in ("20260101-000000-aaaa", "20260101-000000-abcd", "20260102-000000-ffff"):
         reg.add_run(rid, job="tiny", run_dir=tmp_path / rid)
-    assert reg.resolve("20260102")["id"] == "20260102-000000-ffff"
-    assert reg.resolve("tiny/20260102")["id"] == "20260102-000000-ffff"
-    assert reg.resolve("20260101-000000-abcd")["id"] == "20260101-000000-abcd"
+    assert reg.resolve("20260102").id == "20260102-000000-ffff"
+    assert reg.resolve("tiny/20260102").id == "20260102-000000-ffff"
+    assert reg.resolve("20260101-000000-abcd").id == "20260101-000000-abcd"
     with pytest.raises(RegistryError, match="several runs"):
         reg.resolve("20260101")
     with pytest.raises(RegistryError, match="no run matches"):
@@ -90,15 +90,15 @@ def test_reconcile_vanished_process(reg, tmp_path):
     reg.add_run("a", job="tiny", run_dir=tmp_path / "r", pid=_dead_pid())
     reg.move("a", "running", pid=_dead_pid(), worker_pid=_dead_pid())
     row = reg.get("a")  # a read shows the outcome ...
-    assert row["state"] == "killed" and row["epochs_done"] == 2
-    assert "vanished" in row["notes"][-1]["text"] and "resume" in row["notes"][-1]["text"]
+    assert row.state == "killed" and row.epochs_done == 2
+    assert "vanished" in row.notes[-1].text and "resume" in row.notes[-1].text
     assert _stored_state(reg, "a") == "running"  # ... and writes nothing
-    assert [r["id"] for r in reg.list(state="killed")] == ["a"] and reg.list(state="running") == []
-    assert reg.resolve("a")["state"] == "killed"
+    assert [r.id for r in reg.list(state="killed")] == ["a"] and reg.list(state="running") == []
+    assert reg.resolve("a").state == "killed"
     assert reg.reconcile() == ["a"]  # the explicit step of the commands that change state
     assert _stored_state(reg, "a") == "killed"
     row = reg.get("a")
-    assert row["ended_at"] is not None and row["epochs_done"] == 2 and len(row["notes"]) == 1
+    assert row.ended_at is not None and row.epochs_done == 2 and len(row.notes) == 1
 
 
 def _stored_state(reg: Registry, run_id: str) -> str:
@@ -145,7 +145,7 @@ def test_reconcile_pid_reuse(reg, tmp_path):
     assert not process_alive(me, "other-boot:12345")
     reg.add_run("reused", job="tiny", run_dir=tmp_path)
     reg.move("reused", "running", pid=me, pid_start="other-boot:12345")
-    assert reg.get("reused")["state"] == "killed"
+    assert reg.get("reused").state == "killed"
     assert reg.reconcile() == ["reused"]
 
 
@@ -158,12 +158,12 @@ def test_reconcile_keeps_live_and_foreign_rows(reg, tmp_path):
     try:
         reg.add_run("worker-alive", job="tiny", run_dir=tmp_path, pid=_dead_pid())
         reg.move("worker-alive", "running", worker_pid=sleeper.pid)
-        states = {r["id"]: r["state"] for r in reg.list()}
+        states = {r.id: r.state for r in reg.list()}
         assert states == {"live": "running", "foreign": "running", "worker-alive": "running"}
     finally:
         sleeper.kill()
         sleeper.wait()
-    assert reg.get("worker-alive")["state"] == "killed"
+    assert reg.get("worker-alive").state == "killed"
 
 
 def test_reconcile_finished_summary(reg, tmp_path):
@@ -173,7 +173,7 @@ def test_reconcile_finished_summary(reg, tmp_path):
     reg.add_run("done", job="tiny", run_dir=tmp_path, pid=_dead_pid())
     reg.move("done", "running", pid=_dead_pid())
     row = reg.get("done")
-    assert row["state"] == "finished" and row["metrics"] == {"m": 1.0} and row["epochs_done"] == 3
+    assert row.state == "finished" and row.metrics == {"m": 1.0} and row.epochs_done == 3
 
 
 def test_a_move_is_compare_and_set(reg, tmp_path):
@@ -181,7 +181,7 @@ def test_a_move_is_compare_and_set(reg, tmp_path):
     assert reg.move("t", "killed")
     assert reg.move("t", "queued", expect="killed", note="claimed")
     assert not reg.move("t", "queued", expect="killed")  # a second claimant loses
-    assert reg.get("t")["notes"][-1]["text"] == "claimed" and reg.get("t")["state"] == "queued"
+    assert reg.get("t").notes[-1].text == "claimed" and reg.get("t").state == "queued"
 
 
 def _writer(db: str, n: int, worker: int) -> None:
@@ -205,7 +205,7 @@ def test_several_processes_at_once(tmp_path):
     assert [p.exitcode for p in procs] == [0, 0, 0, 0]
     with Registry.open(db) as r:
         rows = r.list()
-    assert len(rows) == 160 and all(row["state"] == "finished" for row in rows)
+    assert len(rows) == 160 and all(row.state == "finished" for row in rows)
 
 
 # ---------------------------------------------------------------- CLI (light: no torch)
@@ -299,4 +299,4 @@ def test_logs_follow_until_the_run_ends(tmp_path):
     assert follow.returncode == 0, err
     assert out == "first\nsecond\n"
     with Registry.open(runs) as r:
-        assert r.get(d.name)["state"] == "killed"
+        assert r.get(d.name).state == "killed"

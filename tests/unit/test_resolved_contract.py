@@ -99,7 +99,7 @@ def test_resume_refuses_a_hand_edited_contract_in_one_line_and_changes_nothing(t
         assert "newer version" not in r.stderr
     assert (run_dir / "job.resolved.yaml").read_bytes() == before
     with Registry.open(runs) as reg:
-        assert reg.get(run_dir.name)["state"] == "killed"
+        assert reg.get(run_dir.name).state == "killed"
 
 
 def test_the_contract_as_written_passes():

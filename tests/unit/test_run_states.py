@@ -52,7 +52,7 @@ def test_every_pair_of_states(reg, tmp_path, frm, to):
 
 def test_nothing_but_move_writes_a_state(reg, tmp_path):
     row = reg.add_run("r", job="tiny", run_dir=tmp_path / "r")
-    assert row["state"] == RunState.QUEUED  # every run starts queued: add_run takes no state
+    assert row.state == RunState.QUEUED  # every run starts queued: add_run takes no state
     with pytest.raises(TypeError):
         reg.add_run("s", job="tiny", state="finished")
     with pytest.raises(ValueError, match="written by Registry.move"):
