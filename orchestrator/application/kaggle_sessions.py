@@ -24,20 +24,12 @@ def kernel_ref(value: str) -> str:
     raise UserError(f"KERNEL: expected OWNER/KERNEL or a folder with kernel-metadata.json (got {value!r})")
 
 
-def build_options(**values):
-    """kaggle/build.BuildOptions from the commands' flags (`internet`: the kernel's enable_internet)."""
-    from orchestrator.kaggle.build import BuildOptions
-
-    values["enable_internet"] = values.pop("internet")
-    return BuildOptions(**values)
-
-
-def build_kernel(job_file: Path, sets: list[str], **flags):
-    """`kaggle build`: the kernel folder for the job (kaggle/build.BuildResult)."""
+def build_kernel(job_file: Path, sets: list[str], options):
+    """`kaggle build`: the kernel folder for the job (kaggle/build.BuildResult); `options`: a kaggle/build.BuildOptions."""
     from orchestrator.jobspec.loader import load_job
     from orchestrator.kaggle.build import build
 
-    return build(load_job(job_file, sets=sets), build_options(**flags))
+    return build(load_job(job_file, sets=sets), options)
 
 
 @dataclass(frozen=True)
@@ -48,8 +40,8 @@ class Launch:
     options: Any  # kaggle.loop.LaunchOptions
 
 
-def prepare_launch(job_file: Path, sets: list[str], runs_dir: Path | None, poll_s: float, max_sessions: int,
-                   session_timeout_h: float | None, **flags) -> Launch:
+def prepare_launch(job_file: Path, sets: list[str], options, runs_dir: Path | None, poll_s: float, max_sessions: int,
+                   session_timeout_h: float | None) -> Launch:
     """The `kaggle` CLI found and signed in, the job loaded: nothing pushed yet."""
     from orchestrator.jobspec.loader import load_job
     from orchestrator.kaggle import tool
@@ -58,7 +50,7 @@ def prepare_launch(job_file: Path, sets: list[str], runs_dir: Path | None, poll_
     tool.executable()
     tool.require_credentials()
     job = load_job(job_file, sets=sets)
-    return Launch(job, LaunchOptions(build=build_options(**flags), runs_dir=runs_dir, poll_s=poll_s,
+    return Launch(job, LaunchOptions(build=options, runs_dir=runs_dir, poll_s=poll_s,
                                      max_sessions=max_sessions, session_timeout_h=session_timeout_h))
 
 

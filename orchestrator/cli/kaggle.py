@@ -5,8 +5,11 @@ CLI and turn its failures (missing, not authenticated, refused) into one line an
 
 from __future__ import annotations
 
+import functools
+import inspect
+import typing
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import typer
 
@@ -21,54 +24,73 @@ kaggle_app = typer.Typer(
 )
 
 
-# The build options, declared once: `build` and `launch` take them all (kaggle/build.BuildOptions).
+# The options `build` and `launch` share, declared once (name: type and option); `kernel_options` adds them to
+# both commands and hands each one kaggle/build.BuildOptions (`internet` is its enable_internet).
 JOB_FILE = typer.Argument(..., help="Job spec YAML.")
-MACHINE_SHAPE = typer.Option(None, "--machine-shape", help="Kaggle accelerator (default TpuV5E8).")
-OWNER = typer.Option(None, "--owner", help="Kaggle user (default: KAGGLE_USERNAME / kaggle.json).")
-WHEELS_DATASET = typer.Option(None, "--wheels-dataset", help="OWNER/SLUG of the wheels dataset.")
-DATA_DATASET = typer.Option(None, "--data-dataset", help="OWNER/SLUG of the data yaml's dataset.")
-RESUME_FROM = typer.Option(None, "--resume-from", help="OWNER/KERNEL of the previous session.")
-RUN_ID = typer.Option(None, "--run-id", help="Run id (default: a new one; keep it across sessions).")
-DEVICES = typer.Option(None, "--devices", "-d", help="tpu:N or xla:cpu (default: tpu:8 on TpuV5E8).")
-KERNEL = typer.Option(None, "--kernel", help="Kernel slug (default yolo-orch-<job name>).")
-SESSION_HOURS = typer.Option(None, "--session-hours", help="Kaggle session limit (default 9).")
-MARGIN_MINUTES = typer.Option(None, "--margin-minutes", help="Stop this early (default 20).")
-INTERNET = typer.Option(None, "--internet/--no-internet", help="Kernel internet (default off).")
-MAX_BOXES = typer.Option(None, "--max-boxes", help="XLA per-image box limit (default: the job's xla.max_boxes, 32).")
-BF16 = typer.Option(None, "--bf16/--no-bf16", help="bf16 autocast (default: the job's xla.bf16, else on for a TPU).")
+KERNEL_OPTIONS: dict[str, tuple[Any, Any]] = {
+    "machine_shape": (Optional[str], typer.Option(None, "--machine-shape", help="Kaggle accelerator (default TpuV5E8).")),
+    "owner": (Optional[str], typer.Option(None, "--owner", help="Kaggle user (default: KAGGLE_USERNAME / kaggle.json).")),
+    "wheels_dataset": (Optional[str], typer.Option(None, "--wheels-dataset", help="OWNER/SLUG of the wheels dataset.")),
+    "data_dataset": (Optional[str], typer.Option(None, "--data-dataset", help="OWNER/SLUG of the data yaml's dataset.")),
+    "resume_from": (Optional[str], typer.Option(None, "--resume-from", help="OWNER/KERNEL of the previous session.")),
+    "run_id": (Optional[str], typer.Option(None, "--run-id", help="Run id (default: a new one; keep it across "
+                                                                  "sessions).")),
+    "devices": (Optional[str], typer.Option(None, "--devices", "-d", help="tpu:N or xla:cpu (default: tpu:8 on "
+                                                                          "TpuV5E8).")),
+    "kernel": (Optional[str], typer.Option(None, "--kernel", help="Kernel slug (default yolo-orch-<job name>).")),
+    "session_hours": (Optional[float], typer.Option(None, "--session-hours", help="Kaggle session limit (default 9).")),
+    "margin_minutes": (Optional[float], typer.Option(None, "--margin-minutes", help="Stop this early (default 20).")),
+    "internet": (Optional[bool], typer.Option(None, "--internet/--no-internet", help="Kernel internet (default off).")),
+    "max_boxes": (Optional[int], typer.Option(None, "--max-boxes", help="XLA per-image box limit (default: the job's "
+                                                                        "xla.max_boxes, 32).")),
+    "bf16": (Optional[bool], typer.Option(None, "--bf16/--no-bf16", help="bf16 autocast (default: the job's xla.bf16, "
+                                                                         "else on for a TPU).")),
+}
+
+
+def kernel_options(command: Callable) -> Callable:
+    """`command(job_file, ..., options: BuildOptions, ...)` as Typer sees it: the KERNEL_OPTIONS after the job
+    file in its signature, gathered into one BuildOptions (with the command's own --session and --force, if any)."""
+    own = [p for p in inspect.signature(command).parameters.values() if p.name != "options"]
+    shared = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=option, annotation=kind)
+              for name, (kind, option) in KERNEL_OPTIONS.items()]
+
+    @functools.wraps(command)
+    def with_options(**given):
+        from orchestrator.kaggle.build import BuildOptions
+
+        values = {name: given.pop(name) for name in KERNEL_OPTIONS}
+        values["enable_internet"] = values.pop("internet")
+        for name in ("session", "force"):  # build's own, part of the same bundle
+            if name in given:
+                values[name] = given.pop(name)
+        return command(options=BuildOptions(**values), **given)
+
+    with_options.__signature__ = inspect.Signature(own[:1] + shared + own[1:])
+    with_options.__annotations__ = {**typing.get_type_hints(command),
+                                    **{name: kind for name, (kind, _) in KERNEL_OPTIONS.items()}}
+    with_options.__annotations__.pop("options", None)
+    return with_options
 
 
 @kaggle_app.command("build")
+@kernel_options
 def build_cmd(
     job_file: Path = JOB_FILE,
+    options: Any = None,
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Kernel folder to write (default kaggle/<kernel slug>)."),
-    machine_shape: Optional[str] = MACHINE_SHAPE,
-    owner: Optional[str] = OWNER,
-    wheels_dataset: Optional[str] = WHEELS_DATASET,
-    data_dataset: Optional[str] = DATA_DATASET,
-    resume_from: Optional[str] = RESUME_FROM,
     session: Optional[int] = typer.Option(None, "--session", help="Session number (default 1, or previous + 1)."),
-    run_id: Optional[str] = RUN_ID,
-    devices: Optional[str] = DEVICES,
-    kernel: Optional[str] = KERNEL,
-    session_hours: Optional[float] = SESSION_HOURS,
-    margin_minutes: Optional[float] = MARGIN_MINUTES,
-    internet: Optional[bool] = INTERNET,
-    max_boxes: Optional[int] = MAX_BOXES,
-    bf16: Optional[bool] = BF16,
     set_: Optional[list[str]] = SETS,
     force: bool = typer.Option(False, "--force", help="Replace the files of an existing kernel folder."),
     json_out: bool = JSON_OUT,
 ) -> None:
     """Write a ready kernel folder: kernel-metadata.json, the runner script, the resolved job."""
+    from dataclasses import replace
+
     from orchestrator.application.kaggle_sessions import build_kernel
     from orchestrator.kaggle.build import describe
 
-    result = build_kernel(
-        job_file, set_ or [], out=out, owner=owner, machine_shape=machine_shape, wheels_dataset=wheels_dataset,
-        data_dataset=data_dataset, resume_from=resume_from, kernel=kernel, session=session, run_id=run_id,
-        devices=devices, session_hours=session_hours, margin_minutes=margin_minutes, internet=internet,
-        max_boxes=max_boxes, bf16=bf16, force=force)
+    result = build_kernel(job_file, set_ or [], replace(options, out=out))
     console = human(json_out)
     for w in result.warnings:
         console.print(f"[yellow]warning:[/] {w}", highlight=False)
@@ -83,21 +105,10 @@ def build_cmd(
 
 
 @kaggle_app.command("launch")
+@kernel_options
 def launch_cmd(
     job_file: Path = JOB_FILE,
-    machine_shape: Optional[str] = MACHINE_SHAPE,
-    owner: Optional[str] = OWNER,
-    wheels_dataset: Optional[str] = WHEELS_DATASET,
-    data_dataset: Optional[str] = DATA_DATASET,
-    resume_from: Optional[str] = RESUME_FROM,
-    run_id: Optional[str] = RUN_ID,
-    devices: Optional[str] = DEVICES,
-    kernel: Optional[str] = KERNEL,
-    session_hours: Optional[float] = SESSION_HOURS,
-    margin_minutes: Optional[float] = MARGIN_MINUTES,
-    internet: Optional[bool] = INTERNET,
-    max_boxes: Optional[int] = MAX_BOXES,
-    bf16: Optional[bool] = BF16,
+    options: Any = None,
     set_: Optional[list[str]] = SETS,
     runs_dir: Optional[Path] = typer.Option(None, "--runs-dir", help="Where the run directory goes (default: the job's)."),
     poll: float = typer.Option(60.0, "--poll", help="Seconds between status checks."),
@@ -110,11 +121,7 @@ def launch_cmd(
     interrupted (the kernel may still run: the printed command continues)."""
     from orchestrator.application.kaggle_sessions import prepare_launch
 
-    prepared = prepare_launch(
-        job_file, set_ or [], runs_dir, poll, max_sessions, session_timeout_hours, owner=owner,
-        machine_shape=machine_shape, wheels_dataset=wheels_dataset, data_dataset=data_dataset, resume_from=resume_from,
-        kernel=kernel, run_id=run_id, devices=devices, session_hours=session_hours, margin_minutes=margin_minutes,
-        internet=internet, max_boxes=max_boxes, bf16=bf16)
+    prepared = prepare_launch(job_file, set_ or [], options, runs_dir, poll, max_sessions, session_timeout_hours)
     raise typer.Exit(_launch_with_progress(prepared))
 
 
