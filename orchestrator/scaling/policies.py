@@ -10,8 +10,9 @@ never part of it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
+from typing import Protocol
 
 from orchestrator.scaling import evidence
 from orchestrator.scaling.rules import DEVICE_RULE, K_RULES, POLICIES, WARMUP_FROM_K, family_of, split_rule
@@ -80,14 +81,23 @@ def power(k: Fraction, e: float) -> Fraction | float:
     return k ** int(e) if e == int(e) else float(k) ** e
 
 
+class Policy(Protocol):
+    """Every policy decides the same way: a Rule from the target alone (its own settings, such as a k-rule's
+    exponent or whether it keeps the warmup, are the object's)."""
+
+    name: str
+
+    def decide(self, t: Target) -> Rule: ...
+
+
 class Stock:
     """`none`: stock Ultralytics: lr0 kept, its own weight-decay factor batch*accumulate/nbs, the warmup kept."""
 
     name = "none"
 
-    def decide(self, t: Target, decision: evidence.Decision | None = None, name: str = "none") -> Rule:
+    def decide(self, t: Target) -> Rule:
         same = t.k_images == 1 and (t.growth == 1 or t.family == "Adam")
-        return Rule(name, t, 1.0, Fraction(1), Fraction(1) if same else t.k_images, False, "none", None, decision)
+        return Rule(self.name, t, 1.0, Fraction(1), Fraction(1) if same else t.k_images, False, "none", None)
 
 
 class DeviceCount:
@@ -103,36 +113,35 @@ class DeviceCount:
 class KRule:
     """A k-rule (`linear`, `sqrt`, and auto's `lr0-sqrt`): lr0 x k**e (K_RULES, per family) and the
     optimizer's weight decay x k**(1-e), which keeps the weight decay per epoch; the warmup lengthened from
-    k = 4 unless the arm keeps the reference's. Classify's mean loss: lr0 also / its micro-batch growth."""
+    k = 4 unless the arm keeps the reference's (`keep_warmup`). Classify's mean loss: lr0 also / its
+    micro-batch growth."""
 
-    def __init__(self, name: str):
-        self.name = name
+    def __init__(self, name: str, keep_warmup: bool = False):
+        self.name, self.keep_warmup = name, keep_warmup
 
-    def decide(self, t: Target, decision: evidence.Decision | None = None, name: str | None = None,
-               keep_warmup: bool = False) -> Rule:
+    def decide(self, t: Target) -> Rule:
         e = K_RULES[self.name][t.family]
         sgd = t.family == "SGD"
         lr_mult, wd_mult = _multipliers(t.k_images, e, e + 1 if sgd else e, t.growth if sgd and t.mean_loss else None)
         k = float(t.k_images)
-        applies = self.name + (" (warmup kept)" if keep_warmup else "")
-        return Rule(name or self.name, t, k, lr_mult, wd_mult, k >= WARMUP_FROM_K and not keep_warmup, applies, e,
-                    decision)
+        applies = self.name + (" (warmup kept)" if self.keep_warmup else "")
+        return Rule(self.name, t, k, lr_mult, wd_mult, k >= WARMUP_FROM_K and not self.keep_warmup, applies, e)
 
 
 class Auto:
-    """`auto`: the rule the evidence decided for the task, start, family and k (evidence.decision)."""
+    """`auto`: the rule the evidence decided for the task, start, family and k (evidence.decision), decided
+    by that rule's own policy and recorded as auto's, with the decision it rests on."""
 
     name = "auto"
 
     def decide(self, t: Target) -> Rule:
         decision = evidence.decision(t.task, t.start, t.family, float(t.k_images))
         base, keep_warmup = split_rule(decision.rule)
-        if base == Stock.name:
-            return Stock().decide(t, decision, self.name)
-        return KRule(base).decide(t, decision, self.name, keep_warmup)
+        chosen: Policy = Stock() if base == Stock.name else KRule(base, keep_warmup)
+        return replace(chosen.decide(t), name=self.name, decision=decision)
 
 
-REGISTRY = {p.name: p for p in (Auto(), KRule("linear"), KRule("sqrt"), DeviceCount(), Stock())}
+REGISTRY: dict[str, Policy] = {p.name: p for p in (Auto(), KRule("linear"), KRule("sqrt"), DeviceCount(), Stock())}
 assert tuple(sorted(REGISTRY)) == tuple(sorted(POLICIES)), "every policy the job spec accepts has its object"
 
 
