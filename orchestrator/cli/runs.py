@@ -186,7 +186,7 @@ def export_cmd(
     records = export_run(find_run(runs_dir, registry, run), formats, say=None if json_out else out.print)
     if json_out:
         print_json(records)
-    if not all(r.ok for r in records.values()):
+    if not all(r.get("ok") for r in records.values()):
         raise typer.Exit(1)
 
 
