@@ -22,7 +22,8 @@ from urllib.parse import urlsplit
 
 from orchestrator.rundir import BEST, ENV, RESOLVED, RESULTS, ResolvedRun, write_json_atomic
 from orchestrator.rundir.tracking import MLFLOW_RECORD, experiment_for
-from orchestrator.worker.trackers import first_line, trained_epoch_metrics
+from orchestrator.worker import trackers
+from orchestrator.worker.trackers import first_line
 from orchestrator.worker.wandb_reach import tcp_unreachable
 
 # MLflow's client retries a failing request 7 times with backoff (minutes per call): a training must not
@@ -146,10 +147,8 @@ class MlflowLogger:
 
     # ------------------------------------------------------------ epochs and the end
 
-    def catch_up(self) -> None:
-        """Log the epochs earlier attempts trained that this store does not hold yet, in order."""
-        for epoch, metrics in trained_epoch_metrics(self.run_dir):
-            self.log_epoch(epoch, metrics)
+    def started(self) -> bool:
+        return self.client is not None
 
     def log_epoch(self, epoch: int, metrics: dict[str, Any]) -> None:
         if self.client is None or epoch <= self.logged_through:
@@ -235,19 +234,8 @@ def unreachable(uri: str) -> str | None:
 
 
 def start_for_run(run_dir: Path, resolved: ResolvedRun, warn=None) -> MlflowLogger | None:
-    """The run's MLflow logger, started and caught up; None when the job has no `mlflow` section or no
-    store took the run. `warn(message)` receives the one warning."""
+    """The run's MLflow logger, started (trackers.start); None when the job has no `mlflow` section. One that no
+    store took stays, to record why. `warn(message)` receives the one warning."""
     if resolved.job.mlflow is None:
         return None
-    logger = MlflowLogger(run_dir, resolved)
-    logger.on_warning = warn
-    warning = logger.start()
-    if logger.client is not None:
-        logger.catch_up()
-    if warning:
-        import sys
-
-        print(f"yolo-orch: warning: {warning}", file=sys.stderr, flush=True)
-        if warn is not None:
-            warn(warning)
-    return logger
+    return trackers.start(MlflowLogger(run_dir, resolved), warn)

@@ -128,7 +128,8 @@ def finished_records(trackers: list, final: dict[str, Any], exit_code: int = 0) 
     """Each tracker finished with `final`; the records of those that keep one (also worker/close_run.py's)."""
     for tracker in trackers:
         tracker.finish(final, exit_code=exit_code)
-    return {t.name: t.record() for t in trackers if hasattr(t, "record")}
+    records = {t.name: t.record() for t in trackers}
+    return {name: record for name, record in records.items() if record is not None}
 
 
 def environment_info() -> dict[str, Any]:

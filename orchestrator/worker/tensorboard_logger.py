@@ -14,7 +14,8 @@ from typing import Any
 
 from orchestrator.rundir import ResolvedRun
 from orchestrator.rundir.tracking import TENSORBOARD
-from orchestrator.worker.trackers import first_line, trained_epoch_metrics
+from orchestrator.worker import trackers
+from orchestrator.worker.trackers import first_line
 
 
 class TensorboardLogger:
@@ -35,13 +36,14 @@ class TensorboardLogger:
             self.logged_through = last_step(self.folder)
             self.writer = SummaryWriter(log_dir=str(self.folder))
         except Exception as exc:  # noqa: BLE001 - ImportError (no tensorboard), OSError: never costs the run
-            return self._lost(f"TensorBoard could not start ({type(exc).__name__}: {first_line(exc)}): "
-                              "this run writes no TensorBoard scalars")
+            self.writer = None
+            self.warnings.append(f"TensorBoard could not start ({type(exc).__name__}: {first_line(exc)}): "
+                                 "this run writes no TensorBoard scalars")
+            return self.warnings[-1]  # (said by trackers.start)
         return None
 
-    def catch_up(self) -> None:
-        for epoch, metrics in trained_epoch_metrics(self.run_dir):
-            self.log_epoch(epoch, metrics)
+    def started(self) -> bool:
+        return self.writer is not None
 
     def log_epoch(self, epoch: int, metrics: dict[str, Any]) -> None:
         if self.writer is None or epoch <= self.logged_through:
@@ -94,15 +96,8 @@ def last_step(folder: Path) -> int:
 
 
 def start_for_run(run_dir: Path, resolved: ResolvedRun, warn=None) -> TensorboardLogger | None:
-    """The run's TensorBoard writer, started and caught up; None when the job does not ask for one.
+    """The run's TensorBoard writer, started (trackers.start); None when the job does not ask for one.
     `warn(message)` receives the warning when it could not start."""
     if not resolved.job.tensorboard:
         return None
-    logger = TensorboardLogger(run_dir)
-    warning = logger.start()  # (its own warning: said below, once)
-    logger.on_warning = warn
-    if logger.writer is not None:
-        logger.catch_up()
-    if warning and warn is not None:
-        warn(warning)
-    return logger
+    return trackers.start(TensorboardLogger(run_dir), warn)

@@ -8,12 +8,12 @@ hold (a run closed as finished after a kill, whose last attempt's W&B buffer was
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
 from orchestrator.rundir import ResolvedRun
-from orchestrator.worker.trackers import first_line, trained_epoch_metrics
+from orchestrator.worker import trackers
+from orchestrator.worker.trackers import first_line
 
 # wandb's own default is 90 s, spent before the first epoch on a node whose W&B server is slow
 # or half-reachable; past this the run logs offline instead.
@@ -21,8 +21,11 @@ INIT_TIMEOUT_S = 20
 
 
 class WandbLogger:
+    name = "wandb"
+
     def __init__(self, run_dir: Path, resolved: ResolvedRun, mode: str, group: str | None = None):
-        self.run_dir = run_dir
+        self.run_dir = Path(run_dir)
+        self.on_warning = None  # (W&B's one warning is at its start)
         self.resolved = resolved
         self.mode = mode
         self.group = group
@@ -30,7 +33,7 @@ class WandbLogger:
         # A resumed run continues its W&B run (the same id: one run; `wandb sync` uploads each attempt's
         # folder in order). Its steps (epochs) only go forward: what earlier attempts durably wrote is
         # not logged again (an epoch trained again after a rewind keeps its first values there), and
-        # what they trained but lost in W&B's buffer when killed is logged from events.jsonl (catch_up).
+        # what they trained but lost in W&B's buffer when killed is logged from events.jsonl (trackers.start).
         self.logged_through = 0
 
     def start(self) -> str | None:
@@ -93,11 +96,8 @@ class WandbLogger:
     def wandb_id(self) -> str:
         return self.resolved.run_id.replace(".", "-")
 
-    def catch_up(self) -> None:
-        """Log the epochs earlier attempts trained (events.jsonl, the last record of each) that W&B
-        does not hold yet, in order, before this attempt trains on."""
-        for epoch, metrics in trained_epoch_metrics(self.run_dir):
-            self.log_epoch(epoch, metrics)
+    def started(self) -> bool:
+        return self.run is not None
 
     def config(self) -> dict[str, Any]:
         plan, job = self.resolved.plan, self.resolved.job
@@ -126,6 +126,9 @@ class WandbLogger:
         self.run.finish(exit_code=exit_code)
         self.run = None
 
+    def record(self) -> None:  # the W&B run folder is the record: summary.json has none
+        return None
+
 
 def _teardown() -> None:
     try:
@@ -137,17 +140,8 @@ def _teardown() -> None:
 
 
 def start_for_run(run_dir: Path, resolved: ResolvedRun, warn=None) -> WandbLogger | None:
-    """The run's W&B logger, started; None when W&B is disabled (by the job or because it could not
-    start). `warn(message)` receives the one warning when online W&B fell back to offline."""
-    mode = resolved.wandb_mode
-    if mode == "disabled":
+    """The run's W&B logger, started (trackers.start); None when the job disables W&B. `warn(message)` receives the
+    one warning when online W&B fell back to offline (or could not start at all)."""
+    if resolved.wandb_mode == "disabled":
         return None
-    logger = WandbLogger(run_dir, resolved, mode)
-    warning = logger.start()
-    if logger.run is not None:
-        logger.catch_up()
-    if warning:
-        print(f"yolo-orch: warning: {warning}", file=sys.stderr, flush=True)
-        if warn is not None:
-            warn(warning)
-    return logger if logger.run is not None else None
+    return trackers.start(WandbLogger(run_dir, resolved, resolved.wandb_mode), warn)
