@@ -12,8 +12,7 @@ from orchestrator.scaling import evidence
 from orchestrator.scaling import ultralytics_math as um
 from orchestrator.scaling.effective import fmt
 from orchestrator.scaling.policies import Rule
-from orchestrator.scaling.rules import (DEVICE_RULE, K_POLICIES, POLICY_ARMS, WARMUP_FROM_K, WARMUP_MIN_EPOCHS,
-                                       is_longer)
+from orchestrator.scaling.rules import DEVICE_RULE, K_POLICIES, POLICY_ARMS, WARMUP_FROM_K, WARMUP_MIN_EPOCHS
 from orchestrator.scaling.stats import Interval
 
 LINEAR_LIMIT_IMAGES = 8192  # linear scaling held up to ~8k images per step on ImageNet (Goyal et al.)
@@ -47,7 +46,7 @@ def lr_reason(rule: Rule) -> str:
                 "images per step: the same lr0 is the linear rule)")
     if rule.decision is None:
         return f"{rule.name} rule (forced by policy): {how}, {k_text(rule)}"
-    return f"auto takes {rule.applies}, {how}: {decision_text(rule.decision)}"
+    return f"auto takes {rule.applies.label}, {how}: {decision_text(rule.decision)}"
 
 
 def batch_reason(total_req: int, total: int, images: int, world: int, lowered: bool, source: str,
@@ -199,8 +198,8 @@ def _measured_loss(rule: Rule, k: float, start: str, task: str) -> tuple[list[ev
                                                                      evidence.Gap | None]:
     """The rows at k from this start; where the rule lost more than KEPT_GAP to the reference (pooled),
     its row and the best rule's (else None, None)."""
-    rows = [g for g in evidence.rows_at(rule.family, k, start, task) if not is_longer(g.rule)]
-    mine = next((g for g in rows if g.rule == rule.rows_rule), None)
+    rows = [g for g in evidence.rows_at(rule.family, k, start, task) if not g.arm.longer]
+    mine = next((g for g in rows if g.arm == rule.applies), None)
     if mine is None or mine.gap.mean >= -evidence.KEPT_GAP:
         return rows, None, None
     return rows, mine, max(rows, key=lambda g: g.gap.mean)
@@ -241,7 +240,7 @@ def scratch_gap_warning(rule: Rule, k: float, epochs: int, task: str = "detect")
     kept = best.gap.mean >= -evidence.KEPT_GAP
     text = f"from scratch at k = {k:.4g}: {row.text()}; "
     if kept:
-        return [text + f"{best.text()} kept it" + (f" (--set scaling.policy={best.rule})" if best.rule in POLICY_ARMS
+        return [text + f"{best.text()} kept it" + (f" (--set scaling.policy={best.arm.label})" if best.arm.label in POLICY_ARMS
                                                    else "")]
     return [text + _best_policy_text(row, best) + "; " + _longer_text("scratch", rule.family, k, epochs)]
 

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.scaling.rules import DEFAULT_RULE, is_longer
+from orchestrator.scaling.rules import DEFAULT_RULE, Arm
 from orchestrator.scaling.stats import Interval
 
 EVIDENCE = Path(__file__).with_name("evidence.json")
@@ -38,25 +38,25 @@ class Gap:
 
     family: str  # "SGD" (SGD-family) or "Adam" (Adam-family)
     k: float
-    rule: str  # the arm: a rule's name (policies.ARMS), or one trained for more epochs ("linear, 20 epochs")
+    arm: Arm  # a rule (rules.ARMS), with the reference's warmup or not, or one trained for more epochs
     gap: Interval
     task: str = "detect"
     start: str = "scratch"  # "scratch" (from a model yaml) or "pretrained" (fine-tuning given weights)
 
     def text(self) -> str:
-        return f"{self.rule} {self.gap.text()} {METRICS.get(self.task, 'mAP50-95')} at k = {self.k:g} ({SECTION})"
+        return f"{self.arm.label} {self.gap.text()} {METRICS.get(self.task, 'mAP50-95')} at k = {self.k:g} ({SECTION})"
 
 
 @functools.cache
 def gaps_all() -> tuple[Gap, ...]:
-    return tuple(Gap(c["family"], c["k"], c["arm"], Interval.from_json(c["best"]), c["task"], c["start"])
+    return tuple(Gap(c["family"], c["k"], Arm.parse(c["arm"]), Interval.from_json(c["best"]), c["task"], c["start"])
                  for c in load()["comparisons"] if c["versus"] == "reference")
 
 
 def gaps(family: str, k: float, rule: str, task: str = "detect", start: str = "scratch") -> list[Gap]:
     """The rule's gap to the reference at this (integer) k for the family: the task's own, else detect's;
     the start's own, else the other start's (whose text says which)."""
-    rows = _task_rows([g for g in gaps_all() if (g.family, g.rule) == (family, rule) and abs(g.k - k) < 1e-9], task)
+    rows = _task_rows([g for g in gaps_all() if (g.family, g.arm.label) == (family, rule) and abs(g.k - k) < 1e-9], task)
     return [g for g in rows if g.start == start] or rows
 
 
@@ -79,7 +79,7 @@ def gaps_text(rows: list[Gap]) -> str:
 class Decision:
     """auto's rule at a target's k: the measured row it follows (k_measured), and how (basis)."""
 
-    rule: str
+    arm: Arm
     basis: str  # "measured", "default", "default, not measured here"
     k_measured: float | None  # the measured k whose row this is; None below every measured k
     extrapolated: bool
@@ -93,15 +93,15 @@ def decision(task: str, start: str, family: str, k: float) -> Decision:
                       lambda d: d["task"])
     below = [d for d in rows if d["k"] <= k + 1e-9]
     if not below:
-        return Decision(DEFAULT_RULE[family], "default, below the measured k", None, False, None)
+        return Decision(Arm(DEFAULT_RULE[family]), "default, below the measured k", None, False, None)
     row = max(below, key=lambda d: d["k"])
-    return Decision(row["rule"], row["basis"], row["k"], k > max(d["k"] for d in rows) + 1e-9, row)
+    return Decision(Arm.parse(row["rule"]), row["basis"], row["k"], k > max(d["k"] for d in rows) + 1e-9, row)
 
 
 def longer(start: str, family: str, k: float) -> list[Gap]:
     """Where a rule trained for more epochs than the reference was measured at this k, its gap."""
     return [g for g in gaps_all() if (g.start, g.family) == (start, family) and abs(g.k - k) < 1e-9
-            and is_longer(g.rule) and g.task == "detect"]
+            and g.arm.longer and g.task == "detect"]
 
 
 def few_steps() -> dict:

@@ -16,11 +16,12 @@ import hashlib
 import json
 import sys
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 from orchestrator.scaling import stats
 from orchestrator.tasks import MEAN_LOSS_TASKS
-from orchestrator.scaling.rules import ARMS, AUTO_RULES, DEFAULT_RULE, LONGER, POLICY_ARMS, arm_of, family_of
+from orchestrator.scaling.rules import ARMS, AUTO_RULES, DEFAULT_RULE, POLICY_ARMS, Arm, arm_of, family_of
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "docs" / "img"
@@ -92,20 +93,19 @@ def name_arms(rows: list[dict]) -> list[dict]:
     named = []
     for r in rows:
         ref = refs.get((r["setup"], r["optimizer"]))
-        longer = r["policy"].partition(LONGER)[2]  # "auto, 20 epochs": a rule trained for more epochs
         if ref is None:
             continue  # no reference to read the rule from
-        arm = "reference" if r["k"] == 1 else _arm(r, ref)
-        if arm:
-            named.append({**r, "arm": f"{arm}{LONGER}{longer}" if longer else arm})
+        arm = Arm("reference") if r["k"] == 1 else _arm(r, ref)
+        if arm is not None:  # "auto, 20 epochs": a rule trained for more epochs, as the bench labelled it
+            named.append({**r, "arm": replace(arm, epochs=Arm.parse(r["policy"]).epochs).label})
     return named
 
 
-def _arm(r: dict, ref: dict) -> str:
+def _arm(r: dict, ref: dict) -> Arm | None:
     """A mean-loss task's SGD step grows with the micro-batches, not the images (scaler._step_growth): its
     passed lr0 says nothing of the rule in detect's terms, so its trainings keep their policy's name."""
     if r["setup"].split("|")[0] in MEAN_LOSS_TASKS:
-        return next((label for label in r["labels"] if label in POLICY_ARMS), "")
+        return next((Arm(label) for label in r["labels"] if label in POLICY_ARMS), None)
     return arm_of(family_of(r["optimizer"]), r["k"], _ratio(r, ref, "lr0", "passed"), _ratio(r, ref, "weight_decay", "effective"),
                   r["passed"]["warmup_epochs"] > ref["passed"]["warmup_epochs"])
 

@@ -15,7 +15,7 @@ from fractions import Fraction
 from typing import Protocol
 
 from orchestrator.scaling import evidence
-from orchestrator.scaling.rules import DEVICE_RULE, K_RULES, POLICIES, WARMUP_FROM_K, family_of, split_rule
+from orchestrator.scaling.rules import DEVICE_RULE, K_RULES, POLICIES, WARMUP_FROM_K, Arm, family_of
 from orchestrator.tasks import MEAN_LOSS_TASKS
 
 
@@ -57,7 +57,7 @@ class Rule:
     lr_mult: Fraction | float
     wd_mult: Fraction | float
     lengthen_warmup: bool
-    applies: str  # the arm applied (policies.ARMS, "... (warmup kept)"): auto's decided one, else the policy
+    applies: Arm  # the arm applied: auto's decided one, else the policy's own
     exponent: float | None = None  # the passed lr0's exponent of k (k-rules)
     decision: evidence.Decision | None = None  # auto's, with the evidence row it rests on
 
@@ -68,12 +68,7 @@ class Rule:
     @property
     def stock(self) -> bool:
         """Stock Ultralytics' values: policy none, or auto where the evidence chose them."""
-        return self.applies == Stock.name
-
-    @property
-    def rows_rule(self) -> str:
-        """The arm whose measured rows are this rule's."""
-        return self.applies
+        return self.applies.rule == Stock.name
 
 
 def power(k: Fraction, e: float) -> Fraction | float:
@@ -97,7 +92,7 @@ class Stock:
 
     def decide(self, t: Target) -> Rule:
         same = t.k_images == 1 and (t.growth == 1 or t.family == "Adam")
-        return Rule(self.name, t, 1.0, Fraction(1), Fraction(1) if same else t.k_images, False, "none", None)
+        return Rule(self.name, t, 1.0, Fraction(1), Fraction(1) if same else t.k_images, False, Arm(self.name), None)
 
 
 class DeviceCount:
@@ -107,7 +102,7 @@ class DeviceCount:
 
     def decide(self, t: Target) -> Rule:
         d = Fraction(t.world, t.world_ref)
-        return Rule(self.name, t, float(d), d, d, d > 1, self.name)
+        return Rule(self.name, t, float(d), d, d, d > 1, Arm(self.name))
 
 
 class KRule:
@@ -124,8 +119,8 @@ class KRule:
         sgd = t.family == "SGD"
         lr_mult, wd_mult = _multipliers(t.k_images, e, e + 1 if sgd else e, t.growth if sgd and t.mean_loss else None)
         k = float(t.k_images)
-        applies = self.name + (" (warmup kept)" if self.keep_warmup else "")
-        return Rule(self.name, t, k, lr_mult, wd_mult, k >= WARMUP_FROM_K and not self.keep_warmup, applies, e)
+        return Rule(self.name, t, k, lr_mult, wd_mult, k >= WARMUP_FROM_K and not self.keep_warmup,
+                    Arm(self.name, self.keep_warmup), e)
 
 
 class Auto:
@@ -136,8 +131,8 @@ class Auto:
 
     def decide(self, t: Target) -> Rule:
         decision = evidence.decision(t.task, t.start, t.family, float(t.k_images))
-        base, keep_warmup = split_rule(decision.rule)
-        chosen: Policy = Stock() if base == Stock.name else KRule(base, keep_warmup)
+        arm = decision.arm
+        chosen: Policy = Stock() if arm.rule == Stock.name else KRule(arm.rule, arm.keep_warmup)
         return replace(chosen.decide(t), name=self.name, decision=decision)
 
 

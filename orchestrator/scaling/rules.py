@@ -10,6 +10,7 @@ update ignores the gradient's scale. Exponents are of the PASSED lr0 in those te
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from orchestrator.scaling.ultralytics_math import SGD_FAMILY
 
@@ -35,8 +36,44 @@ DEFAULT_RULE = {"SGD": "linear", "Adam": "linear"}  # auto's rule unless the evi
 WARMUP_FROM_K = 4.0  # the k-rules lengthen a shorter warmup to WARMUP_MIN_EPOCHS from this k (Goyal et al. 2017)
 WARMUP_MIN_EPOCHS = 5.0  # Goyal et al. 2017: gradual warmup over 5 epochs for large minibatches
 WARMUP_KEPT = " (warmup kept)"  # an arm's suffix: a k-rule with the reference's warmup (scaling.warmup: keep)
-# the rules auto can take (rules.Auto): stock Ultralytics, the k-rules it can pass, those with the reference's warmup
-AUTO_RULES = ("none", "linear", "sqrt", "lr0-sqrt", *(r + WARMUP_KEPT for r in ("linear", "sqrt", "lr0-sqrt")))
+LONGER = ", "  # "lr0-sqrt, 20 epochs": an arm trained for more epochs than its reference (the bench's label)
+
+
+@dataclass(frozen=True)
+class Arm:
+    """What a bench training applied, typed: its rule, whether it kept the reference's warmup (scaling.warmup: keep),
+    and the epochs of one trained longer than its reference. `label` is how the saved results and evidence.json
+    spell it ("lr0-sqrt (warmup kept)", "linear, 20 epochs"), and `parse` its one reader."""
+
+    rule: str
+    keep_warmup: bool = False
+    epochs: int | None = None  # a longer run's epochs: what more epochs did, no rule auto can pass
+
+    @property
+    def label(self) -> str:
+        return (self.rule + (WARMUP_KEPT if self.keep_warmup else "")
+                + (f"{LONGER}{self.epochs} epochs" if self.epochs is not None else ""))
+
+    @property
+    def longer(self) -> bool:
+        return self.epochs is not None
+
+    @classmethod
+    def parse(cls, label: str) -> "Arm":
+        head, _, tail = label.partition(LONGER)
+        epochs = int(tail.removesuffix(" epochs")) if tail else None
+        if head.endswith(WARMUP_KEPT):
+            return cls(head.removesuffix(WARMUP_KEPT), True, epochs)
+        return cls(head, False, epochs)
+
+    def __str__(self) -> str:
+        return self.label
+
+
+# the arms auto can take (policies.Auto): stock Ultralytics, the k-rules it can pass, those with the reference's warmup
+AUTO_ARMS = (*(Arm(r) for r in ("none", "linear", "sqrt", "lr0-sqrt")),
+             *(Arm(r, keep_warmup=True) for r in ("linear", "sqrt", "lr0-sqrt")))
+AUTO_RULES = tuple(a.label for a in AUTO_ARMS)  # as evidence.json spells them
 
 
 def family_of(optimizer: str) -> str:
@@ -44,31 +81,18 @@ def family_of(optimizer: str) -> str:
     return "SGD" if optimizer in SGD_FAMILY else "Adam"
 
 
-LONGER = ", "  # "lr0-sqrt, 20 epochs": an arm trained for more epochs than its reference (the bench's label)
-
-
-def is_longer(arm: str) -> bool:
-    """An arm trained for more epochs than the reference: what more epochs did, no rule auto can pass."""
-    return LONGER in arm
-
-
-def split_rule(rule: str) -> tuple[str, bool]:
-    """('linear', True) for 'linear (warmup kept)': the rule and whether it keeps the reference's warmup."""
-    return (rule.removesuffix(WARMUP_KEPT), True) if rule.endswith(WARMUP_KEPT) else (rule, False)
-
-
-def arm_of(family: str, k: float, lr_mult: float, wd_mult: float, warmup_lengthened: bool) -> str:
+def arm_of(family: str, k: float, lr_mult: float, wd_mult: float, warmup_lengthened: bool) -> Arm | None:
     """The arm a training at k trained: from its passed lr0 and optimizer weight decay over the
-    reference's and whether its warmup was lengthened; '' where no rule gives those values."""
+    reference's and whether its warmup was lengthened; None where no rule gives those values."""
     e = math.log(lr_mult) / math.log(k)
     wd_e = math.log(wd_mult) / math.log(k)
     if abs(e) < 0.05 and abs(wd_e) < 0.05:
-        return "table"  # the device count is 1 on one process: lr0 and the optimizer weight decay kept
+        return Arm("table")  # the device count is 1 on one process: lr0 and the optimizer weight decay kept
     if abs(wd_e - (1 - e)) > 0.05:
-        return ""
+        return None
     if family == "SGD" and abs(e) < 0.05:  # linear and stock Ultralytics differ only in the warmup
-        return "linear" if warmup_lengthened or k < WARMUP_FROM_K else "none"
+        return Arm("linear" if warmup_lengthened or k < WARMUP_FROM_K else "none")
     if abs(e) < 0.05:
-        return "none"
+        return Arm("none")
     name = next((name for name, exps in K_RULES.items() if abs(exps[family] - e) < 0.05), "")
-    return name + WARMUP_KEPT if name and k >= WARMUP_FROM_K and not warmup_lengthened else name
+    return Arm(name, keep_warmup=k >= WARMUP_FROM_K and not warmup_lengthened) if name else None

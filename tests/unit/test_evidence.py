@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 from orchestrator.scaling import evidence, measured, stats
-from orchestrator.scaling.rules import arm_of
+from orchestrator.scaling.rules import Arm, arm_of
 
 
 def test_the_evidence_file_and_the_docs_tables_match_the_saved_results():
@@ -50,15 +50,27 @@ def test_mean_interval_is_students_t():
 
 def test_arms_are_named_by_what_they_trained():
     """From the passed lr0 and optimizer weight decay over the reference's, and the warmup."""
-    assert arm_of("SGD", 8, 1.0, 8.0, True) == "linear"
-    assert arm_of("SGD", 8, 1.0, 8.0, False) == "none"  # stock Ultralytics: only the warmup differs
-    assert arm_of("SGD", 2, 1.0, 2.0, False) == "linear"  # the same training below k = 4
-    assert arm_of("SGD", 8, 8 ** 0.5, 8 ** 0.5, True) == "lr0-sqrt"
-    assert arm_of("SGD", 4, 0.5, 8.0, True) == "sqrt"
-    assert arm_of("Adam", 4, 4.0, 1.0, True) == "linear"
-    assert arm_of("Adam", 4, 2.0, 2.0, True) == "sqrt"
-    assert arm_of("Adam", 4, 1.0, 1.0, True) == "table"
-    assert arm_of("Adam", 4, 3.0, 1.0, True) == ""  # no rule passes those values
+    assert arm_of("SGD", 8, 1.0, 8.0, True) == Arm("linear")
+    assert arm_of("SGD", 8, 1.0, 8.0, False) == Arm("none")  # stock Ultralytics: only the warmup differs
+    assert arm_of("SGD", 2, 1.0, 2.0, False) == Arm("linear")  # the same training below k = 4
+    assert arm_of("SGD", 8, 8 ** 0.5, 8 ** 0.5, True) == Arm("lr0-sqrt")
+    assert arm_of("SGD", 8, 8 ** 0.5, 8 ** 0.5, False) == Arm("lr0-sqrt", keep_warmup=True)
+    assert arm_of("SGD", 4, 0.5, 8.0, True) == Arm("sqrt")
+    assert arm_of("Adam", 4, 4.0, 1.0, True) == Arm("linear")
+    assert arm_of("Adam", 4, 2.0, 2.0, True) == Arm("sqrt")
+    assert arm_of("Adam", 4, 1.0, 1.0, True) == Arm("table")
+    assert arm_of("Adam", 4, 3.0, 1.0, True) is None  # no rule passes those values
+
+
+def test_every_arm_the_evidence_spells_reads_back_typed():
+    """An arm is typed (rules.Arm); evidence.json's spelling of each is its label, read by Arm.parse alone."""
+    data = evidence.load()
+    labels = {c["arm"] for c in data["cells"]} | {d["rule"] for d in data["decisions"]}
+    assert {"linear (warmup kept)", "lr0-sqrt, 20 epochs"} <= labels
+    for label in labels:
+        assert Arm.parse(label).label == label
+    assert Arm.parse("lr0-sqrt (warmup kept)") == Arm("lr0-sqrt", keep_warmup=True)
+    assert Arm.parse("linear, 20 epochs") == Arm("linear", epochs=20) and Arm("linear", epochs=20).longer
 
 
 def test_auto_reads_the_decision_below_between_and_beyond_the_measured_k():
@@ -66,10 +78,10 @@ def test_auto_reads_the_decision_below_between_and_beyond_the_measured_k():
             if (d["task"], d["start"], d["family"]) == ("detect", "pretrained", "SGD")}
     assert sorted(rows) == [4, 8]
     below = evidence.decision("detect", "pretrained", "SGD", 2.0)
-    assert (below.rule, below.k_measured) == ("linear", None)
-    assert evidence.decision("detect", "pretrained", "SGD", 6.0).rule == rows[4]
+    assert (below.arm, below.k_measured) == (Arm("linear"), None)
+    assert evidence.decision("detect", "pretrained", "SGD", 6.0).arm.label == rows[4]
     beyond = evidence.decision("detect", "pretrained", "SGD", 16.0)
-    assert (beyond.rule, beyond.k_measured, beyond.extrapolated) == (rows[8], 8, True)
+    assert (beyond.arm.label, beyond.k_measured, beyond.extrapolated) == (rows[8], 8, True)
     # a task without rows of its own takes detect's
     assert evidence.decision("pose", "scratch", "SGD", 8.0).row == evidence.decision("detect", "scratch", "SGD", 8.0).row
 

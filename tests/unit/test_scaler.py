@@ -618,7 +618,7 @@ def test_fine_tuning_quotes_what_more_epochs_did():
 
     gap = next(w for w in scale(FT_SGD, tgt("cpu", batch=64)).warnings if w.startswith("fine-tuning at k = 8"))
     decided = _decided("detect", "pretrained", "SGD", 8)["rule"]
-    row = next(g for g in evidence.rows_at("SGD", 8, "pretrained") if g.rule == decided)  # auto's rule there
+    row = next(g for g in evidence.rows_at("SGD", 8, "pretrained") if g.arm.label == decided)  # auto's rule there
     assert gap.startswith(f"fine-tuning at k = 8: {row.text()}")
     assert "measured with more epochs: lr0-sqrt, 20 epochs +0.080 [" in gap and gap.endswith("--set epochs=20, at 2x the cost")
     adam = ReferenceHyp(optimizer="AdamW", lr0=0.001429, momentum=0.9, batch=8, nbs=8, epochs=10, pretrained=True)

@@ -114,7 +114,7 @@ def step_exponent(policy: str, family: str, optimizer: str, ref: ReferenceHyp, t
     """MEAN_STEP_EXPONENT of the policy; auto's is that of the rule its decision table names for the job's
     task, start, family and k (docs/scaling.md 7I), whatever the device."""
     if policy == "auto":
-        policy = evidence.decision(ref.task, ref.start, family, k).rule
+        policy = evidence.decision(ref.task, ref.start, family, k).arm.label
     return MEAN_STEP_EXPONENT[policy][family]
 
 
