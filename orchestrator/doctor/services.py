@@ -154,7 +154,7 @@ def check_registry(runs_dir: Path) -> Check:
                      f"move {path} aside (runs stay on disk; a new registry starts empty)")
     if ok != "ok":
         return Check("registry", FAIL, f"{path}: integrity check says {ok}", f"move {path} aside")
-    active = sum(r["state"] == "running" for r in rows)
+    active = sum(r.state == "running" for r in rows)
     detail = f"{path}: {len(rows)} runs, {active} running, journal {mode}"
     if mode != "wal":
         return Check("registry", WARN, detail, "WAL is unavailable on this filesystem (network share?): keep the "

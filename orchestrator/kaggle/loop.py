@@ -156,12 +156,12 @@ def _loop(job, opts, base, spec, run_id, run_dir, registry, resume_from, session
                       "warnings": result.warnings})
             if not registered:
                 register(registry, run_id, job=spec.name, run_dir=run_dir, devices=result.bundle["devices"],
-                             epochs=spec.epochs, tags={"launcher": "kaggle", "kernel": kernel},
-                             note=f"Kaggle {result.metadata['machine_shape']}: {kernel}")
+                         epochs=spec.epochs, tags={"launcher": "kaggle", "kernel": kernel},
+                         note=f"Kaggle {result.metadata['machine_shape']}: {kernel}")
                 registered = True
             pushed = tool.push(folder)
             registry.move(run_id, RunState.RUNNING, started_at=time.time(),
-                            note=f"session {session}: pushed {kernel}" + (f" v{pushed['version']}" if pushed['version'] else ""))
+                          note=f"session {session}: pushed {kernel}" + (f" v{pushed['version']}" if pushed['version'] else ""))
             on_event({"event": "pushed", "session": session, "kernel": kernel, "url": pushed["url"],
                       "version": pushed["version"]})
             info = poll(kernel, opts, session, on_event, sleep, result.bundle["kaggle"]["session_hours"])
@@ -201,10 +201,10 @@ def _loop(job, opts, base, spec, run_id, run_dir, registry, resume_from, session
         message = "; ".join(exc.problems)
         if registered:
             registry.move(run_id, RunState.FAILED, ended_at=time.time(), note=message[:500],
-                            epochs_done=int((state or {}).get("epochs_done") or 0))
+                          epochs_done=int((state or {}).get("epochs_done") or 0))
         return LaunchOutcome(run_id, run_dir, RunState.FAILED, sessions, state, message)
     registry.move(run_id, RunState.FINISHED, ended_at=time.time(), exit_code=0,
-                    epochs_done=int(state.get("epochs_done") or 0), metrics=state.get("metrics") or None)
+                  epochs_done=int(state.get("epochs_done") or 0), metrics=state.get("metrics") or None)
     on_event({"event": "done", "run_dir": str(run_dir), "resume": state})
     return LaunchOutcome(run_id, run_dir, RunState.FINISHED, sessions, state,
                          f"{state.get('epochs_done')}/{spec.epochs} epochs in {len(sessions)} session(s)")

@@ -25,7 +25,7 @@ NEWEST_FIRST = "ORDER BY created_at DESC, id DESC"
 @dataclass(frozen=True)
 class RunFilter:
     """Which runs: `state` as a run reads (exact), substrings of `text` ("job id"), `devices` and `tags` (their
-    JSON), and exactly one `study` or `job`. Empty or None: any."""
+    JSON), a `study` or `job` by its exact name. Empty or None: any."""
 
     state: str | None = None
     text: str = ""
