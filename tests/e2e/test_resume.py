@@ -232,8 +232,9 @@ def test_resume_on_two_cpu_processes(tmp_path):
 @pytest.mark.slow
 def test_worker_killed_by_a_signal_says_which_and_how_to_continue(tmp_path):
     """The kernel's OOM killer sends the worker SIGKILL: submit ends `failed` with one line naming the
-    signal, the epochs done and the resume command (no traceback tail), and resume finishes it."""
-    job = write_job(tmp_path, epochs=3)
+    signal, the epochs done and the resume command (no traceback tail), and resume finishes it with each epoch
+    once in events, results.csv and W&B (the default, offline): the chaos campaign's kill-worker, checked here."""
+    job = write_job(tmp_path, epochs=3, wandb=DEFAULT_WANDB)
     runs = tmp_path / "runs"
     env = cli_env({**NO_ENV_REGISTRY, "YOLO_ORCH_FAULT_SLEEP": "epoch=2,seconds=300"})
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "submit", str(job), "--json"], cwd=tmp_path,
@@ -257,6 +258,13 @@ def test_worker_killed_by_a_signal_says_which_and_how_to_continue(tmp_path):
     r = run_cli("resume", run_dir.name, "--json", cwd=tmp_path, env=NO_ENV_REGISTRY)
     assert r.returncode == 0, r.stdout + r.stderr
     assert json.loads(r.stdout)["state"] == "finished"
+    assert [e["epoch"] for e in read_events(run_dir) if e["event"] == "epoch"] == [1, 2, 3]
+    rows = (run_dir / "results.csv").read_text().strip().splitlines()[1:]
+    assert [int(float(line.split(",")[0])) for line in rows] == [1, 2, 3]
+    assert wandb_epochs(run_dir) == [1, 2, 3]
+    with Registry.open(runs) as reg:
+        assert reg.get(run_dir.name).state == "finished" and reg.get(run_dir.name).attempts == 2
+    assert len(list(runs.glob("tiny/*"))) == 1
 
 
 @pytest.mark.slow
