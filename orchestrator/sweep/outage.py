@@ -43,7 +43,12 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def reason(exc: BaseException) -> str:
-    text = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    """The driver's own first line (SQLAlchemy keeps it as `orig`), looked for inside Optuna's wrapper, whose
+    message blames the data ("invalid data in the commit, e.g. exceeding max length") for a lost connection."""
+    inner, seen = exc, 0
+    while inner is not None and getattr(inner, "orig", None) is None and seen < 5:
+        inner, seen = inner.__cause__ or inner.__context__, seen + 1
+    text = str(getattr(inner, "orig", None) or exc).strip().splitlines()
     return redact_text(text[0] if text else type(exc).__name__)
 
 

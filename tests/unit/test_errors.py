@@ -94,3 +94,23 @@ def test_a_tracker_failure_is_said_by_its_cause_not_sqlalchemys_autoflush_prefac
                       "database\n[SQL: INSERT INTO metrics ...]")
     assert first_line(error) == "(sqlite3.OperationalError) attempt to write a readonly database"
     assert first_line(Exception("plain\nsecond")) == "plain"
+
+
+def test_a_lost_database_is_said_in_the_drivers_words_not_optunas():
+    """Optuna wraps a connection lost during a commit in StorageInternalError, whose message blames invalid data
+    (seen in test_sweep_outage's log): the sweep's outage line quotes the driver's first line instead."""
+    from optuna.exceptions import StorageInternalError
+    from sqlalchemy.exc import OperationalError
+
+    from orchestrator.sweep.outage import is_transient, reason
+
+    lost = OperationalError("COMMIT", {}, ConnectionError("server closed the connection unexpectedly\n\tmore"))
+    try:
+        try:
+            raise lost
+        except OperationalError as exc:
+            raise StorageInternalError("An exception is raised during the commit. This typically happens due to "
+                                       "invalid data in the commit, e.g. exceeding max length.") from exc
+    except StorageInternalError as wrapped:
+        assert is_transient(wrapped) and reason(wrapped) == "server closed the connection unexpectedly"
+    assert reason(RuntimeError("plain words")) == "plain words"
