@@ -144,7 +144,7 @@ def resume_run(row: Run, devices: str | None, progress: Progress, restart_ok: bo
     if closed is not None:
         return Resumed(row, closed, None)
     prepared = resume.prepare(row, devices, restart_ok, launch_opts)
-    start = RunStart("resuming", f"{row.job}/{row.id}", f": {prepared.note} -> {row.run_dir}",
+    start = RunStart("resuming", row.label, f": {prepared.note} -> {row.run_dir}",
                      prepared.plan.epochs, prepared.from_epoch - 1)
     with progress(start) as on_event:
         return Resumed(row, resume.run(row, prepared, on_event=on_event), prepared)

@@ -86,7 +86,7 @@ def render_resumed(resumed: Resumed, json_out: bool) -> None:
             print_json({"run_id": row.id, "run_dir": row.run_dir, "state": outcome.state,
                         "exit_code": outcome.exit_code, "summary": outcome.summary, "note": outcome.note})
         else:
-            console.print(f"{row.job}/{row.id}: {outcome.note}", markup=False, highlight=False)
+            console.print(f"{row.label}: {outcome.note}", markup=False, highlight=False)
             for label, text in export_rows(outcome.summary) + tracker_rows(outcome.summary):
                 console.print(f"  {label}: {text}", markup=False, highlight=False)
         show_failed_exports(outcome)
@@ -123,4 +123,4 @@ def render_already_finished(row: Run, json_out: bool) -> None:
         print_json({"run_id": row.id, "run_dir": row.run_dir, "state": "finished", "exit_code": 0,
                     "note": "already finished: nothing to do"})
     else:
-        human(json_out).print(f"run {row.job}/{row.id} already finished: nothing to do")
+        human(json_out).print(f"run {row.label} already finished: nothing to do")

@@ -127,7 +127,7 @@ def show_cmd(
     if json_out:
         print_json(info)
         return
-    table = Table(title=f"Run {row.job}/{row.id}", show_header=False)
+    table = Table(title=f"Run {row.label}", show_header=False)
     table.add_column(style="bold cyan", no_wrap=True)
     table.add_column(overflow="fold")
     style = STATE_STYLE.get(row.state, "")

@@ -73,6 +73,7 @@ class Run:
 
     @property
     def label(self) -> str:
+        """JOB/ID, as the commands name a run."""
         return f"{self.job}/{self.id}"
 
     def as_dict(self) -> dict[str, Any]:
