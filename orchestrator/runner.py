@@ -295,7 +295,7 @@ def _wandb_own_link(run_dir: Path, path: Path) -> bool:
 
 
 def _attempt(cmd: list[str], run_id: str, run_dir: Path, registry: Registry, tail: EventTail,
-             on_event: Callable[[dict], None], poll_s: float) -> tuple[str, int, list[dict], str | None]:
+             on_event: Callable[[dict], None], poll_s: float) -> tuple[RunState, int, list[dict], str | None]:
     """One worker process: (state, exit code, its events, a note). state is killed on Ctrl-C/SIGTERM,
     stalled when the watchdog saw no rank advance for the job's stall_timeout."""
     row = registry.get(run_id)

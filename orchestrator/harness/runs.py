@@ -97,9 +97,9 @@ def legal_path(frm: str, to: str) -> list[str] | None:
     return paths.get(RunState(to))
 
 
-def walk_to(reg, run_id: str, state: str, **fields) -> dict:
+def walk_to(reg, run_id: str, state: str, **fields):
     """A test's row moved to `state` the way runs get there, by legal moves only (`fields` written with the
-    last); its row after. AssertionError when no chain of moves leads there from where it is."""
+    last); its registry.Run after. AssertionError when no chain of moves leads there from where it is."""
     stored = reg._get_raw(run_id)["state"]  # as written (a read shows a vanished run killed): where move() starts
     path = legal_path(stored, state)
     assert path is not None, f"no legal moves lead run {run_id} from {stored} to {state}"

@@ -115,11 +115,10 @@ def stop_when_parent_dies(parent_pid: int, interval_s: float = 1.0) -> None:
     cleanly and stops that trial's training process group."""
     import threading
 
-    armed = die_with_parent(signal.SIGTERM)
-    if os.getppid() != parent_pid:
+    if os.getppid() != parent_pid:  # (between this and prctl, die_with_parent's own check sees it)
         os.kill(os.getpid(), signal.SIGTERM)
         return
-    if armed:
+    if die_with_parent(signal.SIGTERM):
         return
 
     def watch() -> None:

@@ -106,7 +106,7 @@ class TrialRunner:
         self.devices, self.group = group or (None, None)  # a pinned worker's trial devices and group label
         self.url = url
         self.say = say
-        self.last: dict[str, Any] = {}
+        self.run_dir: Path | None = None  # the running trial's, once made: an interrupt closes its MLflow run
         self._data = None  # the base job's data, described at the first trial (a trial never changes it)
 
     def __call__(self, trial: "optuna.Trial"):
@@ -116,7 +116,7 @@ class TrialRunner:
 
         sweep = self.sweep
         params = retrying(lambda: suggest(trial, sweep.params), self.say, f"sampling trial {trial.number}")
-        self.last = {"number": trial.number, "state": "FAIL"}
+        self.run_dir = None
         try:
             job = trial_job(sweep, params, trial.number, self.devices)
             plan = make_plan(job, data=self._data)  # counting the images walks the dataset: once per worker
@@ -130,6 +130,7 @@ class TrialRunner:
         # the training process reports to Optuna through the trial's callback
         run_id, run_dir = create_run(plan, tags=tags, trial=trial_link(sweep, trial, params),
                                      callbacks=[TRIAL_CALLBACK])
+        self.run_dir = run_dir
         attrs = {"run_id": run_id, "run_dir": str(run_dir), "host": socket.gethostname(), "device_group": self.group,
                  "worker_pid": os.getpid(), "cli_pid": int(os.environ.get("YOLO_ORCH_SWEEP_CLI", 0))}
         retried = retrying(lambda: self._record_attrs(trial, attrs), self.say, f"recording trial {trial.number}")
@@ -143,15 +144,13 @@ class TrialRunner:
         if result.get("history") is not None:
             retrying(lambda: trial.set_user_attr("epochs", len(result["history"])), self.say,
                      f"recording trial {trial.number}")
-        if outcome.state == "killed":
-            self._tag_mlflow(plan, run_dir, "FAIL", close=True)  # its training process was stopped mid-run
+        if outcome.state == "killed":  # its training process was stopped mid-run (trial_loop closes its MLflow run)
             raise KeyboardInterrupt(f"trial {trial.number}: interrupted")
         if result.get("state") == "pruned":
             step, values = result.get("step"), result.get("values") or []
             note = f"pruned by the sweep at epoch {step} (objective {values[0] if values else '?'})"
             _mark_pruned(run_id, run_dir, note)
             self._tag_mlflow(plan, run_dir, "PRUNED", values)
-            self.last = {"number": trial.number, "state": "PRUNED", "run_dir": str(run_dir)}
             self.say(f"trial {trial.number}: {note}")
             raise optuna.TrialPruned(note)
         if outcome.state != "finished" or result.get("state") != "complete":
@@ -160,13 +159,12 @@ class TrialRunner:
             raise TrialFailed(f"run {run_id} {outcome.state} (exit {outcome.exit_code}); {run_dir / LOG}:\n{tail}")
         values = [float(v) for v in result["values"]]
         self._tag_mlflow(plan, run_dir, "COMPLETE", values)
-        self.last = {"number": trial.number, "state": "COMPLETE", "values": values, "run_dir": str(run_dir)}
         self.say(f"trial {trial.number}: complete, objective {values}")
         return values[0] if len(values) == 1 else values
 
-    def _tag_mlflow(self, plan, run_dir: Path, state: str, values: list | None = None, close: bool = False) -> None:
+    def _tag_mlflow(self, plan, run_dir: Path, state: str, values: list | None = None) -> None:
         if plan.job.spec.mlflow is not None:
-            mlflow_study.tag_trial(run_dir, state, values, self.say, close=close)
+            mlflow_study.tag_trial(run_dir, state, values, self.say)
 
     @staticmethod
     def _record_attrs(trial: "optuna.Trial", attrs: dict[str, Any]):

@@ -108,21 +108,24 @@ def run_trial(study, runner: TrialRunner, interval: float) -> str:
         state = TrialState.PRUNED
     except TrialFailed as exc:
         say(f"trial {trial.number} failed: {exc}")
-    except BaseException:
-        tell(study, trial, TrialState.FAIL, None, patience=30)  # KeyboardInterrupt, or a bug: the trial ends FAIL
-        close_interrupted_trial(study, trial)
+    except BaseException:  # KeyboardInterrupt, or a bug: the trial ends FAIL, its MLflow run first (no storage needed)
+        close_interrupted_trial(runner, trial)
+        tell(study, trial, TrialState.FAIL, None, patience=30)
         raise
     return tell(study, trial, state, value).name
 
 
-def close_interrupted_trial(study, trial) -> None:
-    """The MLflow run of a trial an interrupt ended (SIGTERM when `yolo-orch sweep` dies can land anywhere in the
-    objective, not only where the runner stops the training), tagged FAIL and ended KILLED if still RUNNING."""
-    from orchestrator.sweep.mlflow_study import close_failed_trial
+def close_interrupted_trial(runner: TrialRunner, trial) -> None:
+    """The MLflow run of a trial an interrupt ended (the runner's stop of its training, or a SIGTERM when `yolo-orch
+    sweep` dies anywhere in the objective), tagged FAIL and ended KILLED if still RUNNING: its run folder is the
+    runner's own, so this needs no storage (none before the run was made)."""
+    from orchestrator.sweep.mlflow_study import tag_trial
 
+    if runner.run_dir is None:
+        return
     try:
-        close_failed_trial(study._storage.get_trial(trial._trial_id), say=say)
-    except Exception as exc:  # noqa: BLE001 - the storage may be gone too: the trial is FAIL all the same
+        tag_trial(runner.run_dir, "FAIL", say=say, close=True)
+    except Exception as exc:  # noqa: BLE001 - an unreadable mlflow.json: the trial is FAIL all the same
         say(f"warning: MLflow: trial {trial.number}'s run was not closed ({type(exc).__name__})")
 
 
