@@ -76,7 +76,7 @@ def test_every_rank_applies_the_scalers_effective_values(ddp_case):
         assert p["ema_bn_momentum"] == [0.03]
         # BatchNorm weights stay out of weight decay, as in one process (one weight per norm layer)
         bn = next(g for g in p["param_groups"] if g["param_group"] == "bn")
-        assert p["norm_layers"] > 50 and bn["params"] == p["norm_layers"], (bn, p["norm_layers"])
+        assert p["norm_layers"] > 0 and bn["params"] == p["norm_layers"], (bn, p["norm_layers"])
         assert p["warmup_iterations"] == eff["warmup_iterations"]
         assert p["samples_per_device"] == eff["samples_per_device"]
         assert p["batches_per_epoch"] == eff["batches_per_epoch"]

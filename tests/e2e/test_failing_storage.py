@@ -11,8 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import run_cli, write_job
+from conftest import DEFAULT_WANDB, run_cli, wandb_epochs, write_job
 from conftest import write_sweep
+from orchestrator.registry import Registry
+from orchestrator.rundir import trained_epochs
+from orchestrator.rundir.checkpoints import results_epochs
 
 NO_ENV_REGISTRY = {"YOLO_ORCH_REGISTRY": ""}
 
@@ -67,8 +70,11 @@ def test_damaged_study_file_is_one_line(tmp_path):
 @pytest.mark.slow
 def test_full_disk_keeps_the_last_checkpoint_and_resume_finishes(tmp_path, small_disk):
     """40 MiB hold epoch 1's last.pt (about 26 MB with its optimizer state) but not a second one
-    beside it: epoch 1's checkpoint must survive whole, and the run must say the disk is full."""
-    job = write_job(tmp_path, epochs=3)
+    beside it: epoch 1's checkpoint must survive whole, and the run must say the disk is full. With the
+    W&B default (offline), the resumed run holds each epoch once in events.jsonl, results.csv and W&B, and the
+    registry agrees (the chaos campaign's disk-full fault, which the suite's short campaign leaves to this test)."""
+    # yolo11n: its checkpoint's size is the point
+    job = write_job(tmp_path, epochs=3, model="yolo11n.yaml", wandb=DEFAULT_WANDB)
     runs = small_disk.path
     r = run_cli("submit", job, "--json", "--set", f"runs_dir={runs}", cwd=tmp_path, env=NO_ENV_REGISTRY)
     assert r.returncode == 1 and "Traceback" not in r.stderr
@@ -85,6 +91,12 @@ def test_full_disk_keeps_the_last_checkpoint_and_resume_finishes(tmp_path, small
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     done = json.loads(resumed.stdout)
     assert done["state"] == "finished" and done["resumed_from_epoch"] == 2
+    run_dir = Path(done["run_dir"])
+    assert trained_epochs(run_dir / "events.jsonl") == [1, 2, 3] and results_epochs(run_dir) == [1, 2, 3]
+    assert wandb_epochs(run_dir) == [1, 2, 3]
+    with Registry.open(runs) as reg:
+        row = reg.get(out["run_id"])
+    assert row.state == "finished" and row.epochs_done == 3
 
 
 def test_a_full_disk_is_named_whatever_the_writer_said(small_disk):

@@ -27,9 +27,11 @@ class RankProbe:
         self.data: dict = {"rank": self.rank, "epochs": []}
         self.images = 0
         self.batches = 0
+        self.before_average: list[float] = []  # the EMA's BatchNorm statistics before the trainer's epoch end
         trainer.add_callback("on_train_start", self.on_train_start)
         trainer.add_callback("on_train_batch_end", self.on_train_batch_end)
-        trainer.add_callback("on_train_epoch_end", self.on_train_epoch_end)
+        # first among the epoch's end callbacks (the model's are copied into the trainer before its own)
+        trainer.add_callback("on_train_epoch_end", lambda t: self.before_average.append(ema_bn_sum(t)))
 
     def count_batches(self, t) -> None:
         """Count every batch the trainer preprocesses (the images this rank really trained on)."""
@@ -44,6 +46,9 @@ class RankProbe:
 
     def on_train_start(self, t) -> None:
         self.count_batches(t)  # every rank runs on_train_start, before its first batch
+        # last among the epoch's end callbacks: after the trainer's own (worker/ddp_trainer.py averages the EMA's
+        # BatchNorm statistics over the ranks there), which a callback added before training would precede
+        t.add_callback("on_train_epoch_end", self.on_train_epoch_end)
         import torch
         import torch.distributed as dist
 
@@ -92,18 +97,23 @@ class RankProbe:
     def on_train_epoch_end(self, t) -> None:
         sampler = t.train_loader.sampler
         indices = [int(i) for i in iter(sampler)] if sampler is not None else None
-        import torch
-
-        bn_sum = sum(float(m.running_mean.double().sum() + m.running_var.double().sum()) for m in t.ema.ema.modules()
-                     if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.track_running_stats)
         self.data["epochs"].append({"epoch": int(t.epoch), "images": self.images, "batches": self.batches,
-                                    "indices": indices, "ema_bn_stats_sum": bn_sum})
+                                    "indices": indices, "ema_bn_stats_sum": ema_bn_sum(t),
+                                    "ema_bn_stats_sum_before": self.before_average[-1]})
         self.images = self.batches = 0
         self._write()
 
     def _write(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(self.path, json.dumps(self.data, indent=1, default=str))
+
+
+def ema_bn_sum(t) -> float:
+    """The sum of the EMA model's BatchNorm running statistics (what its checkpoint saves)."""
+    import torch
+
+    return sum(float(m.running_mean.double().sum() + m.running_var.double().sum()) for m in t.ema.ema.modules()
+               if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.track_running_stats)
 
 
 def attach(model, run_dir: Path, resolved=None) -> None:  # resolved: the run's rundir.ResolvedRun
