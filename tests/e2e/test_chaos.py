@@ -30,8 +30,14 @@ CHAOS = REPO / "bench" / "chaos.py"
 # events, results.csv and W&B, the registry's row, one run folder); kill-worker test_resume's SIGKILL of the training
 # process alone mid epoch 2 (failed in one line, resume: the same checks). The campaign took 233 s with them (e1868d4)
 # and 208 s without (4d35f2b), one run each on a Zen 4.
+# disk-full test_failing_storage's full disk during epoch 2's checkpoint (epoch 1's kept whole, the note says the
+# disk is full, resumed once there is space: each epoch once in events, results.csv and W&B, the registry's row);
+# corrupt-checkpoint test_resume's damaged last.pt and best.pt (resumed from the newest whole checkpoint, the
+# epochs after it trained again: each once in results.csv and W&B). The campaign took 256 s with them (42b0d8a,
+# the Zen 2 of docs/testing.md).
 COVERED_ELSEWHERE = ("stop-rank", "kill-sweep-parent", "kill-sweep-worker", "pg-restart-trial", "pg-restart-report",
-                     "slurm-time-limit", "slurm-requeue", "kill-submit", "kill-worker")
+                     "slurm-time-limit", "slurm-requeue", "kill-submit", "kill-worker", "disk-full",
+                     "corrupt-checkpoint")
 
 
 def kinds_here() -> list[str]:

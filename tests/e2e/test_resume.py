@@ -21,6 +21,7 @@ from conftest import (DEFAULT_WANDB, TINY_JOB, cli_env, no_links, read_events, r
 from orchestrator.harness.runs import walk_to
 from orchestrator.registry import Registry
 from orchestrator.rundir import process_alive, trained_epochs
+from orchestrator.rundir.checkpoints import results_epochs
 from tests.helpers.checkpoints import write_checkpoint
 from tests.helpers.registry_rows import forge_row
 
@@ -307,8 +308,11 @@ def test_a_damaged_last_pt_resumes_from_the_newest_whole_checkpoint(tmp_path):
     """weights/last.pt damaged before the resume (a copy cut short, a failing disk) and best.pt too: the
     resume continues from the newest whole checkpoint (epoch<N>.pt of save_period), trains the epochs
     after it again and says so: a `rewind` event, their results.csv rows moved aside, the damaged file
-    kept as last.pt.damaged. With no whole checkpoint, the refusal says what to do and changes nothing."""
-    job = write_job(tmp_path, epochs=4, overrides={"save_period": 1, "workers": 0, "plots": False})
+    kept as last.pt.damaged. With no whole checkpoint, the refusal says what to do and changes nothing.
+    With the W&B default (offline): each epoch once in results.csv and W&B, an epoch trained again keeping its
+    first values there (the chaos campaign's corrupt-checkpoint fault, which the suite's campaign leaves here)."""
+    job = write_job(tmp_path, epochs=4, overrides={"save_period": 1, "workers": 0, "plots": False},
+                    wandb=DEFAULT_WANDB)
     runs = tmp_path / "runs"
     env = cli_env({**NO_ENV_REGISTRY, "YOLO_ORCH_FAULT_SLEEP": "epoch=4,seconds=300"})
     proc = subprocess.Popen([sys.executable, "-m", "orchestrator", "submit", str(job), "--json"], cwd=tmp_path,
@@ -348,8 +352,10 @@ def test_a_damaged_last_pt_resumes_from_the_newest_whole_checkpoint(tmp_path):
     assert trained_epochs(run_dir / "events.jsonl") == [1, 2, 3, 4]
     assert (weights / "last.pt.damaged").read_bytes() == damaged
     assert (run_dir / "results.rewound.csv").read_text().splitlines()[1].split(",")[0].strip() == "3"
+    assert results_epochs(run_dir) == [1, 2, 3, 4] and wandb_epochs(run_dir) == [1, 2, 3, 4]
     with Registry.open(runs) as reg:
-        assert reg.get(run_dir.name).epochs_done == 4
+        row = reg.get(run_dir.name)
+    assert row.state == "finished" and row.epochs_done == 4
 
 
 
