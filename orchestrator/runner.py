@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Callable
 from orchestrator import launch
 from orchestrator.plan import replan
 from orchestrator.launch import process
+from orchestrator.launch.backend import Backend
 from orchestrator.rundir import (BEST, DEADLINE_STOP, ENV, ENV_SUPERVISOR_PID, ENV_SUPERVISOR_START, EVENTS,
                                  EXIT_NOT_RESUMABLE, EXIT_OOM, HEARTBEATS, LAST, LOG, RESOLVED, RESULTS, STACKS, SUMMARY,
                                  EventTail, EventWriter, OomStep, TrialLink, completed_epochs, dump_yaml, end_torn_line,
@@ -167,8 +167,8 @@ def supervise(run_id: str, run_dir: Path, launcher: str, oom_retries: int = 0,
     recoveries: list[OomStep] = []
     notes: list[str] = []
     while True:
-        state, code, attempt, note = _attempt(launch.command(launcher, run_dir), run_id, run_dir, registry, tail,
-                                              on_event, poll_s)
+        state, code, attempt, note = _attempt(launch.backend(launcher), run_id, run_dir, registry, tail, on_event,
+                                              poll_s)
         events += attempt
         oom = next((e for e in attempt if e.get("event") == "oom"), None)
         if state == RunState.STALLED:
@@ -294,31 +294,30 @@ def _wandb_own_link(run_dir: Path, path: Path) -> bool:
     return not target.is_absolute() and ".." not in target.parts
 
 
-def _attempt(cmd: list[str], run_id: str, run_dir: Path, registry: Registry, tail: EventTail,
+def _attempt(backend: Backend, run_id: str, run_dir: Path, registry: Registry, tail: EventTail,
              on_event: Callable[[dict], None], poll_s: float) -> tuple[RunState, int, list[dict], str | None]:
-    """One worker process: (state, exit code, its events, a note). state is killed on Ctrl-C/SIGTERM,
-    stalled when the watchdog saw no rank advance for the job's stall_timeout."""
+    """One attempt on the run's backend: (state, exit code, its events, a note). state is killed on
+    Ctrl-C/SIGTERM, stalled when the watchdog saw no rank advance for the job's stall_timeout."""
     row = registry.get(run_id)
     registry.move(run_id, RunState.RUNNING, pid=os.getpid(), started_at=row.started_at or time.time(),
                   attempts=row.attempts + 1, exit_code=None, ended_at=None)
     timeout = load_resolved(run_dir).job.stall_timeout
     dog = Watchdog(run_dir, timeout) if timeout else None
-    proc = process.start(cmd, run_dir / LOG, env=child_env())
-    registry.update(run_id, worker_pid=proc.pid)
+    attempt = backend.start(run_dir, child_env())
+    registry.update(run_id, worker_pid=attempt.pid)
     events: list[dict] = []
-    state, note, stall = RunState.FAILED, None, None
+    state, note, stall, code = RunState.FAILED, None, None, None
     try:
         with process.interrupts_raise():
-            while proc.poll() is None and stall is None:
+            while code is None and stall is None:
                 for event in tail.read_new():
                     events.append(event)
                     on_event(event)
-                try:  # wakes the moment the worker exits, not up to poll_s later
-                    proc.wait(timeout=poll_s)
-                except subprocess.TimeoutExpired:
-                    stall = _watch(dog, run_dir) if dog else None
+                code = attempt.wait(poll_s)
+                if code is None and dog:
+                    stall = _watch(dog, run_dir)
     except process.Interrupted as exc:
-        process.stop_group(proc)
+        code = attempt.stop()
         state, note = RunState.KILLED, f"stopped by {exc} (Ctrl-C or kill); `yolo-orch resume` continues it"
     else:
         if stall is not None:
@@ -326,13 +325,13 @@ def _attempt(cmd: list[str], run_id: str, run_dir: Path, registry: Registry, tai
             state, note = RunState.STALLED, stall.note(run_id, run_dir, timeout)
             EventWriter(run_dir / EVENTS).emit("stalled", rank=stall.rank, epoch=stall.epoch, batch=stall.batch,
                                                phase=stall.phase, idle_s=round(stall.idle_s, 1), message=note)
-        process.stop_group(proc, grace_s=5 if stall else 0)  # else: reap stray dataloader workers, if any
+        code = attempt.stop(grace_s=5 if stall else 0)  # else: reap stray dataloader workers, if any
     if state == RunState.KILLED:
         registry.update(run_id, note=note)  # (a stall's note is the run's last word: supervise records it)
     for event in tail.read_new():
         events.append(event)
         on_event(event)
-    return state, proc.returncode, events, note
+    return state, code, events, note
 
 
 def _watch(dog: Watchdog, run_dir: Path) -> Stall | None:

@@ -1,27 +1,25 @@
-"""How a planned run is started: the one registry of launchers.
+"""How a planned run is started: the one registry of launchers, each a backend of the runner.
 
-A launcher turns a run directory (its job.resolved.yaml) into the command that starts the
-training process; the plan names the launcher for its device kind, the runner looks the command
-up here. Slurm (`launch/slurm.py`, an sbatch script around `yolo-orch submit`) and Kaggle
-(`orchestrator/kaggle/`, a kernel pushed to Kaggle) wrap a whole submit instead of one process."""
+The plan names the launcher for its device kind; the runner asks its backend (launch/backend.py) to start
+an attempt from the run directory (its job.resolved.yaml), waits on it and stops it. Slurm
+(`launch/slurm.py`, an sbatch script around `yolo-orch submit`) and Kaggle (`orchestrator/kaggle/`, a kernel
+pushed to Kaggle) wrap a whole submit instead of one attempt."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Callable
-
 from orchestrator.devices import DeviceSpec, missing_gpus
 from orchestrator.launch import local, torchrun, xla
+from orchestrator.launch.backend import Backend, ProcessBackend
 
-COMMANDS: dict[str, Callable[[Path], list[str]]] = {
-    "local": local.command,  # one process: CPU or one GPU
-    "torchrun": torchrun.command,  # one process per device (and node): DDP over gloo or NCCL
-    "xla": xla.command,  # the XLA backend: xla:cpu, tpu:N
+BACKENDS: dict[str, Backend] = {
+    "local": ProcessBackend("local", local.command),  # one process: CPU or one GPU
+    "torchrun": ProcessBackend("torchrun", torchrun.command),  # one per device (and node): DDP over gloo or NCCL
+    "xla": ProcessBackend("xla", xla.command),  # the XLA backend: xla:cpu, tpu:N
 }
 
 
-def command(launcher: str, run_dir: Path) -> list[str]:
-    return COMMANDS[launcher](run_dir)
+def backend(launcher: str) -> Backend:
+    return BACKENDS[launcher]
 
 
 def unavailable(launcher: str, devices: DeviceSpec) -> str | None:

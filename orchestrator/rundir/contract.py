@@ -12,7 +12,7 @@ from typing import Any
 # is read knowingly. A file without it was written before versions were kept, in version 1's layout.
 SCHEMA_VERSION = 1
 
-# The launchers a plan may name (launch.COMMANDS' keys; tests/unit/test_resolved_contract.py ties the two).
+# The launchers a plan may name (launch.BACKENDS' keys; tests/unit/test_resolved_contract.py ties the two).
 LAUNCHERS = ("local", "torchrun", "xla")
 WANDB_MODES = ("online", "offline", "disabled")
 # The hooks a run folder may name (`callbacks:`): the training process imports and calls each, so a run folder on

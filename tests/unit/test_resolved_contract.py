@@ -37,9 +37,9 @@ def planned_run(runs: Path, run_id: str = "20261127-090000-c0de", state: str = "
 
 
 def test_the_launchers_the_contract_accepts_are_the_launch_registry():
-    from orchestrator.launch import COMMANDS
+    from orchestrator.launch import BACKENDS
 
-    assert set(LAUNCHERS) == set(COMMANDS)
+    assert set(LAUNCHERS) == set(BACKENDS)
 
 
 EDITS = [  # (where, value, what the one line says)
