@@ -6,17 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from orchestrator.rundir.tracking import MLFLOW_RECORD, TENSORBOARD
+from orchestrator.rundir.tracking import MLFLOW_RECORD, TENSORBOARD, mlflow_client
 
 
 def mlflow_record(run_dir: Path) -> dict:
     return json.loads((Path(run_dir) / MLFLOW_RECORD).read_text())
-
-
-def mlflow_client(uri: str):
-    from mlflow.tracking import MlflowClient
-
-    return MlflowClient(tracking_uri=uri)
 
 
 def mlflow_runs(uri: str, experiment: str) -> list:

@@ -22,6 +22,37 @@ def default_tracking_uri(runs_dir: Path) -> str:
     return f"sqlite:///{Path(runs_dir).resolve() / MLFLOW_DB}"
 
 
+def sqlite_file(uri: str) -> Path | None:
+    """The database file of a `sqlite:///PATH` store; None for any other store (a server, an in-memory one)."""
+    if not uri.startswith("sqlite:///") or len(uri) == len("sqlite:///"):
+        return None
+    return Path(uri[len("sqlite:///"):].split("?", 1)[0])
+
+
+def mlflow_client(uri: str):
+    """MLflow's client for the store `uri`. A SQLite store is opened under a lock beside it (`.mlflow.db.lock`):
+    MLflow creates and migrates a new SQLite store when a client first opens it, without a lock, and processes
+    that open one at once (a sweep's workers, a trial and its study's parent run) failed with `table ... already
+    exists` or a migration that found no row, and could leave the store half made (3 processes: 7 of 9 failed)."""
+    import fcntl
+    import os
+
+    from mlflow.tracking import MlflowClient
+
+    db = sqlite_file(uri)
+    if db is None:
+        return MlflowClient(tracking_uri=uri)
+    try:  # O_NOFOLLOW: never through a link planted in the runs folder
+        fd = os.open(db.with_name(f".{db.name}.lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError:  # a folder this process cannot write: the store is there already, or MLflow says why
+        return MlflowClient(tracking_uri=uri)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return MlflowClient(tracking_uri=uri)  # opens the store: the first one creates and migrates it
+    finally:
+        os.close(fd)
+
+
 def experiment_for(client, uri: str, name: str) -> str:
     """The experiment's id, made when missing (a local store's artifacts beside its database)."""
     found = client.get_experiment_by_name(name)

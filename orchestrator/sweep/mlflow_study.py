@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from orchestrator.rundir.tracking import MLFLOW_RECORD, experiment_for
+from orchestrator.rundir.tracking import MLFLOW_RECORD, experiment_for, mlflow_client
 
 PARENT_ATTR = "mlflow_parent"  # the study's user attribute: {"tracking_uri", "run_id"}
 
@@ -32,9 +32,7 @@ def parent_run(study, settings: dict[str, Any], say: Callable[[str], None] = pri
     if known.get("tracking_uri") == settings["tracking_uri"]:
         return known["run_id"]
     try:
-        from mlflow.tracking import MlflowClient
-
-        client = MlflowClient(tracking_uri=settings["tracking_uri"])
+        client = mlflow_client(settings["tracking_uri"])
         experiment = experiment_for(client, settings["tracking_uri"], settings["experiment"])
         run = client.create_run(experiment, run_name=study.study_name,
                                 tags={**settings.get("tags", {}), "optuna.study": study.study_name})
@@ -59,9 +57,7 @@ def tag_trial(run_dir: Path, state: str, values: list[float] | None = None, say:
         return  # the training never opened its MLflow run (it failed before, or no store took it)
     record = json.loads(record_path.read_text())
     try:
-        from mlflow.tracking import MlflowClient
-
-        client = MlflowClient(tracking_uri=record["tracking_uri"])
+        client = mlflow_client(record["tracking_uri"])
         client.set_tag(record["run_id"], "optuna.state", state)
         for i, value in enumerate(values or []):
             client.set_tag(record["run_id"], f"optuna.value{'' if i == 0 else i}", str(value))
@@ -86,9 +82,7 @@ def finish_parent(study, best: dict[str, Any] | None, say: Callable[[str], None]
     if not known:
         return
     try:
-        from mlflow.tracking import MlflowClient
-
-        client = MlflowClient(tracking_uri=known["tracking_uri"])
+        client = mlflow_client(known["tracking_uri"])
         if best:
             if best.get("value") is not None:
                 client.log_metric(known["run_id"], "best_value", float(best["value"]))

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.rundir import BEST, ResolvedRun, load_resolved, write_json_atomic
-from orchestrator.rundir.tracking import EXPORT_FORMATS, EXPORTS, MLFLOW_RECORD
+from orchestrator.rundir.tracking import EXPORT_FORMATS, EXPORTS, MLFLOW_RECORD, mlflow_client
 from orchestrator.worker.offline import disable_integrations, prepare_env
 
 REFERENCE = "best_pt_val.json"  # best.pt validated as the exports are (cached: one validation per run)
@@ -136,9 +136,7 @@ def log_to_mlflow(run_dir: Path, record: dict[str, Any]) -> None:
               flush=True)
         return
     try:
-        from mlflow.tracking import MlflowClient
-
-        client = MlflowClient(tracking_uri=known["tracking_uri"])
+        client = mlflow_client(known["tracking_uri"])
         fmt = record["format"]
         for key, value in (record.get("metrics") or {}).items():
             client.log_metric(known["run_id"], metric_name(f"export/{fmt}/{key}"), value)

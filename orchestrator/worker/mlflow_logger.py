@@ -21,7 +21,7 @@ from typing import Any, Callable
 from urllib.parse import urlsplit
 
 from orchestrator.rundir import BEST, ENV, RESOLVED, RESULTS, ResolvedRun, write_json_atomic
-from orchestrator.rundir.tracking import MLFLOW_RECORD, experiment_for
+from orchestrator.rundir.tracking import MLFLOW_RECORD, experiment_for, mlflow_client
 from orchestrator.worker import trackers
 from orchestrator.worker.trackers import first_line
 from orchestrator.worker.wandb_reach import tcp_unreachable
@@ -79,9 +79,7 @@ class MlflowLogger:
         if why is not None:
             return why
         try:
-            from mlflow.tracking import MlflowClient
-
-            client = MlflowClient(tracking_uri=uri)
+            client = mlflow_client(uri)
             run_id = self._open_run(client, uri)
             self.logged_through = last_step(client, run_id)
         except Exception as exc:  # noqa: BLE001 - MlflowException, RestException, OSError, SQLAlchemy errors...
