@@ -117,8 +117,8 @@ def test_bn_running_statistics_averaged_over_ranks(ddp_run):
         before = [p["epochs"][epoch]["ema_bn_stats_sum_before"] for p in probes]
         assert a == pytest.approx(b, rel=1e-6) and a == pytest.approx(sum(before) / 2, rel=1e-5), (before, a, b)
         differed.append(before[0] != before[1])
-    # not by chance: the ranks' statistics differed before the trainer's epoch end (in epoch 1 here: epoch 2's
-    # two batches make no optimizer step, so the EMA does not move). DDP broadcasts rank 0's buffers before each
+    # not by chance: the ranks' statistics differed before the trainer's epoch end (in the first epoch here; in the
+    # second the EMA did not move: its two batches made no optimizer step). DDP broadcasts rank 0's buffers before each
     # forward, so only the last batches' updates tell them apart: the probe read there until the tiny model showed
     # it (yolo11n's sums differed by less than the tolerance, so the test passed without seeing the average)
     assert any(differed), probes
