@@ -23,10 +23,10 @@ import yaml
 from conftest import cli_env, processes_mentioning, write_job
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
-def start_sweep(sweep: Path, url: str, cwd: Path, log: Path) -> subprocess.Popen:
+def start_sweep(sweep: Path, url: str, cwd: Path, log: Path, env: dict | None = None) -> subprocess.Popen:
     """One `yolo-orch sweep` command in its own session (its own process group, as on its own machine)."""
     return subprocess.Popen([sys.executable, "-m", "orchestrator", "sweep", str(sweep), "--storage", url,
-                             "--workers", "1", "--json"], cwd=cwd, env=cli_env(), stdout=subprocess.PIPE,
+                             "--workers", "1", "--json"], cwd=cwd, env=cli_env(env), stdout=subprocess.PIPE,
                             stderr=open(log, "wb"), start_new_session=True)
 
 
@@ -45,7 +45,9 @@ def test_two_workers_one_killed_mid_trial(tmp_path, pg_url):
         "budget": {"n_trials": 3},
         "heartbeat": {"interval": 1, "grace_period": 4, "max_retry": 2},
     }))
-    a = start_sweep(sweep, pg_url, tmp_path, tmp_path / "a.log")
+    # A's trials hold in their second epoch, where A is killed: the tiny model's epochs take a fraction of a second,
+    # less than this test's look at the study, and a trial could end before the kill meant for it
+    a = start_sweep(sweep, pg_url, tmp_path, tmp_path / "a.log", {"YOLO_ORCH_FAULT_SLEEP": "epoch=2,seconds=300"})
     time.sleep(2)
     b = start_sweep(sweep, pg_url, tmp_path, tmp_path / "b.log")
     try:
