@@ -58,9 +58,8 @@ def experiment_for(client, uri: str, name: str) -> str:
     found = client.get_experiment_by_name(name)
     if found is not None:
         return found.experiment_id
-    location = None
-    if uri.startswith("sqlite:///"):
-        location = (Path(uri[len("sqlite:///"):]).parent / MLFLOW_ARTIFACTS).as_uri()
+    db = sqlite_file(uri)
+    location = (db.parent / MLFLOW_ARTIFACTS).as_uri() if db is not None else None
     try:
         return client.create_experiment(name, artifact_location=location)
     except Exception:  # noqa: BLE001 - another process (a sweep's other trial) made it first
