@@ -27,11 +27,11 @@ class RankProbe:
         self.data: dict = {"rank": self.rank, "epochs": []}
         self.images = 0
         self.batches = 0
-        self.before_average: list[float] = []  # the EMA's BatchNorm statistics before the trainer's epoch end
+        self.before_average: float | None = None  # the EMA's BatchNorm statistics before the trainer's epoch end
         trainer.add_callback("on_train_start", self.on_train_start)
         trainer.add_callback("on_train_batch_end", self.on_train_batch_end)
         # first among the epoch's end callbacks (the model's are copied into the trainer before its own)
-        trainer.add_callback("on_train_epoch_end", lambda t: self.before_average.append(ema_bn_sum(t)))
+        trainer.add_callback("on_train_epoch_end", lambda t: setattr(self, "before_average", ema_bn_sum(t)))
 
     def count_batches(self, t) -> None:
         """Count every batch the trainer preprocesses (the images this rank really trained on)."""
@@ -99,7 +99,7 @@ class RankProbe:
         indices = [int(i) for i in iter(sampler)] if sampler is not None else None
         self.data["epochs"].append({"epoch": int(t.epoch), "images": self.images, "batches": self.batches,
                                     "indices": indices, "ema_bn_stats_sum": ema_bn_sum(t),
-                                    "ema_bn_stats_sum_before": self.before_average[-1]})
+                                    "ema_bn_stats_sum_before": self.before_average})
         self.images = self.batches = 0
         self._write()
 
