@@ -173,8 +173,8 @@ def run(row: Run, prepared: PreparedResume, on_event: Callable[[dict], None] = l
         poll_s: float = 0.5) -> RunOutcome:
     """Continue the prepared run from its checkpoint in the same run dir and registry row."""
     resolved = prepared.resolved
-    return supervise(row.id, Path(row.run_dir), resolved.plan.launcher, resolved.job.oom_retries, on_event,
-                     poll_s)
+    return supervise(row.id, Path(row.run_dir), launch.backend(resolved.plan.launcher), resolved.job.oom_retries,
+                     on_event, poll_s)
 
 
 def node0_run_dir(run_dir: Path, resolved: ResolvedRun) -> Path:

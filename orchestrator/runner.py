@@ -15,7 +15,7 @@ from typing import Callable
 from orchestrator import launch
 from orchestrator.plan import replan
 from orchestrator.launch import process
-from orchestrator.launch.backend import Backend
+from orchestrator.launch.backend import EXIT_NEXT_SESSION, Backend
 from orchestrator.rundir import (BEST, DEADLINE_STOP, ENV, ENV_SUPERVISOR_PID, ENV_SUPERVISOR_START, EVENTS,
                                  EXIT_NOT_RESUMABLE, EXIT_OOM, HEARTBEATS, LAST, LOG, RESOLVED, RESULTS, STACKS, SUMMARY,
                                  EventTail, EventWriter, OomStep, TrialLink, completed_epochs, dump_yaml, end_torn_line,
@@ -99,12 +99,7 @@ def create_run(plan: Plan, runs_dir: Path | None = None, tags: dict | None = Non
     ensure_data(plan)
     spec = plan.job.spec
     root = Path(runs_dir).expanduser().resolve() if runs_dir else runs_root(spec)
-    if not (root / spec.name).resolve().is_relative_to(root):  # names are sanitised by the spec; belt and braces
-        raise UserError(f"name: '{spec.name}' would write outside {root}")
-    if run_id and (root / spec.name / run_id).exists():  # a chosen --run-id whose folder another registry knows
-        raise UserError(f"--run-id: {root / spec.name / run_id} exists already; pick another id")
-    registry = Registry.open(root)
-    registry.check_writable()  # before the run dir exists: nothing half-written
+    registry = registry_for_new_run(root, spec.name, run_id)
     mlflow = effective_mlflow(spec, root)  # its store checked before the run dir exists, too
     run_id, run_dir = claim_run_dir(root / spec.name, run_id)
     data_yaml = write_data_yaml(plan, run_dir)
@@ -114,11 +109,28 @@ def create_run(plan: Plan, runs_dir: Path | None = None, tags: dict | None = Non
     resolved.save(run_dir)
     if mlflow is not None:  # the store decided once: a resume from another shell logs to the same one
         write_json_atomic(run_dir / MLFLOW_RECORD, {"settings": mlflow})
+    add_new_run(registry, run_id, job=spec.name, run_dir=run_dir, devices=plan.devices.text, tags=tags,
+                epochs=spec.epochs)
+    return run_id, run_dir
+
+
+def registry_for_new_run(root: Path, name: str, run_id: str | None) -> Registry:
+    """The registry a new run of job `name` goes into, checked writable before its folder exists (nothing
+    half-written). How every run begins, whatever its backend: this, claim_run_dir, its files, add_new_run."""
+    if not (root / name).resolve().is_relative_to(root):  # names are sanitised by the spec; belt and braces
+        raise UserError(f"name: '{name}' would write outside {root}")
+    if run_id and (root / name / run_id).exists():  # a chosen --run-id whose folder another registry knows
+        raise UserError(f"--run-id: {root / name / run_id} exists already; pick another id")
+    registry = Registry.open(root)
+    registry.check_writable()
+    return registry
+
+
+def add_new_run(registry: Registry, run_id: str, **row) -> None:
+    """The new run's row, queued, once its folder holds its job.resolved.yaml."""
     with registry:
         registry.reconcile()  # a command that changes state records the runs that vanished since
-        registry.add_run(run_id, job=spec.name, run_dir=run_dir, devices=plan.devices.text, tags=tags,
-                         epochs=spec.epochs)
-    return run_id, run_dir
+        registry.add_run(run_id, **row)
 
 
 def claim_run_dir(job_dir: Path, run_id: str | None) -> tuple[str, Path]:
@@ -149,13 +161,14 @@ def child_env() -> dict[str, str]:
 
 def execute(plan: Plan, run_id: str, run_dir: Path, on_event: Callable[[dict], None] = lambda e: None,
             poll_s: float = 0.5) -> RunOutcome:
-    return supervise(run_id, run_dir, plan.launcher, plan.job.spec.oom_retries, on_event, poll_s)
+    return supervise(run_id, run_dir, launch.backend(plan.launcher), plan.job.spec.oom_retries, on_event, poll_s)
 
 
-def supervise(run_id: str, run_dir: Path, launcher: str, oom_retries: int = 0,
+def supervise(run_id: str, run_dir: Path, backend: Backend, oom_retries: int = 0,
               on_event: Callable[[dict], None] = lambda e: None, poll_s: float = 0.5) -> RunOutcome:
-    """Start the worker, tail its events, keep the registry row current; after a CUDA OOM,
-    re-plan with half the per-device batch (same images per step) and restart, up to `oom_retries`."""
+    """Start attempts on the run's backend, tail its events, keep the registry row current. After a CUDA
+    OOM, re-plan with half the per-device batch (same images per step) and restart, up to `oom_retries`;
+    after a session that ended at its limit with epochs left (a Kaggle session), start the next one."""
     refuse_symlinks(run_dir)
     registry = Registry.of_run(run_dir)
     events_path = run_dir / EVENTS
@@ -167,13 +180,14 @@ def supervise(run_id: str, run_dir: Path, launcher: str, oom_retries: int = 0,
     recoveries: list[OomStep] = []
     notes: list[str] = []
     while True:
-        state, code, attempt, note = _attempt(launch.backend(launcher), run_id, run_dir, registry, tail, on_event,
-                                              poll_s)
+        state, code, attempt, note = _attempt(backend, run_id, run_dir, registry, tail, on_event, poll_s)
         events += attempt
         oom = next((e for e in attempt if e.get("event") == "oom"), None)
-        if state == RunState.STALLED:
+        if note:  # the attempt knows why it ended: a stop, a stall, a Kaggle session's reason
             notes.append(note)
             break
+        if state != RunState.KILLED and code == EXIT_NEXT_SESSION:
+            continue
         if state == RunState.KILLED or code == 0 or not (code == EXIT_OOM or oom):
             if code == EXIT_NOT_RESUMABLE:
                 notes.append("the worker could not resume from weights/last.pt (see train.log)")
@@ -193,7 +207,7 @@ def supervise(run_id: str, run_dir: Path, launcher: str, oom_retries: int = 0,
         with open(run_dir / LOG, "a") as log:
             log.write(f"\n[yolo-orch] {text}\n")
         registry.update(run_id, oom_retries=used, note=text)
-        launcher = load_resolved(run_dir).plan.launcher  # re-planned
+        backend = launch.backend(load_resolved(run_dir).plan.launcher)  # re-planned
     for event in tail.read_new():
         events.append(event)
         on_event(event)
@@ -301,14 +315,14 @@ def _attempt(backend: Backend, run_id: str, run_dir: Path, registry: Registry, t
     row = registry.get(run_id)
     registry.move(run_id, RunState.RUNNING, pid=os.getpid(), started_at=row.started_at or time.time(),
                   attempts=row.attempts + 1, exit_code=None, ended_at=None)
-    timeout = load_resolved(run_dir).job.stall_timeout
+    timeout = load_resolved(run_dir).job.stall_timeout if backend.watched else 0
     dog = Watchdog(run_dir, timeout) if timeout else None
-    attempt = backend.start(run_dir, child_env())
-    registry.update(run_id, worker_pid=attempt.pid)
     events: list[dict] = []
-    state, note, stall, code = RunState.FAILED, None, None, None
+    attempt, state, note, stall, code = None, RunState.FAILED, None, None, None
     try:
-        with process.interrupts_raise():
+        with process.interrupts_raise():  # from the start: a backend may take seconds to start (a Kaggle push)
+            attempt = backend.start(run_dir, child_env())
+            registry.update(run_id, worker_pid=attempt.pid)
             while code is None and stall is None:
                 for event in tail.read_new():
                     events.append(event)
@@ -317,8 +331,9 @@ def _attempt(backend: Backend, run_id: str, run_dir: Path, registry: Registry, t
                 if code is None and dog:
                     stall = _watch(dog, run_dir)
     except process.Interrupted as exc:
-        code = attempt.stop()
-        state, note = RunState.KILLED, f"stopped by {exc} (Ctrl-C or kill); `yolo-orch resume` continues it"
+        code = attempt.stop() if attempt else 130
+        state, note = RunState.KILLED, (attempt and attempt.note) or (
+            f"stopped by {exc} (Ctrl-C or kill); `yolo-orch resume` continues it")
     else:
         if stall is not None:
             dump_stacks(stall)  # before the stop: every rank as it hung
@@ -326,8 +341,7 @@ def _attempt(backend: Backend, run_id: str, run_dir: Path, registry: Registry, t
             EventWriter(run_dir / EVENTS).emit("stalled", rank=stall.rank, epoch=stall.epoch, batch=stall.batch,
                                                phase=stall.phase, idle_s=round(stall.idle_s, 1), message=note)
         code = attempt.stop(grace_s=5 if stall else 0)  # else: reap stray dataloader workers, if any
-    if state == RunState.KILLED:
-        registry.update(run_id, note=note)  # (a stall's note is the run's last word: supervise records it)
+        note = note or attempt.note
     for event in tail.read_new():
         events.append(event)
         on_event(event)

@@ -37,7 +37,7 @@ class Launch:
     """`kaggle launch`, checked and ready: the job (its epochs head the progress) and the loop's options."""
 
     job: Any  # jobspec.loader.LoadedJob
-    options: Any  # kaggle.loop.LaunchOptions
+    options: Any  # kaggle.backend.LaunchOptions
 
 
 def prepare_launch(job_file: Path, sets: list[str], options, runs_dir: Path | None, poll_s: float, max_sessions: int,
@@ -45,7 +45,7 @@ def prepare_launch(job_file: Path, sets: list[str], options, runs_dir: Path | No
     """The `kaggle` CLI found and signed in, the job loaded: nothing pushed yet."""
     from orchestrator.jobspec.loader import load_job
     from orchestrator.kaggle import tool
-    from orchestrator.kaggle.loop import LaunchOptions
+    from orchestrator.kaggle.backend import LaunchOptions
 
     tool.executable()
     tool.require_credentials()
@@ -54,11 +54,23 @@ def prepare_launch(job_file: Path, sets: list[str], options, runs_dir: Path | No
                                      max_sessions=max_sessions, session_timeout_h=session_timeout_h))
 
 
-def launch(prepared: Launch, on_event: Callable[[dict], None]):
-    """Build, push, poll and pull each session until the job's epochs are done (kaggle/loop.LaunchOutcome)."""
-    from orchestrator.kaggle.loop import launch as run_sessions
+@dataclass(frozen=True)
+class Launched:
+    """A launch's end: the run as the runner ended it (runner.RunOutcome), and each session's record."""
 
-    return run_sessions(prepared.job, prepared.options, on_event=on_event)
+    outcome: Any  # runner.RunOutcome
+    sessions: list[dict]
+
+
+def launch(prepared: Launch, on_event: Callable[[dict], None]) -> Launched:
+    """The run's folder and row, then its sessions as attempts of the runner on the Kaggle backend (build,
+    push, poll, pull; the next session until the job's epochs are done)."""
+    from orchestrator.kaggle.backend import KaggleBackend
+    from orchestrator.runner import supervise
+
+    backend = KaggleBackend(prepared.job, prepared.options, on_event=on_event)
+    run_id, run_dir = backend.open_run()
+    return Launched(supervise(run_id, run_dir, backend), backend.sessions)
 
 
 def build_wheels_folder(out: Path, owner: str | None, slug: str, title: str, python_version: str | None,

@@ -163,15 +163,18 @@ def _launch_with_progress(prepared) -> int:
                 say(f"session {s} ({e['kernel']}): {e['status']}, {r.get('epochs_done', '?')}/{epochs} epochs, "
                     f"{r.get('state', '-')}", highlight=False, markup=False)
 
-        outcome = launch(prepared, on_event)
+        launched = launch(prepared, on_event)
+    outcome = launched.outcome
     print(f"run {job.spec.name}/{outcome.run_id}: {outcome.state} -> {outcome.run_dir}")
-    if outcome.message:
-        print(outcome.message)
-    metrics = (outcome.resume or {}).get("metrics") or {}
+    if outcome.state == "finished":
+        print(f"{outcome.epochs_done}/{epochs} epochs in {len(launched.sessions)} session(s)")
+    if outcome.note:
+        print(outcome.note)
+    metrics = (outcome.summary or {}).get("metrics") or {}
     for label, value in headline(metrics):
         if value is not None:
             print(f"  {label} {value:.4f}")
-    return run_exit_code(outcome.state)
+    return run_exit_code(outcome.state, outcome.exit_code)
 
 
 @kaggle_app.command("wheels")

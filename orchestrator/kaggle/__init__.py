@@ -7,5 +7,6 @@ Ultralytics; what runs INSIDE the kernel is the training process's (worker/kaggl
     kernel_runner.py  the runner script's template (standalone, stdlib only)
     wheels.py         `yolo-orch kaggle wheels`: the flat offline wheels folder for Python 3.12
     tool.py           running the `kaggle` executable: missing / not authenticated -> KaggleCliError
-    loop.py           the whole loop: build, push, poll, pull, resume in a new session, registry
+    backend.py        the runner's Kaggle backend: each attempt one session (build, push, poll, pull);
+                      the runner starts the next session until the job's epochs are done
 """

@@ -9,8 +9,10 @@ registry. A backend knows only how its training starts and ends:
     attempt.stop(grace_s=5)                              # all of it: every rank, every dataloader worker
 
 local, torchrun and XLA are one process group on this machine that differ only in their command
-(launch/local.py, torchrun.py, xla.py). Slurm and Kaggle wrap a whole `submit` (an sbatch script, a kernel)
-and are not attempts of this runner yet (docs/architecture.md)."""
+(launch/local.py, torchrun.py, xla.py). Kaggle is a backend whose attempt is one session of a kernel
+(kaggle/backend.py): it ends with EXIT_NEXT_SESSION when the session's limit came before the job's epochs,
+and the runner starts the next. Slurm wraps a whole `submit` in an sbatch script (launch/slurm.py), whose
+runner is the one inside the allocation."""
 
 from __future__ import annotations
 
@@ -23,11 +25,17 @@ from orchestrator.launch import process
 from orchestrator.rundir import LOG
 
 
+# An attempt that ended at its session's limit with epochs left (a Kaggle session): not a failure; the runner
+# starts the next attempt on the same backend. Never a process's exit code: the command exits with the run's.
+EXIT_NEXT_SESSION = 76
+
+
 @runtime_checkable
 class Attempt(Protocol):
     """One start of a run's training."""
 
     pid: int  # the process the registry records as the run's worker
+    note: str | None  # why it ended, when it knows better than train.log (a Kaggle session's reason)
 
     def wait(self, timeout_s: float) -> int | None:
         """Its exit code once it has ended; None when it still trains after `timeout_s`."""
@@ -39,6 +47,7 @@ class Attempt(Protocol):
 @runtime_checkable
 class Backend(Protocol):
     name: str
+    watched: bool  # its ranks' heartbeats are written on this machine as they train: the stall watchdog reads them
 
     def start(self, run_dir: Path, env: dict[str, str]) -> Attempt:
         """Start an attempt of the run in `run_dir` (its job.resolved.yaml), `env` over this process's."""
@@ -49,6 +58,7 @@ class ProcessAttempt:
     """A training process group on this machine, its output appended to the run's train.log."""
 
     proc: subprocess.Popen
+    note: str | None = None  # the runner reads why it failed from train.log
 
     @property
     def pid(self) -> int:
@@ -70,6 +80,7 @@ class ProcessBackend:
 
     name: str
     command: Callable[[Path], list[str]]
+    watched: bool = True
 
     def start(self, run_dir: Path, env: dict[str, str]) -> ProcessAttempt:
         return ProcessAttempt(process.start(self.command(run_dir), run_dir / LOG, env=env))

@@ -44,7 +44,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     # the pruning callback runs inside the training process, on the worker's epoch bookkeeping
     "sweep": {"rundir", "sqlite_wal", "urls", "devices", "tasks", "jobspec", "launch", "plan", "registry", "runner",
               "worker.callbacks", "tracking"},
-    "kaggle": {"rundir", "devices", "tasks", "jobspec", "plan", "registry"},
+    "kaggle": {"rundir", "devices", "tasks", "jobspec", "plan", "registry", "launch", "runner"},  # a backend of the runner
     # doctor checks the training process's offline settings and W&B reach: it reads those two
     # torch-free modules rather than keeping a second copy of their constants
     "doctor": {"rundir", "registry", "jobspec", "urls", "wandb_mode", "worker.offline", "worker.wandb_reach",

@@ -119,6 +119,7 @@ def test_launch_resumes_in_a_second_session_until_done(tmp_path, entry):
     row = registry_row(tmp_path)
     assert row.state == "finished" and row.epochs_done == 2 and row.epochs == 2
     assert row.devices == "tpu:8" and row.tags["launcher"] == "kaggle"
+    assert row.attempts == 2  # each session an attempt of the runner (kaggle/backend.py)
     assert any("session 2" in n.text for n in row.notes)
 
 
@@ -143,6 +144,60 @@ def test_a_session_without_progress_is_not_pushed_forever(tmp_path):
     res = launch(tmp_path, env)
     assert res.returncode == 1 and "made no progress" in res.stdout
     assert len(fk.pushed(env)) == 2
+
+
+def test_ctrl_c_in_a_session_is_a_killed_run_that_the_printed_command_continues(tmp_path):
+    """The runner's stop on Ctrl-C, on the Kaggle backend: nothing runs here to stop, the kernel may still run
+    on Kaggle, so the run is killed with the command that continues it; that command claims the row back."""
+    import signal
+    import time
+
+    env = fk.install(tmp_path)
+    fk.stage_status(env, "yolo-orch-tiny", "KernelWorkerStatus.RUNNING")  # it trains until the Ctrl-C
+    job = kaggle_job(tmp_path, epochs=2)
+    proc = subprocess.Popen([*ENTRIES["cli"], str(job), "--runs-dir", str(tmp_path / "runs"), "--run-id", RUN_ID,
+                             "--poll", "0"], env=fk.clean_env(cli_env(env)), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    deadline = time.time() + 120
+    while sum(c[:2] == ["kernels", "status"] for c in fk.calls(env)) < 3 and time.time() < deadline:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out + err
+    assert f"run tiny/{RUN_ID}: killed" in out
+    assert f"the Kaggle kernel may still be running. Continue with: scripts/kaggle_tpu_launch.py JOB --run-id {RUN_ID}" in out
+    row = registry_row(tmp_path)
+    assert row.state == "killed" and row.attempts == 1 and "may still be running" in row.notes[-1].text
+
+    fk.stage_status(env, "yolo-orch-tiny", "KernelWorkerStatus.COMPLETE")
+    fk.stage_output(env, "yolo-orch-tiny", session_output(RUN_ID, 1, 2, 2))
+    res = launch(tmp_path, env)  # the printed command: the same --run-id
+    assert res.returncode == 0, res.stdout + res.stderr
+    row = registry_row(tmp_path)
+    assert row.state == "finished" and row.attempts == 2 and row.epochs_done == 2
+    assert len(fk.pushed(env)) == 2
+
+
+def test_max_sessions_stops_the_runner_before_another_push(tmp_path):
+    env = fk.install(tmp_path)
+    fk.stage_output(env, "yolo-orch-tiny", session_output(RUN_ID, 1, 1, 2))  # paused at 1/2
+    res = launch(tmp_path, env, "--max-sessions", "1")
+    assert res.returncode == 1 and "stopped after 1 sessions (--max-sessions) with 1/2 epochs" in res.stdout
+    assert len(fk.pushed(env)) == 1
+    row = registry_row(tmp_path)
+    assert row.state == "failed" and row.attempts == 2 and row.epochs_done == 1  # the refused start: an attempt
+
+
+def test_the_kaggle_backend_is_a_backend_of_the_runner(tmp_path):
+    from orchestrator.jobspec.loader import load_job
+    from orchestrator.kaggle.backend import Ended, KaggleBackend, LaunchOptions
+    from orchestrator.launch.backend import Attempt, Backend
+
+    backend = KaggleBackend(load_job(kaggle_job(tmp_path, epochs=2)), LaunchOptions())
+    assert isinstance(backend, Backend) and backend.name == "kaggle"
+    assert not backend.watched  # the kernel's heartbeats come back hours old with its outputs
+    ended = Ended("why")
+    assert isinstance(ended, Attempt) and ended.wait(0) == ended.stop() == 1 and ended.note == "why"
 
 
 def test_launch_needs_the_cli_and_credentials(tmp_path):
