@@ -1,7 +1,7 @@
-"""Run a plan on this machine: create the run directory and its registry row, start the training
-process through its launcher, tail its events, and restart it after an out-of-memory exit with a
-re-planned batch (plan/replan.py). `yolo-orch submit`, `resume` (resume.py) and every sweep trial come
-through here."""
+"""A run's life: create the run directory and its registry row, start attempts of its training on the
+launcher's backend (launch/backend.py), tail its events, restart it after an out-of-memory exit with a
+re-planned batch (plan/replan.py) and after a session that ended at its limit, and record how it ended.
+`yolo-orch submit`, `resume` (resume.py), every sweep trial and every Kaggle session come through here."""
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
 """How a planned run is started: the one registry of launchers, each a backend of the runner.
 
 The plan names the launcher for its device kind; the runner asks its backend (launch/backend.py) to start
-an attempt from the run directory (its job.resolved.yaml), waits on it and stops it. Slurm
-(`launch/slurm.py`, an sbatch script around `yolo-orch submit`) and Kaggle (`orchestrator/kaggle/`, a kernel
-pushed to Kaggle) wrap a whole submit instead of one attempt."""
+an attempt from the run directory (its job.resolved.yaml), waits on it and stops it. Kaggle's backend
+(`orchestrator/kaggle/backend.py`: a session an attempt) is made by `kaggle launch` for its job; Slurm
+(`launch/slurm.py`, an sbatch script around `yolo-orch submit`) wraps a whole submit, whose runner is the one
+inside the allocation."""
 
 from __future__ import annotations
 
