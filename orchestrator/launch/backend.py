@@ -26,8 +26,9 @@ from orchestrator.rundir import LOG
 
 
 # An attempt that ended at its session's limit with epochs left (a Kaggle session): not a failure; the runner
-# starts the next attempt on the same backend. Never a process's exit code: the command exits with the run's.
-EXIT_NEXT_SESSION = 76
+# starts the next attempt on the same backend. Outside what a process can end with (0 to 255, or -N for a
+# signal), so no training process is ever taken for a paused session; the command exits with the run's code.
+EXIT_NEXT_SESSION = 256
 
 
 @runtime_checkable
