@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 from conftest import cli_env
 
 OPEN_AT = """import sys, time
+from pathlib import Path
 from orchestrator.rundir.tracking import mlflow_client
-uri, at = sys.argv[1], float(sys.argv[2])
-while time.time() < at:
+uri, ready = sys.argv[1], Path(sys.argv[2])
+(ready / sys.argv[3]).touch()  # MLflow imported: wait for the others, then open the store together
+while len(list(ready.iterdir())) < 3:
     time.sleep(0.001)
 client = mlflow_client(uri)
 client.create_experiment(f"e{sys.argv[3]}")
@@ -26,8 +27,9 @@ def test_processes_opening_a_new_store_at_once_all_get_it_whole(tmp_path):
     db = tmp_path / "runs" / "mlflow.db"
     db.parent.mkdir()
     uri = f"sqlite:///{db}"
-    at = time.time() + 10  # after every process has imported MLflow
-    procs = [subprocess.Popen([sys.executable, "-c", OPEN_AT, uri, str(at), str(i)], env=cli_env(),
+    ready = tmp_path / "ready"  # the start line: each process's file once it has imported MLflow
+    ready.mkdir()
+    procs = [subprocess.Popen([sys.executable, "-c", OPEN_AT, uri, str(ready), str(i)], env=cli_env(),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(3)]
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], [err[-1500:] for _, err in outs]
