@@ -39,7 +39,7 @@ Q, R, FIN, FAIL, K, ST, P = (RunState.QUEUED, RunState.RUNNING, RunState.FINISHE
 MOVES: dict[RunState, dict[RunState, str]] = {
     Q: {R: "its training process starts",
         K: "a resume's claim handed back; stopped (Ctrl-C) or its process vanished before training started",
-        FAIL: "a resume's claim handed back; the launch failed before training started (a Kaggle session)",
+        FAIL: "a resume's claim handed back",
         ST: "a resume's claim handed back",
         FIN: "its process vanished after the training process had finished it"},
     R: {R: "another attempt starts (an OOM restart, the next Kaggle session)",
