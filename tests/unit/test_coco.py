@@ -1,0 +1,141 @@
+"""COCO JSON read and checked without a pixel (orchestrator/jobspec/coco.py), on datasets these tests write:
+JPEG images and annotation files as CVAT, Label Studio or Roboflow export them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from orchestrator.errors import UserError
+from orchestrator.jobspec.coco import read_coco
+
+W, H = 64, 48
+
+
+def images(folder: Path, count: int) -> list[dict]:
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for i in range(count):
+        name = f"img{i}.jpg"
+        Image.new("RGB", (W, H), (40 * i % 255, 90, 160)).save(folder / name, "JPEG")
+        out.append({"id": 100 + i, "file_name": name, "width": W, "height": H})
+    return out
+
+
+def annotation(aid: int, image: int, category: int, bbox=(4, 4, 20, 16), **extra) -> dict:
+    return {"id": aid, "image_id": image, "category_id": category, "bbox": list(bbox), "area": bbox[2] * bbox[3],
+            "iscrowd": 0, **extra}
+
+
+def write(path: Path, doc: dict) -> Path:
+    path.write_text(json.dumps(doc))
+    return path
+
+
+CUSTOM = [{"id": 7, "name": "scratch"}, {"id": 3, "name": "dent"}, {"id": 12, "name": "rust"}]  # 1-based, gaps
+
+
+def test_custom_category_ids_keep_their_names_in_the_files_order_and_the_counted_problems_are_warnings(tmp_path):
+    imgs = images(tmp_path / "images", 4)
+    anns = [annotation(1, 100, 7), annotation(2, 100, 12), annotation(3, 101, 3),
+            annotation(4, 101, 3, iscrowd=1),  # crowd: skipped and counted
+            annotation(5, 102, 12, bbox=(50, 40, 30, 20)),  # reaches outside the 64x48 image: clipped
+            annotation(6, 102, 7, bbox=(10, 10, 0, 5))]  # zero area: dropped
+    # image 103 has no annotation: background
+    train = write(tmp_path / "train.json", {"images": imgs, "annotations": anns, "categories": CUSTOM})
+    val = write(tmp_path / "val.json", {"images": imgs[:1], "annotations": anns[:1], "categories": CUSTOM})
+    data = read_coco({"train": (train, tmp_path / "images"), "val": (val, tmp_path / "images")})
+    assert data.task == "detect" and data.names == ("scratch", "dent", "rust")
+    assert data.class_of == {7: 0, 3: 1, 12: 2} and data.kpt_shape is None
+    assert data.train_images == 4
+    assert data.warnings == ("data.coco.train: train.json: 1 crowd annotations skipped (as Ultralytics skips them)",
+                             "data.coco.train: train.json: 1 images without annotations (background)",
+                             "data.coco.train: train.json: 1 boxes of zero area dropped",
+                             "data.coco.train: train.json: 1 boxes reaching outside their image clipped")
+
+
+def test_cocos_own_categories_get_ultralytics_91_to_80_classes(tmp_path):
+    """COCO's files list their categories in id order: the file's order is the 91-to-80 table there."""
+    from ultralytics.data.converter import coco80_to_coco91_class, coco91_to_coco80_class
+
+    folder = tmp_path
+    ids = coco80_to_coco91_class()
+    cats = [{"id": cid, "name": f"c{cid}"} for cid in ids]
+    imgs = images(folder / "images", 1)
+    ann = write(folder / "instances.json", {"images": imgs, "annotations": [annotation(1, 100, ids[-1])],
+                                           "categories": cats})
+    data = read_coco({"train": (ann, folder / "images")})
+    table = coco91_to_coco80_class()
+    assert len(data.names) == 80 and all(data.class_of[cid] == table[cid - 1] for cid in ids)
+
+
+def test_polygons_and_rle_masks_are_a_segment_dataset(tmp_path):
+    imgs = images(tmp_path / "images", 2)
+    anns = [annotation(1, 100, 7, segmentation=[[4, 4, 24, 4, 24, 20, 4, 20]]),
+            annotation(2, 101, 3, segmentation={"size": [H, W], "counts": [100, 20, 2952]})]
+    ann = write(tmp_path / "seg.json", {"images": imgs, "annotations": anns, "categories": CUSTOM})
+    data = read_coco({"train": (ann, tmp_path / "images")})
+    assert data.task == "segment" and not data.warnings
+
+
+def test_keypoints_are_a_pose_dataset_and_a_wrong_count_is_named(tmp_path):
+    imgs = images(tmp_path / "images", 2)
+    person = [{"id": 1, "name": "person", "keypoints": ["nose", "left_eye", "right_eye"], "skeleton": [[1, 2]]}]
+    anns = [annotation(1, 100, 1, keypoints=[10, 10, 2, 12, 8, 2, 8, 8, 1], num_keypoints=3),
+            annotation(2, 101, 1, keypoints=[10, 10, 2, 12, 8, 2], num_keypoints=2)]
+    path = write(tmp_path / "pose.json", {"images": imgs, "annotations": anns[:1], "categories": person})
+    data = read_coco({"train": (path, tmp_path / "images")})
+    assert data.task == "pose" and data.kpt_shape == (3, 3) and data.names == ("person",)
+    write(path, {"images": imgs, "annotations": anns, "categories": person})
+    with pytest.raises(UserError) as err:
+        read_coco({"train": (path, tmp_path / "images")})
+    assert err.value.problems == [f"data.coco.train: {path}: annotation 2 has 2 keypoints, its category 3"]
+
+
+def test_a_missing_image_and_a_broken_file_are_one_line_each(tmp_path):
+    imgs = images(tmp_path / "images", 2)
+    (tmp_path / "images" / "img1.jpg").unlink()
+    train = write(tmp_path / "train.json", {"images": imgs, "annotations": [annotation(1, 100, 7)],
+                                            "categories": CUSTOM})
+    val = tmp_path / "val.json"
+    val.write_text('{"images": [], "annotations": [')
+    with pytest.raises(UserError) as err:
+        read_coco({"train": (train, tmp_path / "images"), "val": (val, tmp_path / "images")})
+    missing, broken = err.value.problems
+    assert missing == f"data.coco.train: {train}: image 101: {tmp_path / 'images' / 'img1.jpg'} is not there"
+    assert broken.startswith(f"data.coco.val: {val} is not JSON (Expecting value: line 1")
+
+
+def test_ids_names_and_references_the_file_gets_wrong_are_named(tmp_path):
+    imgs = images(tmp_path / "images", 2)
+    cats = [{"id": 7, "name": "scratch"}, {"id": 7, "name": "again"}, {"id": 9, "name": " "}]
+    anns = [annotation(1, 100, 7), annotation(1, 101, 7), annotation(2, 555, 7), annotation(3, 101, 42)]
+    path = write(tmp_path / "bad.json", {"images": imgs + [dict(imgs[0])], "annotations": anns, "categories": cats})
+    with pytest.raises(UserError) as err:
+        read_coco({"train": (path, tmp_path / "images")})
+    assert err.value.problems == [
+        f"data.coco.train: {path}: category id 7 is listed twice",
+        f"data.coco.train: {path}: category 9 has no name",
+        f"data.coco.train: {path}: image id 100 is listed twice",
+        f"data.coco.train: {path}: annotation id 1 is listed twice",
+        f"data.coco.train: {path}: annotation 2 names image 555, which the file does not list (or whose file is not "
+        "there)",
+        f"data.coco.train: {path}: annotation 3 names category 42, which the file does not list"]
+
+
+def test_splits_with_other_categories_and_files_that_are_not_coco_are_refused(tmp_path):
+    imgs = images(tmp_path / "images", 1)
+    train = write(tmp_path / "train.json", {"images": imgs, "annotations": [], "categories": CUSTOM})
+    val = write(tmp_path / "val.json", {"images": imgs, "annotations": [], "categories": CUSTOM[:2]})
+    with pytest.raises(UserError) as err:
+        read_coco({"train": (train, tmp_path / "images"), "val": (val, tmp_path / "images")})
+    assert err.value.problems == [f"data.coco.val: {val} lists other categories than {train} (train); every split "
+                                  "must list the same, in the same order"]
+    labelme = write(tmp_path / "labelme.json", {"shapes": [], "imagePath": "img0.jpg"})
+    with pytest.raises(UserError) as err:
+        read_coco({"train": (labelme, tmp_path / "images")})
+    assert err.value.problems == [f"data.coco.train: {labelme} is not a COCO annotation file (no images, "
+                                  "annotations, categories list)"]
