@@ -375,8 +375,8 @@ def move_to(resolved: ResolvedRun, devices: DeviceSpec | None) -> bool:
 def restore_data(resolved: ResolvedRun, run_id: str) -> str | None:
     """Before anything starts: what the run trains on, made again where it can be. A generated dataset
     whose cache was cleaned, or that was generated on another node, is generated again here (the same
-    config and seed give the same images) and the plan points at it; a dataset the job names that is
-    gone is named at once. Returns a note when something was made again."""
+    config and seed give the same images) and the plan points at it; a COCO dataset's converted copy is
+    converted again from the same files; a dataset the job names that is gone is named at once. Returns a note when something was made again."""
     data = Path(resolved.plan.data_path)
     synth = resolved.job.synth
     if synth is not None:
@@ -387,6 +387,12 @@ def restore_data(resolved: ResolvedRun, run_id: str) -> str | None:
         made = make_synth_data(SynthData.model_validate(synth).model_dump(), resolved.job.task)
         resolved.plan.train_args["data"] = str(made)
         return f"its generated dataset ({data}) was missing here: generated again as {made}"
+    coco = resolved.plan.data.get("coco")
+    if coco and not data.exists():  # the same annotation files give the same copy; changed ones are refused
+        from orchestrator.jobspec.coco_convert import convert
+
+        convert({split: (Path(a), Path(i)) for split, (a, i) in coco.items()}, resolved.job.task, data)
+        return f"its converted COCO copy ({data.parent}) was missing here: converted again"
     missing = _missing_data(data)
     if missing:
         raise UserError(f"RUN: {run_id} trains on {missing}, which does not exist here; put the dataset back "

@@ -67,8 +67,14 @@ def check_launchable(plan: Plan) -> None:
 
 
 def ensure_data(plan: Plan) -> None:
+    """The dataset the plan names, made when it is not there: generated, or COCO JSON converted once."""
     if plan.data.synth is not None and not plan.data.yaml_path.exists():
         make_synth_data(plan.data.synth.model_dump(), plan.job.spec.task)
+    if plan.data.coco is not None:
+        from orchestrator.jobspec.coco_convert import convert
+
+        convert({split: (Path(a), Path(i)) for split, (a, i) in plan.data.coco.items()}, plan.job.spec.task,
+                plan.data.yaml_path)
 
 
 DATA_YAML = "data.yaml"

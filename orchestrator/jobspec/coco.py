@@ -1,5 +1,5 @@
-"""COCO JSON as annotation tools export it (CVAT, Label Studio, Roboflow), read and checked without a pixel
-(issue 64, the reader: the job's `data: {coco: ...}` and the conversion build on it).
+"""COCO JSON as annotation tools export it (CVAT, Label Studio, Roboflow), read and checked without a pixel:
+what a job's `data: {coco: ...}` holds, at plan time (job_data.describe_coco); coco_convert.py converts it.
 
     read_split(annotations, images, field)   one split's file: its images, classes and problems
     read_coco({"train": (json, images), "val": ...}, field)
@@ -20,6 +20,7 @@ their image (clipped)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +53,7 @@ class Split:
     categories: tuple[Category, ...] = ()
     shapes: set[str] = field(default_factory=set)  # what its annotations hold: box, polygon, rle, keypoints
     problems: list[str] = field(default_factory=list)
+    digest: str = ""  # sha256 of the file's bytes: a changed file is another converted copy
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,8 @@ class CocoData:
     kpt_shape: tuple[int, int] | None  # pose: (keypoints, 3)
     train_images: int
     warnings: tuple[str, ...]
+    digest: str  # of every split's file and images folder: names the converted copy
+    shapes: frozenset[str] = frozenset()
 
 
 def read_coco(splits: dict[str, tuple[Path, Path]], field_name: str = "data.coco") -> CocoData:
@@ -79,42 +83,47 @@ def read_coco(splits: dict[str, tuple[Path, Path]], field_name: str = "data.coco
     shapes = set().union(*(s.shapes for s in read.values()))
     task = "pose" if "keypoints" in shapes else "segment" if shapes & {"polygon", "rle"} else "detect"
     keypoints = max((c.keypoints for c in categories), default=0)
+    digest = hashlib.sha256(json.dumps([[name, split.digest, str(splits[name][1].resolve())]
+                                        for name, split in sorted(read.items())]).encode()).hexdigest()
     return CocoData(task, tuple(c.name for c in categories), {c.id: i for i, c in enumerate(categories)},
                     (keypoints, 3) if task == "pose" else None, read["train"].images if "train" in read else 0,
-                    tuple(w for name, split in read.items() for w in _warnings(f"{field_name}.{name}", split)))
+                    tuple(w for name, split in read.items() for w in _warnings(f"{field_name}.{name}", split)),
+                    digest, frozenset(shapes))
 
 
 def read_split(annotations: Path, images: Path, where: str) -> Split:
     """One file: its structure, ids, classes and annotations checked; problems listed, not raised."""
     split = Split(annotations)
-    doc = _load(annotations, where, split.problems)
+    doc, split.digest = _load(annotations, where, split.problems)
     if doc is None:
         return split
     split.categories = _categories(doc, annotations, where, split.problems)
-    sizes = _images(doc, annotations, images, where, split)
-    _annotations(doc, sizes, split, where)
+    sizes, refused = _images(doc, annotations, images, where, split)
+    _annotations(doc, sizes, refused, split, where)
     return split
 
 
-def _load(path: Path, where: str, problems: list[str]) -> dict | None:
+def _load(path: Path, where: str, problems: list[str]) -> tuple[dict | None, str]:
+    """The file's document and the sha256 of its bytes; (None, ...) with the problem listed."""
     data, why = read_regular_bounded(str(path), MAX_ANNOTATION_FILE)
     if data is None:
         problems.append(f"{where}: {path}: cannot be read ({why})")
-        return None
+        return None, ""
     if len(data) > MAX_ANNOTATION_FILE:
         problems.append(f"{where}: {path} is larger than {MAX_ANNOTATION_FILE >> 30} GiB")
-        return None
+        return None, ""
+    digest = hashlib.sha256(data).hexdigest()
     try:
         doc = json.loads(data)
     except ValueError as exc:  # JSONDecodeError (line, column), or bytes that are not UTF-8
         problems.append(f"{where}: {path} is not JSON ({exc})")
-        return None
+        return None, digest
     missing = [key for key in ("images", "annotations", "categories")
                if not isinstance(doc, dict) or not isinstance(doc.get(key), list)]
     if missing:
         problems.append(f"{where}: {path} is not a COCO annotation file (no {', '.join(missing)} list)")
-        return None
-    return doc
+        return None, digest
+    return doc, digest
 
 
 def _categories(doc: dict, path: Path, where: str, problems: list[str]) -> tuple[Category, ...]:
@@ -139,9 +148,12 @@ def _categories(doc: dict, path: Path, where: str, problems: list[str]) -> tuple
     return tuple(out)
 
 
-def _images(doc: dict, path: Path, folder: Path, where: str, split: Split) -> dict[int, tuple[float, float]]:
-    """Image id -> (width, height) of the images listed and found on disk."""
+def _images(doc: dict, path: Path, folder: Path, where: str,
+            split: Split) -> tuple[dict[int, tuple[float, float]], set[int]]:
+    """Image id -> (width, height) of the images listed and found on disk; the ids of those refused (their
+    own line names them: their annotations are not named again)."""
     sizes: dict[int, tuple[float, float]] = {}
+    refused: set[int] = set()
     for image in doc["images"]:
         iid, name = _int_id(image), image.get("file_name") if isinstance(image, dict) else None
         if iid is None or not isinstance(name, str) or not name:
@@ -153,16 +165,19 @@ def _images(doc: dict, path: Path, folder: Path, where: str, split: Split) -> di
         width, height = image.get("width"), image.get("height")
         if not all(isinstance(v, (int, float)) and v > 0 for v in (width, height)):
             split.problems.append(f"{where}: {path}: image {iid} ({name}) has no positive width and height")
+            refused.add(iid)
             continue
         if Path(name).is_absolute() or ".." in Path(name).parts or not (folder / name).is_file():
             split.problems.append(f"{where}: {path}: image {iid}: {folder / name} is not there")
+            refused.add(iid)
             continue
         sizes[iid] = (float(width), float(height))
     split.images = len(sizes)
-    return sizes
+    return sizes, refused
 
 
-def _annotations(doc: dict, sizes: dict[int, tuple[float, float]], split: Split, where: str) -> None:
+def _annotations(doc: dict, sizes: dict[int, tuple[float, float]], refused: set[int], split: Split,
+                 where: str) -> None:
     keypoints = {c.id: c.keypoints for c in split.categories}
     annotated, seen = set(), set()
     for ann in doc["annotations"]:
@@ -173,9 +188,11 @@ def _annotations(doc: dict, sizes: dict[int, tuple[float, float]], split: Split,
             continue
         seen.add(aid)
         iid, cid = ann.get("image_id"), ann.get("category_id")
+        if iid in refused:
+            continue
         if iid not in sizes:
             split.problems.append(f"{where}: {split.file}: annotation {aid} names image {iid}, which the file does not "
-                                  "list (or whose file is not there)")
+                                  "list")
             continue
         if cid not in keypoints:
             split.problems.append(f"{where}: {split.file}: annotation {aid} names category {cid}, which the file does "

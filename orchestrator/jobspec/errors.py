@@ -58,8 +58,10 @@ def field_text(part) -> str:
 
 
 def _is_union_tag(part) -> bool:
-    # pydantic puts union member names (e.g. 'str', 'DataSource') into loc
-    return isinstance(part, str) and (part[:1].isupper() or part in ("str", "int", "float", "bool", "function-after"))
+    # pydantic puts union member names into loc: 'str', 'DataSource', and a member with a model validator as
+    # 'function-after[_one_source(), DataSource]'
+    return isinstance(part, str) and (part[:1].isupper() or part in ("str", "int", "float", "bool")
+                                      or part.startswith(("function-after", "function-before", "function-wrap")))
 
 
 def _lower_first(s: str) -> str:

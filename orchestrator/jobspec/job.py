@@ -125,8 +125,34 @@ class SynthData(Strict):
     seed: int = Field(default=0, ge=0)
 
 
+class CocoImages(Strict):
+    train: str
+    val: str
+
+
+class CocoSource(Strict):
+    """COCO JSON as annotation tools export it: one annotation file per split, and the images' folder (one for
+    both, or one per split). Read and checked at plan time (jobspec/coco.py), converted once at submit into a
+    folder of the tool's cache named by the files' content; paths relative to the job file."""
+
+    train: str = Field(description="the training split's annotation file (instances_train.json)")
+    val: str = Field(description="the validation split's annotation file")
+    images: str | CocoImages = Field(description="the folder the files' `file_name`s are in, or one per split")
+
+
 class DataSource(Strict):
-    synth: SynthData
+    """Data the job names by what it is rather than by a data.yaml: generated (`synth`) or COCO JSON (`coco`)."""
+
+    synth: Optional[SynthData] = None
+    coco: Optional[CocoSource] = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "DataSource":
+        given = [name for name in ("synth", "coco") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError("name one source: `synth: {...}` (generated) or `coco: {train: ..., val: ..., "
+                             f"images: ...}}` (got {' and '.join(given) or 'neither'})")
+        return self
 
 
 class Reference(Strict):

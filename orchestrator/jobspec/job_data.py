@@ -27,12 +27,15 @@ class DataInfo:
     synth: SynthData | None = None
     root: Path | None = None  # set when the yaml's `path:` is relative: the run's data.yaml makes it absolute
     warnings: list[str] = field(default_factory=list)  # e.g. images without labels (background)
+    coco: dict[str, list[str]] | None = None  # COCO JSON: split -> [annotation file, images folder], converted at submit
 
 
 def describe_data(job: LoadedJob) -> DataInfo:
     """The job's dataset: classes, training images and a label check (jobspec/dataset.py). Label problems
     are UserErrors here, before anything is written, not a failure mid-run."""
     data, task = job.spec.data, job.spec.task
+    if not isinstance(data, str) and data.coco is not None:
+        return describe_coco(job)
     if not isinstance(data, str):
         cfg = data.synth
         return DataInfo(dataset_path(synth_dir(cfg.model_dump(), task), task), synth_nc(task, cfg.classes), cfg.images,
@@ -52,3 +55,37 @@ def describe_data(job: LoadedJob) -> DataInfo:
     root = found.root if dataset.relative_root(cfg) else None
     return DataInfo(path, dataset.trained_classes(task, cfg, nc), found.train_images, root=root,
                     warnings=found.warnings)
+
+
+# what each task needs of COCO annotations (jobspec/coco.py's shapes), and what is not converted yet
+COCO_NEEDS = {"segment": ("polygon", "polygons"), "pose": ("keypoints", "keypoints")}
+
+
+def coco_splits(job: LoadedJob) -> dict[str, tuple[Path, Path]]:
+    """The job's COCO splits: (annotation file, images folder), absolute."""
+    source = job.spec.data.coco
+    images = source.images
+    folders = {"train": images, "val": images} if isinstance(images, str) else {"train": images.train, "val": images.val}
+    return {split: (job.resolve_path(getattr(source, split)).resolve(), job.resolve_path(folders[split]).resolve())
+            for split in ("train", "val")}
+
+
+def describe_coco(job: LoadedJob) -> DataInfo:
+    """COCO JSON read and checked (jobspec/coco.py); the plan names the converted copy submit makes."""
+    from orchestrator.data.cache import cache_dir
+    from orchestrator.jobspec.coco import read_coco
+    from orchestrator.jobspec.coco_convert import converted_yaml
+
+    task, splits = job.spec.task, coco_splits(job)
+    read = read_coco(splits)
+    problems = []
+    if "rle" in read.shapes:
+        problems.append("data.coco: RLE masks (`segmentation: {counts: ...}`) are not converted yet; export polygons")
+    if task in COCO_NEEDS and COCO_NEEDS[task][0] not in read.shapes:
+        problems.append(f"data.coco: a {task} model needs annotations with {COCO_NEEDS[task][1]}; these hold "
+                        f"{', '.join(sorted(read.shapes)) or 'none'}")
+    if problems:
+        raise UserError(problems)
+    return DataInfo(converted_yaml(cache_dir() / "datasets", read), len(read.names), read.train_images,
+                    warnings=list(read.warnings),
+                    coco={split: [str(ann), str(images)] for split, (ann, images) in splits.items()})

@@ -220,8 +220,16 @@ def check_pretrained(job: LoadedJob) -> list[str]:
     return [f"overrides.pretrained: {path} is not a PyTorch weights file ({why})"] if why else []
 
 
+COCO_TASKS = ("detect", "segment", "pose")
+
+
 def check_data(job: LoadedJob) -> list[str]:
     data = job.spec.data
+    if not isinstance(data, str) and data.coco is not None:  # read and checked with the plan (job_data.describe_coco)
+        if job.spec.task not in COCO_TASKS:
+            return [f"data.coco: COCO annotations train {', '.join(COCO_TASKS)} models; a {job.spec.task} model needs "
+                    "its own dataset format (docs/tasks.md)"]
+        return []
     if not isinstance(data, str):  # synth: generated on first use
         synth = data.synth
         if job.spec.task == "classify" and min(synth.images, synth.val_images) < synth.classes:

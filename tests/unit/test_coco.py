@@ -121,8 +121,7 @@ def test_ids_names_and_references_the_file_gets_wrong_are_named(tmp_path):
         f"data.coco.train: {path}: category 9 has no name",
         f"data.coco.train: {path}: image id 100 is listed twice",
         f"data.coco.train: {path}: annotation id 1 is listed twice",
-        f"data.coco.train: {path}: annotation 2 names image 555, which the file does not list (or whose file is not "
-        "there)",
+        f"data.coco.train: {path}: annotation 2 names image 555, which the file does not list",
         f"data.coco.train: {path}: annotation 3 names category 42, which the file does not list"]
 
 
@@ -139,3 +138,63 @@ def test_splits_with_other_categories_and_files_that_are_not_coco_are_refused(tm
         read_coco({"train": (labelme, tmp_path / "images")})
     assert err.value.problems == [f"data.coco.train: {labelme} is not a COCO annotation file (no images, "
                                   "annotations, categories list)"]
+
+
+def _converted(tmp_path: Path, splits: dict, task: str) -> Path:
+    from orchestrator.jobspec.coco_convert import convert, converted_yaml
+
+    expect = converted_yaml(tmp_path / "cache" / "datasets", read_coco(splits))
+    assert convert(splits, task, expect) == expect
+    return expect
+
+
+def test_a_segment_dataset_is_converted_to_polygons_beside_links_to_the_users_images(tmp_path):
+    imgs = images(tmp_path / "images", 2)
+    anns = [annotation(1, 100, 3, segmentation=[[4, 4, 24, 4, 24, 20, 4, 20], [30, 30, 34, 30, 34, 34]]),
+            annotation(2, 100, 7, bbox=(40, 30, 40, 30))]  # no polygon: its (clipped) box's corners
+    ann = write(tmp_path / "seg.json", {"images": imgs, "annotations": anns, "categories": CUSTOM})
+    before = sorted(p.name for p in (tmp_path / "images").iterdir())
+    data_yaml = _converted(tmp_path, {"train": (ann, tmp_path / "images"), "val": (ann, tmp_path / "images")},
+                           "segment")
+    root = data_yaml.parent
+    import yaml
+
+    doc = yaml.safe_load(data_yaml.read_text())
+    assert doc["names"] == {0: "scratch", 1: "dent", 2: "rust"} and doc["path"] == str(root)
+    lines = (root / "labels" / "train" / "img0.txt").read_text().splitlines()
+    assert lines[0] == "1 0.0625 0.0833333 0.375 0.0833333 0.375 0.416667 0.0625 0.416667"  # the larger polygon
+    assert lines[1] == "0 0.625 0.625 1 0.625 1 1 0.625 1"  # 40..64 x 30..48, clipped
+    assert not (root / "labels" / "train" / "img1.txt").exists()  # background: no label file
+    link = root / "images" / "train" / "img1.jpg"
+    assert link.is_symlink() and link.resolve() == (tmp_path / "images" / "img1.jpg").resolve()
+    assert sorted(p.name for p in (tmp_path / "images").iterdir()) == before  # nothing written beside the user's
+    assert _converted(tmp_path, {"train": (ann, tmp_path / "images"), "val": (ann, tmp_path / "images")},
+                      "segment") == data_yaml  # the same files: the same copy, not made again
+
+
+def test_a_pose_dataset_carries_its_keypoints_and_kpt_shape(tmp_path):
+    imgs = images(tmp_path / "images", 1)
+    person = [{"id": 1, "name": "person", "keypoints": ["nose", "left_eye"]}]
+    anns = [annotation(1, 100, 1, keypoints=[32, 24, 2, 16, 12, 1]), annotation(2, 100, 1, bbox=(0, 0, 8, 8))]
+    ann = write(tmp_path / "pose.json", {"images": imgs, "annotations": anns, "categories": person})
+    data_yaml = _converted(tmp_path, {"train": (ann, tmp_path / "images"), "val": (ann, tmp_path / "images")}, "pose")
+    import yaml
+
+    assert yaml.safe_load(data_yaml.read_text())["kpt_shape"] == [2, 3]
+    first, second = (data_yaml.parent / "labels" / "train" / "img0.txt").read_text().splitlines()
+    assert first == "0 0.21875 0.25 0.3125 0.333333 0.5 0.5 2 0.25 0.25 1"
+    assert second == "0 0.0625 0.0833333 0.125 0.166667 0 0 0 0 0 0"  # no keypoints: each unlabelled
+
+
+def test_annotation_files_changed_since_the_plan_are_refused(tmp_path):
+    from orchestrator.jobspec.coco_convert import convert, converted_yaml
+
+    imgs = images(tmp_path / "images", 1)
+    ann = write(tmp_path / "a.json", {"images": imgs, "annotations": [annotation(1, 100, 7)], "categories": CUSTOM})
+    splits = {"train": (ann, tmp_path / "images"), "val": (ann, tmp_path / "images")}
+    planned = converted_yaml(tmp_path / "cache" / "datasets", read_coco(splits))
+    write(ann, {"images": imgs, "annotations": [annotation(1, 100, 3)], "categories": CUSTOM})
+    with pytest.raises(UserError) as err:
+        convert(splits, "detect", planned)
+    assert "the annotation files changed since the run was planned" in err.value.problems[0]
+    assert not planned.parent.exists() and not list((tmp_path / "cache" / "datasets").glob(".coco-*"))

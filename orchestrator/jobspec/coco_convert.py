@@ -1,0 +1,126 @@
+"""A COCO dataset the plan checked (jobspec/coco.py) converted once into Ultralytics' layout, in the tool's cache
+under a name from its files' content (`datasets/coco-<digest>/`):
+
+    images/<split>/<file_name>   a link to the user's image (read through, never written through, never copied)
+    labels/<split>/<stem>.txt    one line per kept annotation: class, box (cx cy w h); segment: the polygon;
+                                 pose: the box and every keypoint (x y visibility), all normalised
+    data.yaml                    path, train, val, the file's class names (pose: kpt_shape), the sources
+
+Nothing is written into the user's dataset. The copy is made in a scratch folder beside it and renamed into
+place: a reader sees it whole or not at all, and of two conversions at once one rename wins. The same files
+give the same folder (a second run reuses it); a changed annotation file gives another."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from orchestrator.errors import UserError
+from orchestrator.jobspec.coco import CocoData, read_coco
+
+CONVERTED = "coco-{}"
+
+
+def converted_yaml(cache: Path, data: CocoData) -> Path:
+    """Where the converted copy's data.yaml is (or will be): `cache` is the tool's datasets folder."""
+    return cache / CONVERTED.format(data.digest[:16]) / "data.yaml"
+
+
+def convert(splits: dict[str, tuple[Path, Path]], task: str, expect: Path) -> Path:
+    """The converted copy's data.yaml at `expect` (the plan's), made when missing. Files that changed since
+    the plan named their copy are refused: the run would train on other labels than it planned."""
+    if expect.is_file():
+        return expect
+    data = read_coco(splits)
+    if converted_yaml(expect.parents[1], data) != expect:
+        raise UserError(f"data.coco: the annotation files changed since the run was planned ({expect.parent.name} "
+                        "no longer matches them); plan and submit the job again")
+    dest = expect.parent
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        scratch.chmod(0o755)
+        for name, (annotations, images) in splits.items():
+            _write_split(json.loads(Path(annotations).read_bytes()), images.resolve(), scratch, name, data, task)
+        (scratch / "data.yaml").write_text(_data_yaml(dest, data, splits, task))
+        try:
+            scratch.rename(dest)
+        except OSError:
+            if not expect.is_file():  # not another conversion's copy: a real failure
+                raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return expect
+
+
+def _data_yaml(dest: Path, data: CocoData, splits: dict[str, tuple[Path, Path]], task: str) -> str:
+    import yaml
+
+    doc = {"path": str(dest), "train": "images/train", "val": "images/val",
+           "names": dict(enumerate(data.names))}
+    if task == "pose":
+        doc["kpt_shape"] = list(data.kpt_shape)
+    sources = "".join(f"#   {name}: {Path(ann).resolve()} (images {Path(images).resolve()})\n"
+                      for name, (ann, images) in splits.items())
+    return (f"# converted by yolo-orch from COCO JSON ({data.digest[:16]}):\n{sources}"
+            + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
+
+
+def _write_split(doc: dict, images: Path, root: Path, split: str, data: CocoData, task: str) -> None:
+    lines: dict[int, list[str]] = {}
+    sizes = {image["id"]: image for image in doc["images"]}
+    for ann in doc["annotations"]:
+        line = _label(ann, sizes[ann["image_id"]], data.class_of[ann["category_id"]], task,
+                      data.kpt_shape[0] if data.kpt_shape else 0)
+        if line is not None:
+            lines.setdefault(ann["image_id"], []).append(line)
+    for iid, image in sizes.items():
+        name = Path(image["file_name"])
+        link = root / "images" / split / name
+        link.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(images / name, link)
+        if iid in lines:  # an image without a label file is background, as Ultralytics reads it
+            label = (root / "labels" / split / name).with_suffix(".txt")
+            label.parent.mkdir(parents=True, exist_ok=True)
+            label.write_text("\n".join(lines[iid]) + "\n")
+
+
+def _label(ann: dict, image: dict, cls: int, task: str, keypoints: int) -> str | None:
+    """One annotation's label line; None for what the plan counted as skipped (crowd, zero area)."""
+    if ann.get("iscrowd"):
+        return None
+    box = ann.get("bbox")
+    if not (isinstance(box, list) and len(box) == 4 and all(isinstance(v, (int, float)) for v in box)):
+        return None  # counted with the zero-area boxes by the plan
+    w, h = float(image["width"]), float(image["height"])
+    x, y, bw, bh = (float(v) for v in box)
+    x0, y0, x1, y1 = max(x, 0.0), max(y, 0.0), min(x + bw, w), min(y + bh, h)  # clipped to the image
+    if x1 <= x0 or y1 <= y0:
+        return None
+    box = [(x0 + x1) / 2 / w, (y0 + y1) / 2 / h, (x1 - x0) / w, (y1 - y0) / h]
+    if task == "segment":
+        return _join(cls, _polygon(ann, (x0, y0, x1, y1), w, h))
+    if task == "pose":
+        points = ann.get("keypoints") or [0] * (3 * keypoints)  # none annotated: every one unlabelled
+        kpts = [v for i in range(0, len(points), 3)
+                for v in (points[i] / w, points[i + 1] / h, points[i + 2])]
+        return _join(cls, box + kpts)
+    return _join(cls, box)
+
+
+def _polygon(ann: dict, box: tuple[float, float, float, float], w: float, h: float) -> list[float]:
+    """The annotation's largest polygon, normalised and clipped; its box's corners when it has none (every
+    label of a segment dataset needs a polygon: Ultralytics drops the masks of a split that mixes)."""
+    polygons = [p for p in ann.get("segmentation") or [] if isinstance(p, list) and len(p) >= 6]
+    if not polygons:
+        x0, y0, x1, y1 = box
+        polygons = [[x0, y0, x1, y0, x1, y1, x0, y1]]
+    points = max(polygons, key=len)
+    return [min(max(v / (w if i % 2 == 0 else h), 0.0), 1.0) for i, v in enumerate(points)]
+
+
+def _join(cls: int, values: list[float]) -> str:
+    return " ".join([str(cls), *(f"{v:.6g}" for v in values)])
