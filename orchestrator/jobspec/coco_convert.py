@@ -18,7 +18,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from orchestrator.errors import UserError
+from orchestrator.errors import EnvError, UserError
 from orchestrator.jobspec.coco import CocoData, read_coco
 
 CONVERTED = "coco-{}"
@@ -38,6 +38,14 @@ def convert(splits: dict[str, tuple[Path, Path]], task: str, expect: Path) -> Pa
     if converted_yaml(expect.parents[1], data) != expect:
         raise UserError(f"data.coco: the annotation files changed since the run was planned ({expect.parent.name} "
                         "no longer matches them); plan and submit the job again")
+    try:
+        return _make(splits, data, task, expect)
+    except OSError as exc:  # a full disk, a cache that cannot be written: one line, nothing half-made left
+        raise EnvError(f"data.coco: cannot write the converted copy in {expect.parents[1]} "
+                       f"({exc.strerror or exc}); free space there or set YOLO_ORCH_CACHE") from None
+
+
+def _make(splits: dict[str, tuple[Path, Path]], data: CocoData, task: str, expect: Path) -> Path:
     dest = expect.parent
     dest.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
