@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 from orchestrator.harness import Unavailable
@@ -52,8 +53,8 @@ class PrivateServer:
         if self._as_postgres:
             for path in (self.folder, self.sock):
                 shutil.chown(path, "postgres")
-        subprocess.run([*self._as_postgres, str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U",
-                        "postgres"], check=True, capture_output=True)
+        _run_whole([*self._as_postgres, str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U",
+                    "postgres"])
         self.start()
 
     def _ctl(self, *args: str) -> None:
@@ -74,7 +75,32 @@ class PrivateServer:
                 self.stop("immediate")
         except subprocess.CalledProcessError:
             pass  # not running
-        shutil.rmtree(self.folder, ignore_errors=True)
+        for _ in range(20):  # a killed initdb's last write may land after the first pass
+            shutil.rmtree(self.folder, ignore_errors=True)
+            if not self.folder.exists():
+                return
+            time.sleep(0.1)
+
+
+def _run_whole(args: list[str]) -> None:
+    """`args` to the end, in a process group of its own; interrupted (a SIGTERM, Ctrl-C), the whole group is
+    killed before the exception goes on. subprocess.run kills only its child: `runuser`'s own child, initdb,
+    and initdb's `postgres --boot` went on writing into the folder that remove() was deleting, and left it
+    behind (test_chaos saw it once in a CI run at e99643b)."""
+    import signal
+
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        out, err = proc.communicate()
+    except BaseException:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        raise
+    if proc.returncode:
+        raise subprocess.CalledProcessError(proc.returncode, args, out, err)
 
 
 class MlflowServer:
