@@ -376,7 +376,8 @@ def restore_data(resolved: ResolvedRun, run_id: str) -> str | None:
     """Before anything starts: what the run trains on, made again where it can be. A generated dataset
     whose cache was cleaned, or that was generated on another node, is generated again here (the same
     config and seed give the same images) and the plan points at it; a COCO dataset's converted copy is
-    converted again from the same files; a dataset the job names that is gone is named at once. Returns a note when something was made again."""
+    converted again from the same files; a dataset the job names that is gone is named at once. Returns a
+    note when something was made again."""
     data = Path(resolved.plan.data_path)
     synth = resolved.job.synth
     if synth is not None:

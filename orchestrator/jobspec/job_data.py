@@ -57,7 +57,7 @@ def describe_data(job: LoadedJob) -> DataInfo:
                     warnings=found.warnings)
 
 
-# what each task needs of COCO annotations (jobspec/coco.py's shapes), and what is not converted yet
+# what a task needs of COCO annotations: the shape (jobspec/coco.py's names) and how a refusal says it
 COCO_NEEDS = {"segment": ("polygon", "polygons"), "pose": ("keypoints", "keypoints")}
 
 
