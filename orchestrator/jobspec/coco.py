@@ -12,9 +12,9 @@ categories are COCO's, and never applied to a custom dataset's ids (ultralytics.
 applies it by default: the trap of ultralytics#17898).
 
 Blocking, one line each naming the file and the id (the plan refuses with exit 2): a file that is not COCO
-JSON, duplicate image, annotation or category ids, a category without a name, an annotation naming an image
-or a category the file does not list, an image missing on disk, keypoints whose count differs from their
-category's, splits whose categories differ. Counted as warnings: crowd annotations (skipped, as Ultralytics
+JSON, duplicate image, annotation or category ids, two images of one file name, a category without a name, an
+annotation naming an image or a category the file does not list, an image missing on disk, keypoints whose
+count differs from their category's, splits whose categories differ. Counted as warnings: crowd annotations (skipped, as Ultralytics
 skips them), images without annotations (background), boxes of zero area (dropped) and boxes reaching outside
 their image (clipped)."""
 
@@ -154,6 +154,7 @@ def _images(doc: dict, path: Path, folder: Path, where: str,
     own line names them: their annotations are not named again)."""
     sizes: dict[int, tuple[float, float]] = {}
     refused: set[int] = set()
+    named: dict[str, int] = {}  # file_name -> the first image id that names it
     for image in doc["images"]:
         iid, name = _int_id(image), image.get("file_name") if isinstance(image, dict) else None
         if iid is None or not isinstance(name, str) or not name:
@@ -161,6 +162,10 @@ def _images(doc: dict, path: Path, folder: Path, where: str,
             continue
         if iid in sizes:
             split.problems.append(f"{where}: {path}: image id {iid} is listed twice")
+            continue
+        if named.setdefault(name, iid) != iid:
+            split.problems.append(f"{where}: {path}: image {iid}'s file_name {name} is image {named[name]}'s too")
+            refused.add(iid)
             continue
         width, height = image.get("width"), image.get("height")
         if not all(isinstance(v, (int, float)) and v > 0 for v in (width, height)):

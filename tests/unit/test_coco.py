@@ -113,13 +113,15 @@ def test_ids_names_and_references_the_file_gets_wrong_are_named(tmp_path):
     imgs = images(tmp_path / "images", 2)
     cats = [{"id": 7, "name": "scratch"}, {"id": 7, "name": "again"}, {"id": 9, "name": " "}]
     anns = [annotation(1, 100, 7), annotation(1, 101, 7), annotation(2, 555, 7), annotation(3, 101, 42)]
-    path = write(tmp_path / "bad.json", {"images": imgs + [dict(imgs[0])], "annotations": anns, "categories": cats})
+    path = write(tmp_path / "bad.json", {"images": imgs + [dict(imgs[0]), dict(imgs[1], id=300)], "annotations": anns,
+                                         "categories": cats})
     with pytest.raises(UserError) as err:
         read_coco({"train": (path, tmp_path / "images")})
     assert err.value.problems == [
         f"data.coco.train: {path}: category id 7 is listed twice",
         f"data.coco.train: {path}: category 9 has no name",
         f"data.coco.train: {path}: image id 100 is listed twice",
+        f"data.coco.train: {path}: image 300's file_name img1.jpg is image 101's too",
         f"data.coco.train: {path}: annotation id 1 is listed twice",
         f"data.coco.train: {path}: annotation 2 names image 555, which the file does not list",
         f"data.coco.train: {path}: annotation 3 names category 42, which the file does not list"]
