@@ -211,17 +211,27 @@ def _annotations(doc: dict, sizes: dict[int, tuple[float, float]], refused: set[
     split.background = len(sizes) - len(annotated)
 
 
-def _box_kept(ann: dict, size: tuple[float, float], split: Split) -> bool:
-    """A box of positive area, clipped to its image (counted) as Ultralytics' converter clips it."""
+def box_in_image(ann: dict, size: tuple[float, float]) -> tuple[float, float, float, float] | None:
+    """The annotation's box clipped to its image, as corners (x0, y0, x1, y1); None when it has no box of
+    positive area inside the image. The one rule for the plan's counts and the converted labels."""
     box = ann.get("bbox")
     if not (isinstance(box, list) and len(box) == 4 and all(isinstance(v, (int, float)) for v in box)):
+        return None
+    x, y, w, h = (float(v) for v in box)
+    corners = (max(x, 0.0), max(y, 0.0), min(x + w, size[0]), min(y + h, size[1]))
+    if w <= 0 or h <= 0 or corners[2] <= corners[0] or corners[3] <= corners[1]:
+        return None
+    return corners
+
+
+def _box_kept(ann: dict, size: tuple[float, float], split: Split) -> bool:
+    """A box of positive area, clipped to its image (counted) as Ultralytics' converter clips it."""
+    corners = box_in_image(ann, size)
+    if corners is None:
         split.zero_area += 1
         return False
-    x, y, w, h = box
-    if w <= 0 or h <= 0 or x >= size[0] or y >= size[1] or x + w <= 0 or y + h <= 0:
-        split.zero_area += 1
-        return False
-    split.clipped += x < 0 or y < 0 or x + w > size[0] or y + h > size[1]
+    x, y, w, h = (float(v) for v in ann["bbox"])
+    split.clipped += corners != (x, y, x + w, y + h)
     split.shapes.add("box")
     return True
 

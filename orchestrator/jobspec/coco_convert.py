@@ -19,7 +19,8 @@ import tempfile
 from pathlib import Path
 
 from orchestrator.errors import EnvError, UserError
-from orchestrator.jobspec.coco import CocoData, read_coco
+from orchestrator.rundir import dump_yaml
+from orchestrator.jobspec.coco import CocoData, box_in_image, read_coco
 
 CONVERTED = "coco-{}"
 
@@ -65,8 +66,6 @@ def _make(splits: dict[str, tuple[Path, Path]], data: CocoData, task: str, expec
 
 
 def _data_yaml(dest: Path, data: CocoData, splits: dict[str, tuple[Path, Path]], task: str) -> str:
-    import yaml
-
     doc = {"path": str(dest), "train": "images/train", "val": "images/val",
            "names": dict(enumerate(data.names))}
     if task == "pose":
@@ -74,7 +73,7 @@ def _data_yaml(dest: Path, data: CocoData, splits: dict[str, tuple[Path, Path]],
     sources = "".join(f"#   {name}: {Path(ann).resolve()} (images {Path(images).resolve()})\n"
                       for name, (ann, images) in splits.items())
     return (f"# converted by yolo-orch from COCO JSON ({data.digest[:16]}):\n{sources}"
-            + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True))
+            + dump_yaml(doc))
 
 
 def _write_split(doc: dict, images: Path, root: Path, split: str, data: CocoData, task: str) -> None:
@@ -100,14 +99,11 @@ def _label(ann: dict, image: dict, cls: int, task: str, keypoints: int) -> str |
     """One annotation's label line; None for what the plan counted as skipped (crowd, zero area)."""
     if ann.get("iscrowd"):
         return None
-    box = ann.get("bbox")
-    if not (isinstance(box, list) and len(box) == 4 and all(isinstance(v, (int, float)) for v in box)):
-        return None  # counted with the zero-area boxes by the plan
     w, h = float(image["width"]), float(image["height"])
-    x, y, bw, bh = (float(v) for v in box)
-    x0, y0, x1, y1 = max(x, 0.0), max(y, 0.0), min(x + bw, w), min(y + bh, h)  # clipped to the image
-    if x1 <= x0 or y1 <= y0:
+    corners = box_in_image(ann, (w, h))
+    if corners is None:  # counted with the zero-area boxes by the plan
         return None
+    x0, y0, x1, y1 = corners
     box = [(x0 + x1) / 2 / w, (y0 + y1) / 2 / h, (x1 - x0) / w, (y1 - y0) / h]
     if task == "segment":
         return _join(cls, _polygon(ann, (x0, y0, x1, y1), w, h))
