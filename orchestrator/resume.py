@@ -390,9 +390,9 @@ def restore_data(resolved: ResolvedRun, run_id: str) -> str | None:
         return f"its generated dataset ({data}) was missing here: generated again as {made}"
     coco = resolved.plan.data.get("coco")
     if coco and not data.exists():  # the same annotation files give the same copy; changed ones are refused
-        from orchestrator.jobspec.coco_convert import convert
+        from orchestrator.jobspec.coco_convert import convert_recorded
 
-        convert({split: (Path(a), Path(i)) for split, (a, i) in coco.items()}, resolved.job.task, data)
+        convert_recorded(coco, resolved.job.task, data)
         return f"its converted COCO copy ({data.parent}) was missing here: converted again"
     missing = _missing_data(data)
     if missing:

@@ -71,10 +71,9 @@ def ensure_data(plan: Plan) -> None:
     if plan.data.synth is not None and not plan.data.yaml_path.exists():
         make_synth_data(plan.data.synth.model_dump(), plan.job.spec.task)
     if plan.data.coco is not None:
-        from orchestrator.jobspec.coco_convert import convert
+        from orchestrator.jobspec.coco_convert import convert_recorded
 
-        convert({split: (Path(a), Path(i)) for split, (a, i) in plan.data.coco.items()}, plan.job.spec.task,
-                plan.data.yaml_path)
+        convert_recorded(plan.data.coco, plan.job.spec.task, plan.data.yaml_path)
 
 
 DATA_YAML = "data.yaml"

@@ -30,6 +30,11 @@ def converted_yaml(cache: Path, data: CocoData) -> Path:
     return cache / CONVERTED.format(data.digest[:16]) / "data.yaml"
 
 
+def convert_recorded(record: dict[str, list[str]], task: str, expect: Path) -> Path:
+    """convert() from the plan's record of the splits (`plan.data.coco`: split -> [annotation file, images])."""
+    return convert({split: (Path(ann), Path(images)) for split, (ann, images) in record.items()}, task, expect)
+
+
 def convert(splits: dict[str, tuple[Path, Path]], task: str, expect: Path) -> Path:
     """The converted copy's data.yaml at `expect` (the plan's), made when missing. Files that changed since
     the plan named their copy are refused: the run would train on other labels than it planned."""
