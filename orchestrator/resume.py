@@ -31,14 +31,13 @@ from orchestrator.errors import EXIT_EXPORT_FAILED, RunStateError, UserError
 from orchestrator.exports import failed_exports
 from orchestrator.registry import ACTIVE, RESUMABLE, Registry, Run, RunState
 from orchestrator.plan.recheck import recheck
-from orchestrator.plan.replan import replan, save_resolved
-from orchestrator.rundir import (EVENTS, LAST, RESOLVED, SUMMARY, WEIGHTS, EventTail, EventWriter, NodeOptions,
+from orchestrator.plan.replan import replan
+from orchestrator.rundir import (EVENTS, LAST, RESOLVED, SUMMARY, EventTail, EventWriter, NodeOptions,
                                  ResolvedRun, ResolvedRunError, ResumeOrder, ResumeRecord, RunPlan, completed_epochs,
                                  end_torn_line, load_own_yaml, load_resolved, missing_epochs, process_alive,
                                  run_summary, write_json_atomic)
-from orchestrator.rundir.checkpoints import (REWOUND_RESULTS, fallback_checkpoint, inspect_checkpoint,
-                                             results_epochs, rewind_results, rewind_to, rewind_to_start,
-                                             set_aside_damaged_weights)
+from orchestrator.rundir.checkpoints import set_aside_damaged_weights
+from orchestrator.rundir.resume_order import rewind_damaged, save_resolved, set_aside_unsaved_rows, unsaved_note
 from orchestrator.runner import RunOutcome, child_env, export_finished, refuse_symlinks, supervise
 from orchestrator.urls import redact_text
 
@@ -304,52 +303,13 @@ def write_resume(row: Run, devices: DeviceSpec | None = None, restart_ok: bool =
     if rewound:
         note += f"; {rewound}"
     if unsaved:
-        note += (f"; epoch(s) {', '.join(map(str, unsaved))} ended without a checkpoint and train again (their "
-                 f"results.csv rows: {REWOUND_RESULTS})")
+        note += f"; {unsaved_note(unsaved)}"
     if restored:
         note += f"; {restored}"
     if replanned:
         note += (f" (re-planned from {old_devices}: batch {p.batch}, nbs {p.nbs}, {p.images_per_step} images per "
                  "optimizer step)")
     return PreparedResume(resolved, done + 1, replanned, note)
-
-
-def set_aside_unsaved_rows(run_dir: Path, done: int) -> list[int]:
-    """results.csv holds each epoch once: the row of an epoch whose checkpoint never landed (a kill
-    between Ultralytics' row and its last.pt) moves to results.rewound.csv, since the resume trains that
-    epoch again and appends its row. Returns those epochs."""
-    unsaved = sorted({e for e in results_epochs(run_dir) if e > done})
-    if unsaved:
-        rewind_results(run_dir, done)
-        if (run_dir / LAST).is_file():  # newer than the rewritten results.csv, as after a save: its last row counts
-            os.utime(run_dir / LAST)
-    return unsaved
-
-
-def rewind_damaged(run_id: str, run_dir: Path, weights_dir: Path, restart_ok: bool) -> str | None:
-    """A damaged weights/last.pt (cut short, corrupted): the run falls back to its newest whole,
-    resumable checkpoint and trains the epochs after it again (rundir/checkpoints.py). Returns the note
-    that says so; refuses (what to do) when no checkpoint of the run is whole, except for a requeued
-    Slurm job (`restart_ok`), which starts again from epoch 1."""
-    last = weights_dir / LAST
-    if not last.is_file():
-        return None
-    found = inspect_checkpoint(last)
-    if found.sound:
-        return None
-    fallback = fallback_checkpoint(weights_dir / WEIGHTS)
-    if fallback is None and not restart_ok:
-        raise RunStateError(f"RUN: {run_id}: {last} is damaged ({found.damage}) and no other checkpoint of the run "
-                        "(best.pt, epoch<N>.pt) is whole and resumable; nothing to resume from: submit the job again")
-    if weights_dir != run_dir:  # another node of a multi-node run: node 0's resume rewinds its directory
-        return f"{last} is damaged ({found.damage}): node 0's resume falls back to an earlier checkpoint"
-    if fallback is None:
-        again = rewind_to_start(run_dir, found.damage)
-        return f"{LAST} is damaged ({found.damage}) and no other checkpoint is whole: epochs {again} train again"
-    again = rewind_to(run_dir, fallback, found.damage)
-    where = fallback.path.relative_to(run_dir)
-    return (f"{LAST} is damaged ({found.damage}): continued from {where} (epoch {fallback.epochs})"
-            + (f"; epoch(s) {', '.join(map(str, again))} train again (their rows: {REWOUND_RESULTS})" if again else ""))
 
 
 def move_to(resolved: ResolvedRun, devices: DeviceSpec | None) -> bool:

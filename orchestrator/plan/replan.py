@@ -22,16 +22,10 @@ from pathlib import Path
 
 from orchestrator import plan as planmod
 from orchestrator.devices import DeviceSpec, DeviceSpecError, parse_devices
-from orchestrator.rundir import LAST, RESUME_PATCHED, OomStep, ResolvedRun, ResumeOrder, RunPlan, load_resolved
+from orchestrator.rundir import LAST, OomStep, ResolvedRun, ResumeOrder, RunPlan, load_resolved
+from orchestrator.rundir.resume_order import save_resolved
 from orchestrator.errors import UserError
 from orchestrator.jobspec.job import JobSpec
-
-
-def save_resolved(run_dir: Path, resolved: ResolvedRun) -> None:
-    """Written back in this version's layout (load_resolved refused a newer one)."""
-    resolved.save(run_dir)
-    # a stale patched checkpoint from a killed attempt must never be read by a rank of the next one
-    (Path(run_dir) / RESUME_PATCHED).unlink(missing_ok=True)
 
 
 def replan(resolved: ResolvedRun, devices: DeviceSpec | str | None = None,
