@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,7 +83,7 @@ class Watchdog:
             return None
         behind = min(beats, key=_progress)
         return Stall(int(behind["rank"]), int(behind.get("epoch") or 0), int(behind.get("batch") or 0),
-                     str(behind.get("phase")), idle, [int(b["pid"]) for b in beats if b.get("pid")])
+                     str(behind.get("phase")), idle, [int(b["pid"]) for b in beats if b.get("pid") and on_this_host(b)])
 
     def slow_step_warning(self) -> str | None:
         """Once: a first-epoch step that took over half the timeout could itself pass for a stall."""
@@ -94,6 +95,12 @@ class Watchdog:
         self.warned = True
         return (f"stall_timeout {self.timeout_s} s is less than twice the slowest training step of epoch 1 "
                 f"({slowest:.0f} s): a slow step may be taken for a stall; raise stall_timeout")
+
+
+def on_this_host(beat: dict) -> bool:
+    """A rank of this machine (a pid of another, a Slurm node's, would signal whatever runs here under it);
+    a heartbeat of an earlier version names no host: it was this machine's."""
+    return beat.get("host") in (None, socket.gethostname())
 
 
 def dump_stacks(stall: Stall) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import faulthandler
 import os
+import socket
 import threading
 import time
 from pathlib import Path
@@ -31,7 +32,8 @@ class Heartbeat:
         self.path = Path(run_dir) / HEARTBEATS / f"rank{rank_id}.json"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         now = time.time()
-        self.state = {"rank": rank_id, "pid": os.getpid(), "epoch": 0, "batch": 0, "phase": "start",
+        # host: the watchdog signals a rank for its stacks only on its own machine (a Slurm node may be another)
+        self.state = {"rank": rank_id, "pid": os.getpid(), "host": socket.gethostname(), "epoch": 0, "batch": 0, "phase": "start",
                       "changed": now, "slowest_step_s": 0.0}
         self._batch_started = now
         stacks = Path(run_dir) / STACKS

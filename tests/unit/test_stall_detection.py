@@ -9,11 +9,11 @@ import os
 from orchestrator.watchdog import Watchdog
 
 
-def beat(folder, rank, epoch, batch, phase, changed, mtime=None, slowest=0.0):
+def beat(folder, rank, epoch, batch, phase, changed, mtime=None, slowest=0.0, **more):
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"rank{rank}.json"
     path.write_text(json.dumps({"rank": rank, "pid": 1000 + rank, "epoch": epoch, "batch": batch, "phase": phase,
-                                "changed": changed, "slowest_step_s": slowest}))
+                                "changed": changed, "slowest_step_s": slowest, **more}))
     if mtime is not None:
         os.utime(path, (mtime, mtime))
 
@@ -30,6 +30,17 @@ def test_no_change_on_any_rank_for_the_timeout_is_a_stall_naming_the_rank_behind
     stall = dog.check()
     assert (stall.rank, stall.epoch, stall.batch, stall.phase, stall.pids) == (1, 2, 1, "batch", [1000, 1001])
     assert "rank 1 stopped first, at epoch 2 batch 1 (batch)" in stall.note("r1", tmp_path, 60)
+
+
+def test_only_this_machines_ranks_are_asked_for_their_stacks(tmp_path):
+    """A rank on another node (a run placed on Slurm) is named, but its pid is not signalled here."""
+    import socket
+
+    dog = Watchdog(tmp_path, 60, clock=lambda: 1100.0)
+    beat(tmp_path / "heartbeat", 0, 2, 1, "forward", changed=1010.0, mtime=1100.0, host=socket.gethostname())
+    beat(tmp_path / "heartbeat", 1, 2, 1, "batch", changed=1009.0, mtime=1100.0, host="node-elsewhere")
+    stall = dog.check()
+    assert stall.rank == 1 and stall.pids == [1000]
 
 
 def test_one_rank_advancing_is_no_stall_and_an_earlier_attempts_files_are_ignored(tmp_path):
