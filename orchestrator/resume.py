@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Callable
 
 from orchestrator import launch
+from orchestrator.launch import slurm_backend
 from orchestrator import plan as planmod
 from orchestrator.data.cache import make_synth_data
 from orchestrator.devices import DeviceSpec, DeviceSpecError, parse_devices
@@ -160,6 +161,10 @@ def check_before_claim(row: Run, run_dir: Path, restart_ok: bool) -> None:
     resolved = read_run(row.id, run_dir)
     refuse_without_checkpoint(row.id, node0_run_dir(run_dir, resolved), restart_ok)
     recheck_run(row.id, run_dir, resolved)
+    job = slurm_backend.active_job(run_dir) if resolved.job.placement == "slurm" else None
+    if job:  # its runner was killed (kill -9, a lost login node): the job it submitted trains on
+        raise RunStateError(f"RUN: {row.id}: its Slurm job {job} still runs (its runner is gone); `scancel {job}` "
+                            "first, then resume")
 
 
 def refuse_without_checkpoint(run_id: str, weights_dir: Path, restart_ok: bool) -> None:
@@ -172,7 +177,7 @@ def run(row: Run, prepared: PreparedResume, on_event: Callable[[dict], None] = l
         poll_s: float = 0.5) -> RunOutcome:
     """Continue the prepared run from its checkpoint in the same run dir and registry row."""
     resolved = prepared.resolved
-    return supervise(row.id, Path(row.run_dir), launch.backend(resolved.plan.launcher), resolved.job.oom_retries,
+    return supervise(row.id, Path(row.run_dir), launch.backend_of_run(Path(row.run_dir)), resolved.job.oom_retries,
                      on_event, poll_s)
 
 
@@ -325,7 +330,7 @@ def move_to(resolved: ResolvedRun, devices: DeviceSpec | None) -> bool:
         planmod.checked_release(args.get("optimizer"), wanted, resolved.job.task, str(args.get("model") or ""))
         return False
     new = replan(resolved, devices=wanted)
-    missing = launch.unavailable(new.launcher, wanted)
+    missing = launch.unavailable(new.launcher, wanted, resolved.job.placement)
     if missing:
         raise UserError(f"--devices: {missing}")
     resolved.plan = new

@@ -16,6 +16,7 @@ from orchestrator import launch
 from orchestrator.plan import replan
 from orchestrator.launch import process
 from orchestrator.launch.backend import EXIT_NEXT_SESSION, Backend
+from orchestrator.launch.slurm_backend import SLURM_DIR
 from orchestrator.rundir import (BEST, DEADLINE_STOP, ENV, ENV_SUPERVISOR_PID, ENV_SUPERVISOR_START, EVENTS,
                                  EXIT_NOT_RESUMABLE, EXIT_OOM, HEARTBEATS, LAST, LOG, RESOLVED, RESULTS, STACKS, SUMMARY,
                                  EventTail, EventWriter, OomStep, TrialLink, completed_epochs, dump_yaml, end_torn_line,
@@ -61,9 +62,10 @@ class RunOutcome:
 
 def check_launchable(plan: Plan) -> None:
     """Before anything is written: the plan's launcher can start here (launch.unavailable)."""
-    missing = launch.unavailable(plan.launcher, plan.devices)
+    placement = plan.job.spec.target.launcher
+    missing = launch.unavailable(plan.launcher, plan.devices, placement)
     if missing:
-        raise UserError(f"target.devices: {missing}")
+        raise UserError(f"{'target.launcher' if placement else 'target.devices'}: {missing}")
 
 
 def ensure_data(plan: Plan) -> None:
@@ -166,7 +168,7 @@ def child_env() -> dict[str, str]:
 
 def execute(plan: Plan, run_id: str, run_dir: Path, on_event: Callable[[dict], None] = lambda e: None,
             poll_s: float = 0.5) -> RunOutcome:
-    return supervise(run_id, run_dir, launch.backend(plan.launcher), plan.job.spec.oom_retries, on_event, poll_s)
+    return supervise(run_id, run_dir, launch.backend_of_run(run_dir), plan.job.spec.oom_retries, on_event, poll_s)
 
 
 def supervise(run_id: str, run_dir: Path, backend: Backend, oom_retries: int = 0,
@@ -211,8 +213,7 @@ def supervise(run_id: str, run_dir: Path, backend: Backend, oom_retries: int = 0
         EventWriter(events_path).emit("oom_restart", message=text, **step.to_dict())
         with open(run_dir / LOG, "a") as log:
             log.write(f"\n[yolo-orch] {text}\n")
-        registry.update(run_id, oom_retries=used, note=text)
-        backend = launch.backend(load_resolved(run_dir).plan.launcher)  # re-planned
+        registry.update(run_id, oom_retries=used, note=text)  # (the same launcher: each start reads the new plan)
     for event in tail.read_new():
         events.append(event)
         on_event(event)
@@ -281,7 +282,7 @@ def disk_full(run_dir: Path) -> bool:
 
 RUN_FILES = (LOG, EVENTS, SUMMARY, RESOLVED, RESULTS, ENV, DATA_YAML, DEADLINE_STOP, "args.yaml", "trial.json",
              MLFLOW_RECORD)
-RUN_FOLDERS = ("weights", HEARTBEATS, STACKS, "wandb", TENSORBOARD, EXPORTS)
+RUN_FOLDERS = ("weights", HEARTBEATS, STACKS, "wandb", TENSORBOARD, EXPORTS, SLURM_DIR)
 
 
 # W&B's own links in wandb/ (made by wandb.init before the logger switched them off: worker/wandb_logger.py)

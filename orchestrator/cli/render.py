@@ -92,7 +92,8 @@ def said_once(line: str, devices: str, said: dict[str, str]) -> str:
 
 
 def train_args_table(plan: Plan) -> Table:
-    table = Table(title=f"Ultralytics train arguments ({plan.launcher} launcher, {plan.devices.text})",
+    where = " on Slurm" if plan.job.spec.target.launcher == "slurm" else ""
+    table = Table(title=f"Ultralytics train arguments ({plan.launcher} launcher{where}, {plan.devices.text})",
                   header_style="bold")
     table.add_column("argument", style="cyan", no_wrap=True)
     table.add_column("value", overflow="fold")

@@ -1,6 +1,6 @@
 """`yolo-orch submit JOB.yaml [--set K=V]... [--devices SPEC] [--dry-run] [--json]
 [--node-rank K --rdzv-endpoint HOST:PORT [--rdzv-backend static|c10d] [--rdzv-id ID]]
-[--run-id ID [--resume-existing]]`"""
+[--run-id ID [--resume-existing]] [--launcher slurm]`"""
 
 from __future__ import annotations
 
@@ -27,6 +27,8 @@ def submit_cmd(
     run_id: Optional[str] = typer.Option(None, "--run-id", help="The run's id (default: a new one); it must be new."),
     resume_existing: bool = typer.Option(False, "--resume-existing", help="With --run-id: when that run exists, "
                                          "resume it instead (a requeued Slurm job; a finished one: nothing to do)."),
+    launcher: Optional[str] = typer.Option(None, "--launcher", help="Where attempts start (overrides target.launcher): "
+                                           "slurm: each one an sbatch job, watched from here (the job's `slurm:`)."),
 ) -> None:
     """Validate, plan and train a job."""
     from orchestrator.application import training
@@ -36,7 +38,8 @@ def submit_cmd(
 
     check_devices_flag(devices)
     training.check_run_id(run_id, resume_existing)  # before the job's checks: one line for a wrong flag
-    job = load_job(job_file, sets=set_ or [], devices=devices)
+    sets = [*(set_ or []), *([f"target.launcher={launcher}"] if launcher is not None else [])]
+    job = load_job(job_file, sets=sets, devices=devices)
     request = training.SubmitRequest(dry_run=dry_run, node=NodeLaunch(node_rank, rdzv_endpoint, rdzv_backend, rdzv_id),
                                      run_id=run_id, resume_existing=resume_existing, devices=devices)
     render_submitted(training.submit(job, request, progress_on(human(json_out))), job, json_out)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal, Optional
 
-from pydantic import (BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator, WithJsonSchema, field_validator,
-                      model_validator)
+from pydantic import (BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator, ValidationInfo, WithJsonSchema,
+                      field_validator, model_validator)
 
 from orchestrator.data import SYNTH_MAX_IMAGES, SYNTH_MAX_IMGSZ
 from orchestrator.tasks import TASKS
@@ -16,12 +16,14 @@ from orchestrator.scaling.types import POLICIES, WARMUPS
 from orchestrator.scaling.ultralytics_math import DEFAULTS, canonical_optimizer
 from orchestrator.jobspec.files import NAME_MAX, too_long_component
 from orchestrator.jobspec.kaggle import KaggleOptions
+from orchestrator.jobspec.slurm import SlurmSettings, placement_problem
 from orchestrator.rundir.tracking import EXPORT_FORMATS, EXPORT_TOLERANCE, ULTRALYTICS_INTEGRATIONS
 
 # Ultralytics' spellings (BaseTrainer.build_optimizer); a job may write any case, as Ultralytics maps
 # names case-insensitively ('sgd', 'adamw', default.yaml's 'RMSProp'): the plan carries these.
 OPTIMIZERS = ("auto", "SGD", "MuSGD", "Adam", "Adamax", "AdamW", "NAdam", "RAdam", "RMSprop")
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+PLACEMENTS = ("slurm",)  # target.launcher: where attempts start, when not on this machine
 
 
 class Strict(BaseModel):
@@ -182,12 +184,24 @@ class Target(Strict):
                 "batch, and target.max_batch_per_device to cap it (CUDA OOM halves it and restarts, oom_retries)")
         return value
     max_batch_per_device: Optional[int] = Field(default=None, ge=1, le=65536)
+    launcher: Optional[Literal[PLACEMENTS]] = Field(  # type: ignore[valid-type]
+        default=None, description="where the run's attempts start: unset, on this machine (local, torchrun or XLA, "
+        "as the devices say); slurm: each attempt one sbatch job on one node, watched from here (the job's `slurm:`)")
 
     @model_validator(mode="after")
     def _one_batch(self):
         if self.batch is not None and self.batch_per_device is not None:
             raise ValueError("give target.batch (total) or target.batch_per_device, not both")
         return self
+
+    @field_validator("launcher")
+    @classmethod
+    def _placeable(cls, value: Optional[str], info: ValidationInfo) -> Optional[str]:
+        """Slurm places a run's attempts on one node, CPU processes or GPUs (an MxN run: `yolo-orch slurm`)."""
+        problem = placement_problem(value, info.data["devices"]) if "devices" in info.data else None
+        if problem:
+            raise ValueError(problem)
+        return value
 
 
 class Scaling(Strict):
@@ -293,6 +307,8 @@ class JobSpec(Strict):
     overrides: dict[str, Any] = Field(default_factory=dict)
     runs_dir: str = Field(default="runs", min_length=1)
     kaggle: Optional[KaggleOptions] = Field(default=None, description="Kaggle TPU launcher settings (yolo-orch kaggle build)")
+    slurm: Optional[SlurmSettings] = Field(default=None, description="each attempt's sbatch allocation when "
+                                           "target.launcher is slurm (unset: the cluster's defaults)")
     oom_retries: int = Field(
         default=2, ge=0, le=10,
         description="CUDA out-of-memory recoveries: restart from the last checkpoint with the per-device batch "
@@ -304,6 +320,15 @@ class JobSpec(Strict):
         "ended, no validation batch) before the orchestrator dumps every rank's Python stack into stacks/, stops "
         "the run and marks it stalled, resumable (0 disables; XLA targets are not watched: they compile for minutes)",
     )
+
+    @field_validator("slurm")
+    @classmethod
+    def _slurm_with_its_launcher(cls, value: Optional[SlurmSettings], info: ValidationInfo):
+        target = info.data.get("target")
+        if value is not None and target is not None and target.launcher != "slurm":
+            raise ValueError("applies to a run placed on Slurm: add target.launcher: slurm (or print a script "
+                             "with `yolo-orch slurm JOB`)")
+        return value
 
     @field_validator("name")
     @classmethod

@@ -1,16 +1,20 @@
 """How a planned run is started: the one registry of launchers, each a backend of the runner.
 
 The plan names the launcher for its device kind; the runner asks its backend (launch/backend.py) to start
-an attempt from the run directory (its job.resolved.yaml), waits on it and stops it. Kaggle's backend
-(`orchestrator/kaggle/backend.py`: a session an attempt) is made by `kaggle launch` for its job; Slurm
-(`launch/slurm.py`, an sbatch script around `yolo-orch submit`) wraps a whole submit, whose runner is the one
-inside the allocation."""
+an attempt from the run directory (its job.resolved.yaml), waits on it and stops it. A run placed on Slurm
+(`target.launcher: slurm`) starts each attempt as an sbatch job of that same command
+(`launch/slurm_backend.py`). Kaggle's backend (`orchestrator/kaggle/backend.py`: a session an attempt) is
+made by `kaggle launch` for its job; `yolo-orch slurm` (`launch/slurm.py`) prints a script around a whole
+`yolo-orch submit` instead, whose runner is the one inside the allocation (MxN, sweeps as job arrays)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from orchestrator.devices import DeviceSpec, missing_gpus
-from orchestrator.launch import local, torchrun, xla
+from orchestrator.launch import local, slurm_backend, torchrun, xla
 from orchestrator.launch.backend import Backend, ProcessBackend
+from orchestrator.rundir import load_resolved
 
 BACKENDS: dict[str, Backend] = {
     "local": ProcessBackend("local", local.command),  # one process: CPU or one GPU
@@ -23,7 +27,20 @@ def backend(launcher: str) -> Backend:
     return BACKENDS[launcher]
 
 
-def unavailable(launcher: str, devices: DeviceSpec) -> str | None:
-    """Why `launcher` cannot start on this machine (a missing package, GPUs it does not have), or
-    None: checked by `submit`, `train`, `sweep` and a re-planned `resume` before anything is written."""
+def backend_of_run(run_dir: Path) -> Backend:
+    """The backend a run's attempts start on, from its job.resolved.yaml: its launcher on this machine, or
+    that launcher's command placed on Slurm (a new backend per run: it counts the run's jobs)."""
+    resolved = load_resolved(run_dir)
+    on_here = BACKENDS[resolved.plan.launcher]
+    if resolved.job.placement == "slurm":
+        return slurm_backend.SlurmBackend(resolved.job.slurm, on_here.command)
+    return on_here
+
+
+def unavailable(launcher: str, devices: DeviceSpec, placement: str | None = None) -> str | None:
+    """Why `launcher` cannot start from this machine (a missing package, GPUs it does not have; Slurm's
+    commands for a run placed there, whose GPUs are the nodes'), or None: checked by `submit`, `train`,
+    `sweep` and a re-planned `resume` before anything is written."""
+    if placement == "slurm":
+        return slurm_backend.unavailable()
     return xla.unavailable(devices) if launcher == "xla" else missing_gpus(devices)

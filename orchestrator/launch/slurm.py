@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.devices import DeviceSpec
+from orchestrator.jobspec.slurm import NAME_WORDS, RAW_OPTION, SLURM_NAME, TIME_WORDS, time_limit_seconds
 
 
 MAX_STALL_REQUEUES = 5  # a run that keeps stalling stops requeueing itself (time-limit requeues count too)
@@ -39,28 +40,6 @@ class SlurmOptions:
     warn_s: int = 120  # how long before the limit Slurm signals (it may come up to a minute earlier)
 
 
-_TIME_FORMS = (  # Slurm's --time: the forms sbatch(1) lists, as (pattern, seconds per field)
-    (r"(\d+)", (60,)), (r"(\d+):(\d+)", (60, 1)), (r"(\d+):(\d+):(\d+)", (3600, 60, 1)),
-    (r"(\d+)-(\d+)", (86400, 3600)), (r"(\d+)-(\d+):(\d+)", (86400, 3600, 60)),
-    (r"(\d+)-(\d+):(\d+):(\d+)", (86400, 3600, 60, 1)),
-)
-_SLURM_NAME = re.compile(r"[A-Za-z0-9_.,+@-]{1,128}")  # partitions (a comma list), accounts
-_RAW_OPTION = re.compile(r"--?[A-Za-z][A-Za-z0-9-]*(=[^\x00-\x1f\x7f]*)?")  # one option, no line breaks
-
-
-def time_limit_seconds(text: str) -> int | None:
-    """Seconds in a Slurm --time value (None: no limit: 0, UNLIMITED, INFINITE); ValueError if
-    Slurm would not read it."""
-    if text.strip().lower() in ("unlimited", "infinite"):
-        return None
-    for pattern, scale in _TIME_FORMS:
-        m = re.fullmatch(pattern, text.strip())
-        if m:
-            seconds = sum(int(v) * k for v, k in zip(m.groups(), scale))
-            return seconds or None
-    raise ValueError(text)
-
-
 def option_problems(opts: SlurmOptions) -> list[str]:
     """One line per option Slurm would refuse or misread; every value here goes into the script's
     #SBATCH header, where a line break would start a shell line and end Slurm's reading of the header."""
@@ -69,8 +48,7 @@ def option_problems(opts: SlurmOptions) -> list[str]:
         limit = time_limit_seconds(opts.time)
     except ValueError:
         limit = None
-        problems.append(f"--time: {opts.time!r} is not a Slurm time (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or "
-                        "D-HH:MM:SS, or UNLIMITED)")
+        problems.append(f"--time: {opts.time!r} is not a Slurm time ({TIME_WORDS})")
     if opts.requeue and limit is not None and opts.warn_s >= limit:
         problems.append(f"--warn-seconds: {opts.warn_s} s is not before the time limit ({opts.time} = {limit} s): the "
                         "job would requeue before it trained; give a shorter --warn-seconds or a longer --time")
@@ -79,11 +57,10 @@ def option_problems(opts: SlurmOptions) -> list[str]:
     if opts.cpus_per_task is not None and not 1 <= opts.cpus_per_task <= 4096:
         problems.append(f"--cpus-per-task: must be between 1 and 4096 (got {opts.cpus_per_task})")
     for flag, value in (("--partition", opts.partition), ("--account", opts.account)):
-        if value is not None and not _SLURM_NAME.fullmatch(value):
-            problems.append(f"--{flag.lstrip('-')}: {value[:60]!r} is not a Slurm name (letters, digits, '_', '.', "
-                            "'-'; a comma between partitions)")
+        if value is not None and not SLURM_NAME.fullmatch(value):
+            problems.append(f"--{flag.lstrip('-')}: {value[:60]!r} is not a Slurm name ({NAME_WORDS})")
     for raw in opts.extra_sbatch:
-        if not _RAW_OPTION.fullmatch(raw):
+        if not RAW_OPTION.fullmatch(raw):
             problems.append(f"--sbatch: {raw[:60]!r} is not one sbatch option (e.g. --qos=high, no line breaks)")
     for flag, value in (("--python", opts.python), ("the working folder", str(opts.workdir))):
         if re.search(r"[\x00-\x1f\x7f]", value):

@@ -20,6 +20,7 @@ from orchestrator.jobspec import ultralytics_cfg
 from orchestrator.jobspec.job import advised_range_warnings
 from orchestrator.jobspec.job_data import DataInfo, describe_data
 from orchestrator.jobspec.loader import LoadedJob, resolve_hyp
+from orchestrator.jobspec.slurm import placement_problem
 from orchestrator.rundir import NodeOptions, ResolvedRun, RunJob, RunPlan
 from orchestrator.tracking import check_trackers
 
@@ -234,6 +235,9 @@ def assemble(spec, hyp: dict[str, Any], nc: int | None, train_images: int | None
     `base_args | passed | overrides` with the target's device, the installed release's refusal for the
     launcher and optimizer, and its warnings (accumulate after warmup, an untested release)."""
     refuse_xla_task(spec.task, target_spec)
+    problem = placement_problem(spec.target.launcher, target_spec)  # devices given beside the job (--devices)
+    if problem:
+        raise UserError(f"target.launcher: {problem}")
     scaled = scale_for(spec, hyp, nc, train_images, target_spec, policy, max_batch_per_device)
     args = {**base_args, **scaled.passed, **(overrides or {})}
     args["device"] = target_spec.ultralytics_device()

@@ -105,6 +105,16 @@ class RunJob:
         return dict(self.document.get("reference") or {})
 
     @property
+    def placement(self) -> str | None:
+        """Where the run's attempts start when not on this machine (`target.launcher`: slurm), else None."""
+        return (self.document.get("target") or {}).get("launcher")
+
+    @property
+    def slurm(self) -> dict[str, Any]:
+        """A Slurm-placed run's allocation (the job's `slurm:` section; {}: the cluster's defaults)."""
+        return dict(self.document.get("slurm") or {})
+
+    @property
     def synth(self) -> dict[str, Any] | None:
         """The generated dataset's settings, when the job trains on one."""
         data = self.document.get("data")

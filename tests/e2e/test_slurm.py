@@ -1,14 +1,21 @@
-"""`yolo-orch slurm` on a real Slurm cluster: one node on loopback (Debian's slurm-wlm and munge,
-scripts/slurm_cluster.sh: installed when missing, started for this module, stopped after it).
-The scripts are submitted with sbatch as printed: a 1-node x 2-process gloo training to the end;
-`scontrol requeue` of a running job; a job whose time limit is shorter than its training. Both
+"""Slurm for real: one node on loopback (Debian's slurm-wlm and munge, scripts/slurm_cluster.sh: installed
+when missing, started for this module, stopped after it).
+
+`yolo-orch slurm`: the scripts are submitted with sbatch as printed: a 1-node x 2-process gloo training to
+the end; `scontrol requeue` of a running job; a job whose time limit is shorter than its training. Both
 requeued jobs must end with the same run finished and no epoch trained twice.
+
+`target.launcher: slurm` (`submit --launcher slurm`): the runner here submits each attempt as an sbatch
+job and watches it; a time limit shorter than the training goes on in a new job; Ctrl-C cancels the job;
+a runner killed -9 leaves its job training, and a resume is refused until it is cancelled.
 
 Slurm holds a requeued job for about two minutes (Reason=BeginTime) before it may start again;
 the tests shorten that wait with `scontrol update JobId=N StartTime=now`, as an admin could."""
 
 from __future__ import annotations
 
+import json
+import signal
 import time
 from pathlib import Path
 
@@ -16,6 +23,8 @@ import pytest
 
 from conftest import (DEFAULT_WANDB, REPO, TINY_JOB, cli_env, no_links, read_events, run_cli, started, wandb_epochs,
                       write_job)
+from orchestrator.harness.cli import start_cli
+from orchestrator.harness.runs import wait_first_epoch, wait_for
 from orchestrator.harness.services import SlurmCluster, slurm_command, slurm_job
 from orchestrator.registry import Registry
 
@@ -209,3 +218,77 @@ def test_a_sweep_array_shares_one_postgres_study_and_retries_a_cancelled_tasks_t
     assert states[victim[0]] == "FAIL" and sum(s == "COMPLETE" for s in states.values()) >= 3, states
     retried = [t for t in trials if t.system_attrs.get("failed_trial") == victim[0]]
     assert retried and retried[0].state.name == "COMPLETE", states  # the cancelled trial ran again, elsewhere
+
+
+def _placed_job(tmp_path: Path, epochs: int, **changes) -> Path:
+    """A job placed on Slurm, W&B as users have it by default (offline here)."""
+    data = {"synth": {**TINY_JOB["data"]["synth"], "images": 16}}
+    return write_job(tmp_path, TINY_JOB, epochs=epochs, target={"devices": "cpu:2", "launcher": "slurm"}, imgsz=32,
+                     data=data, model=str(REPO / "tests" / "assets" / "tiny-det.yaml"), wandb=DEFAULT_WANDB, **changes)
+
+
+def _epochs(run_dir: Path) -> list[int]:
+    return [e["epoch"] for e in read_events(run_dir) if e["event"] == "epoch"]
+
+
+def test_a_run_placed_on_slurm_goes_on_in_a_new_job_after_its_time_limit(slurm, tmp_path):
+    """Each attempt one sbatch job that the runner here watches. Epoch 2 is held 100 s once, past the job's
+    1-minute limit: Slurm ends job 1 (TIMEOUT), the runner submits a second job that continues from the last
+    checkpoint, and the run finishes with each epoch once in events.jsonl, results.csv and W&B. A secret in
+    the submitting shell reaches no script."""
+    job = _placed_job(tmp_path, 4, slurm={"time": 1})
+    env = {**slurm, "YOLO_ORCH_FAULT_SLEEP": "epoch=2,seconds=100,once=1", "PGPASSWORD": "pg-secret-4711"}
+    out = run_cli("submit", job, "--json", cwd=tmp_path, env=env, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout)
+    run_dir = Path(result["run_dir"])
+    log = (run_dir / "train.log").read_text()
+    assert result["state"] == "finished", log[-3000:]
+    jobs = (run_dir / "slurm").glob("attempt-*.sbatch")
+    assert sorted(p.name for p in jobs) == ["attempt-1.sbatch", "attempt-2.sbatch"]
+    assert "ended TIMEOUT: the next attempt continues from epoch 2/4" in log, log[-3000:]
+    with Registry.open(tmp_path / "runs") as reg:
+        row = reg.get(result["run_id"])
+    assert row.state == "finished" and row.epochs_done == 4 and row.attempts == 2 and row.worker_pid == 0
+    assert _epochs(run_dir) == [1, 2, 3, 4] and wandb_epochs(run_dir) == [1, 2, 3, 4]
+    rows = (run_dir / "results.csv").read_text().strip().splitlines()[1:]
+    assert [int(float(r.split(",")[0])) for r in rows] == [1, 2, 3, 4]
+    assert [e["start_epoch"] for e in read_events(run_dir) if e["event"] == "train_start"] == [0, 1]
+    for script in (run_dir / "slurm").glob("attempt-*.sbatch"):
+        assert "pg-secret-4711" not in script.read_text()
+
+
+def test_ctrl_c_cancels_the_job_and_a_runner_killed_leaves_one_that_blocks_a_resume(slurm, tmp_path):
+    """Ctrl-C of `submit --launcher slurm`: the job is cancelled (scancel), the run killed, resumable. Its
+    resume trains in a new Slurm job; that resume killed -9 leaves its job training, so another resume is
+    refused, naming the job, until it is cancelled; then the run finishes, each epoch once."""
+    job = _placed_job(tmp_path, 4)
+    proc = start_cli("submit", job, "--launcher", "slurm", cwd=tmp_path,
+                     env={**slurm, "YOLO_ORCH_FAULT_SLEEP": "epoch=2,seconds=120,once=1"})
+    run_dir = wait_first_epoch(tmp_path / "runs", proc)
+    run_id = run_dir.name
+    first = (run_dir / "slurm" / "job_id").read_text().strip()
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=180) == 130, proc.stderr.read()[-3000:]
+    assert slurm_job(slurm, first)["JobState"] == "CANCELLED"
+    with Registry.open(tmp_path / "runs") as reg:
+        assert reg.get(run_id).state == "killed"
+
+    proc = start_cli("resume", run_id, cwd=tmp_path, env={**slurm, "YOLO_ORCH_FAULT_SLEEP": "epoch=3,seconds=120"})
+    assert wait_for(lambda: _epochs(run_dir) == [1, 2] or proc.poll() is not None, 300), "the resume trained no epoch"
+    second = (run_dir / "slurm" / "job_id").read_text().strip()
+    assert second != first and proc.poll() is None, proc.stderr.read()[-3000:]
+    proc.kill()  # the runner only (kill -9): its Slurm job trains on
+    proc.wait(timeout=30)
+    assert slurm_job(slurm, second)["JobState"] == "RUNNING"
+    refused = run_cli("resume", run_id, cwd=tmp_path, env=slurm)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+    assert f"its Slurm job {second} still runs (its runner is gone); `scancel {second}` first" in refused.stderr
+
+    slurm_command(slurm, "scancel", second)
+    _wait_end(slurm, second)
+    out = run_cli("resume", run_id, "--json", cwd=tmp_path, env=slurm, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout)["state"] == "finished"
+    assert _epochs(run_dir) == [1, 2, 3, 4] and wandb_epochs(run_dir) == [1, 2, 3, 4]
+    assert len(list((run_dir / "slurm").glob("attempt-*.sbatch"))) == 3

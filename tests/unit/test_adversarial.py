@@ -217,7 +217,7 @@ def test_every_slurm_option_is_checked_before_it_enters_the_script(tmp_path, arg
 @pytest.mark.parametrize("value, seconds", [("30", 1800), ("1:30", 90), ("2:00:00", 7200), ("1-0", 86400),
                                             ("1-2:30", 95400), ("0-0:0:30", 30), ("UNLIMITED", None), ("0", None)])
 def test_slurm_time_forms(value, seconds):
-    from orchestrator.launch.slurm import time_limit_seconds
+    from orchestrator.jobspec.slurm import time_limit_seconds
 
     assert time_limit_seconds(value) == seconds
 

@@ -56,3 +56,57 @@ def test_stop_ends_the_whole_group(tmp_path):
     assert code != 0 and attempt.wait(0) == code
     time.sleep(0.2)
     assert not [pid for pid in group if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
+
+
+# A run placed on Slurm: what each way a job ends means for the run (the real jobs: tests/e2e/test_slurm.py)
+@pytest.mark.parametrize("state, exit_code, progressed, lost, code, note", [
+    ("PENDING", "0:0", False, 0, None, None),
+    ("RUNNING", "0:0", True, 0, None, None),
+    ("COMPLETING", "0:0", True, 0, None, None),
+    ("COMPLETED", "0:0", True, 0, 0, None),
+    ("FAILED", "75:0", True, 0, 75, None),  # the worker's own exit code (OOM): the runner re-plans
+    ("FAILED", "0:9", False, 0, 137, None),  # killed by a signal: as a shell says it
+    ("TIMEOUT", "0:15", True, 0, 256, None),  # an epoch was saved: the next job continues
+    ("TIMEOUT", "0:15", False, 0, 1, "reached its time limit (1:00) before an epoch was saved"),
+    ("PREEMPTED", "0:15", False, 0, 256, None),
+    ("NODE_FAIL", "0:0", False, 1, 256, None),
+    ("NODE_FAIL", "0:0", False, 2, 1, "Slurm took 3 jobs in a row away (NODE_FAIL"),
+    ("NODE_FAIL", "0:0", True, 2, 256, None),
+    ("CANCELLED by 0", "0:15", False, 0, 130, "was cancelled (scancel)"),
+    ("OUT_OF_MEMORY", "0:125", True, 0, 1, "ran out of memory"),
+])
+def test_what_the_end_of_a_slurm_job_means_for_the_run(state, exit_code, progressed, lost, code, note):
+    from orchestrator.launch.backend import EXIT_NEXT_SESSION
+    from orchestrator.launch.slurm_backend import ending, job_record
+
+    record = job_record(f"JobId=7 JobName=tiny JobState={state.split()[0]} Reason=None ExitCode={exit_code} "
+                        "TimeLimit=00:01:00")
+    end = ending(record, progressed, lost, "r1")
+    if code is None:
+        assert end is None
+        return
+    assert end.code == code and (code != 256 or EXIT_NEXT_SESSION == 256)
+    if note:
+        assert note.replace("1:00", "00:01:00") in end.note and "`yolo-orch resume r1` continues it" in end.note
+    else:
+        assert end.note is None
+
+
+def test_a_slurm_attempt_script_holds_its_allocation_and_the_runs_command_and_no_secret(tmp_path):
+    from orchestrator.launch.slurm_backend import attempt_script
+    from orchestrator.rundir import ResolvedRun, RunJob, RunPlan
+
+    resolved = ResolvedRun(run_id="r1", run_dir=str(tmp_path), job_file=None, wandb_mode="offline",
+                           job=RunJob({"name": "tiny", "epochs": 3}),
+                           plan=RunPlan(job="tiny", devices="0,1", world_size=2, launcher="torchrun", policy="auto",
+                                        train_args={}, scaling={}))
+    settings = {"time": "30", "partition": "gpu", "sbatch": ["--qos=high"]}
+    env = {"PYTHONPATH": "/opt/tool dir", "WANDB_API_KEY": "k-secret", "PGPASSWORD": "p-secret"}
+    text = attempt_script(tmp_path, resolved, settings, ["python", "-m", "x", str(tmp_path)], env)
+    lines = text.splitlines()
+    for wanted in ("#SBATCH --nodes=1", "#SBATCH --gpus-per-node=2", "#SBATCH --cpus-per-task=16",
+                   "#SBATCH --time=30", "#SBATCH --partition=gpu", "#SBATCH --qos=high", "#SBATCH --no-requeue",
+                   f"#SBATCH --output={tmp_path / LOG}", "export PYTHONPATH='/opt/tool dir'"):
+        assert wanted in lines, (wanted, text)
+    assert lines[-1] == f"exec python -m x {tmp_path}"
+    assert "secret" not in text  # secrets reach the job through the environment sbatch exports, never the script
