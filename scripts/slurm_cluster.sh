@@ -2,19 +2,20 @@
 # A one-node Slurm cluster on loopback for the tests (tests/e2e/test_slurm.py) and for trying
 # `yolo-orch slurm` by hand: Debian's slurm-wlm and munge, installed when missing (root, apt).
 #
-#   scripts/slurm_cluster.sh start DIR   # config, state and logs in DIR; prints `export SLURM_CONF=...`
+#   scripts/slurm_cluster.sh start DIR [NODES]   # config, state and logs in DIR; prints `export SLURM_CONF=...`
 #   scripts/slurm_cluster.sh stop DIR
 #
 # Every Slurm command finds this cluster through SLURM_CONF=DIR/slurm.conf. Up in a few seconds
-# once installed (the install: about 1.5 minutes).
+# once installed (the install: about 1.5 minutes). NODES=2 adds a second node on this machine, a slurmd
+# of its own named `localhost` (a name that resolves here), so a job may span two "nodes".
 set -euo pipefail
-action=${1:-}; dir=${2:-}
+action=${1:-}; dir=${2:-}; nodes=${3:-1}
 [ -n "$action" ] && [ -n "$dir" ] || { echo "usage: scripts/slurm_cluster.sh start|stop DIR" >&2; exit 2; }
 mkdir -p "$dir"; dir=$(cd "$dir" && pwd)
 conf="$dir/slurm.conf"
 
 stop() {
-  for pidfile in "$dir/slurmctld.pid" "$dir/slurmd.pid"; do
+  for pidfile in "$dir"/slurmctld.pid "$dir"/slurmd*.pid; do
     [ -f "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null || true
   done
   for _ in $(seq 50); do
@@ -56,27 +57,29 @@ ensure_munge() {  # Slurm's authentication: a key and a running munged (apt may 
 start() {
   install
   stop
-  local host ports; host=$(hostname -s)
+  local host ports cpus; host=$(hostname -s)
   # (nproc counts OMP_NUM_THREADS as the CPUs it may use: Ultralytics sets it to 1 in every process
   # that imports it, so a test process would describe a 1-CPU node)
   # free ports: another cluster (a second checkout's tests) may hold Slurm's default 6817/6818
-  ports=$(python3 -c 'import socket; s=[socket.socket() for _ in "ab"]; [x.bind(("127.0.0.1", 0)) for x in s]; print(*[x.getsockname()[1] for x in s])')
-  mkdir -p "$dir/state" "$dir/spool"
+  ports=$(python3 -c 'import socket; s=[socket.socket() for _ in "abc"]; [x.bind(("127.0.0.1", 0)) for x in s]; print(*[x.getsockname()[1] for x in s])')
+  set -- $ports
+  cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
+  mkdir -p "$dir/state" "$dir/spool-$host" "$dir/spool-localhost"
   cat > "$conf" <<CONF
 ClusterName=yoloorch
 SlurmctldHost=$host(127.0.0.1)
-SlurmctldPort=${ports% *}
-SlurmdPort=${ports#* }
+SlurmctldPort=$1
+SlurmdPort=$2
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
 StateSaveLocation=$dir/state
-SlurmdSpoolDir=$dir/spool
+SlurmdSpoolDir=$dir/spool-%n
 SlurmctldPidFile=$dir/slurmctld.pid
-SlurmdPidFile=$dir/slurmd.pid
+SlurmdPidFile=$dir/slurmd-%n.pid
 SlurmctldLogFile=$dir/slurmctld.log
-SlurmdLogFile=$dir/slurmd.log
+SlurmdLogFile=$dir/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 MpiDefault=none
@@ -87,15 +90,18 @@ ReturnToService=2
 JobRequeue=1
 KillWait=10
 MinJobAge=3600
-NodeName=$host NodeAddr=127.0.0.1 CPUs=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) State=UNKNOWN
-PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus State=UNKNOWN
 CONF
+  # a second node: its own slurmd on its own port (each claims this machine's CPUs: a test cluster)
+  [ "$nodes" = 2 ] && echo "NodeName=localhost NodeHostname=$host NodeAddr=127.0.0.1 Port=$3 CPUs=$cpus State=UNKNOWN" >> "$conf"
+  echo "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP" >> "$conf"
   ensure_munge
   slurmctld -f "$conf"
-  slurmd -f "$conf"
+  slurmd -f "$conf" -N "$host"
+  [ "$nodes" = 2 ] && slurmd -f "$conf" -N localhost
   export SLURM_CONF="$conf"
   for _ in $(seq 100); do
-    if sinfo -h -o %T 2>/dev/null | grep -qx idle; then
+    if [ "$(sinfo -h -N -o %T 2>/dev/null | grep -cx idle)" = "$nodes" ]; then
       echo "export SLURM_CONF=$conf"
       return 0
     fi

@@ -1,7 +1,7 @@
 """The one harness of the tests and the benches: how they drive yolo-orch as a user does (the CLI in a
 fresh interpreter and its environment), the jobs and sweeps they write, what they read back from a run
 (events, results.csv, W&B epochs), the processes they look for, their one wait, the real services they
-start (a private PostgreSQL server, a one-node Slurm cluster, a small tmpfs disk) and plain Ultralytics
+start (a private PostgreSQL server, a Slurm cluster of one or two nodes, a small tmpfs disk) and plain Ultralytics
 driven offline (`python -m orchestrator.harness.plain`). It sits on top: nothing of the tool imports it.
 
 The pytest fixtures (tests/conftest.py) and the campaigns (bench/) both import these modules; a service

@@ -1,5 +1,5 @@
 """The real services the tests and campaigns start for themselves: a PostgreSQL server of their own (an
-outage is a stop), a one-node Slurm cluster on loopback (scripts/slurm_cluster.sh), a small tmpfs disk
+outage is a stop), a Slurm cluster of one or two nodes on loopback (scripts/slurm_cluster.sh), a small tmpfs disk
 that fills up, a read-only bind mount. Each that cannot start here raises `Unavailable` (one line)."""
 
 from __future__ import annotations
@@ -203,15 +203,16 @@ class SlurmCluster:
     """A one-node Slurm cluster of its own (scripts/slurm_cluster.sh: Debian's slurm-wlm and munge, installed
     when missing), configured in a short folder under the system's temporary folder: slurmd makes a Unix
     socket per job step in its spool, and a socket path past 108 bytes (a deep test folder, as pytest-xdist
-    makes them) fails every step, so the job is requeued for ever. `env(base)`: `base` with its SLURM_CONF,
-    for slurm_command/slurm_job and the commands that submit to it; `stop()` also removes the folder."""
+    makes them) fails every step, so the job is requeued for ever. `nodes=2`: a second node on this machine
+    (its own slurmd), so a job may span two. `env(base)`: `base` with its SLURM_CONF, for
+    slurm_command/slurm_job and the commands that submit to it; `stop()` also removes the folder."""
 
     SCRIPT = REPO / "scripts" / "slurm_cluster.sh"
 
-    def __init__(self):
+    def __init__(self, nodes: int = 1):
         folder = self.folder = Path(tempfile.mkdtemp(prefix="slurm-"))
-        start = subprocess.run(["bash", str(self.SCRIPT), "start", str(folder)], capture_output=True, text=True,
-                               timeout=600)
+        start = subprocess.run(["bash", str(self.SCRIPT), "start", str(folder), str(nodes)], capture_output=True,
+                               text=True, timeout=600)
         if start.returncode != 0:
             lines = (start.stderr or start.stdout).strip().splitlines()
             raise Unavailable(f"no Slurm cluster here: {lines[-1] if lines else f'exit {start.returncode}'}")

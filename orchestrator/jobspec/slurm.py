@@ -34,11 +34,10 @@ def time_limit_seconds(text: str) -> int | None:
 
 
 def placement_problem(launcher: str | None, devices) -> str | None:
-    """Why a run placed by `launcher` cannot train on `devices` (a DeviceSpec), or None: Slurm places a run's
-    attempts on one node, its CPU processes or GPUs; an MxN run is a script of `yolo-orch slurm`."""
-    if launcher == "slurm" and (devices.kind not in ("cpu", "cuda") or devices.nodes > 1):
-        return (f"slurm places one node's CPU processes or GPUs (cpu, cpu:N, 0,1, N), not '{devices.text}'; for "
-                "MxN print a script with `yolo-orch slurm JOB`")
+    """Why a run placed by `launcher` cannot train on `devices` (a DeviceSpec), or None: Slurm places CPU
+    processes and GPUs, on one node or several (torchrun); TPUs and XLA are Kaggle's and this machine's."""
+    if launcher == "slurm" and devices.kind not in ("cpu", "cuda"):
+        return f"slurm places CPU processes or GPUs (cpu:N, 0,1, N, MxN, Mxcpu:N), not '{devices.text}'"
     return None
 
 

@@ -9,9 +9,10 @@ made by `kaggle launch` for its job; `yolo-orch slurm` (`launch/slurm.py`) print
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
-from orchestrator.devices import DeviceSpec, missing_gpus
+from orchestrator.devices import DeviceSpec, missing_gpus, parse_devices
 from orchestrator.launch import local, slurm_backend, torchrun, xla
 from orchestrator.launch.backend import Backend, ProcessBackend
 from orchestrator.rundir import load_resolved
@@ -32,9 +33,11 @@ def backend_of_run(run_dir: Path) -> Backend:
     that launcher's command placed on Slurm (a new backend per run: it counts the run's jobs)."""
     resolved = load_resolved(run_dir)
     on_here = BACKENDS[resolved.plan.launcher]
-    if resolved.job.placement == "slurm":
-        return slurm_backend.SlurmBackend(resolved.job.slurm, on_here.command)
-    return on_here
+    if resolved.job.placement != "slurm":
+        return on_here
+    several = parse_devices(resolved.plan.devices).nodes > 1
+    node_line = torchrun.slurm_node_line if several else (lambda d: shlex.join(on_here.command(d)))
+    return slurm_backend.SlurmBackend(resolved.job.slurm, node_line)
 
 
 def unavailable(launcher: str, devices: DeviceSpec, placement: str | None = None) -> str | None:

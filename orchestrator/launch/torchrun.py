@@ -20,6 +20,7 @@ single source of truth. No torch import here: the CLI stays fast.
 from __future__ import annotations
 
 import re
+import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,13 +114,30 @@ def build_command(run_dir: Path, nproc_per_node: int, nnodes: int = 1, node_rank
             cmd += [f"--master-addr={host}", f"--master-port={port}"]
         else:
             cmd += ["--rdzv-backend=c10d", f"--rdzv-endpoint={host}:{port}", f"--rdzv-id={rdzv_id or 'yolo-orch'}"]
-    cmd += [
+    return cmd + worker_args(run_dir, nproc_per_node)
+
+
+def worker_args(run_dir: Path, nproc_per_node: int) -> list[str]:
+    """torchrun's arguments after the rendezvous: the ranks of this node and the worker they run."""
+    return [
         f"--nproc-per-node={nproc_per_node}",
         "--max-restarts=0",  # a failed rank ends the run (the orchestrator reports it); no silent restarts
         "--monitor-interval=1",
         "-m", WORKER_MODULE, str(run_dir),
     ]
-    return cmd
+
+
+SLURM_NODE_RENDEZVOUS = '--node-rank="$SLURM_NODEID" --master-addr="$MASTER_ADDR" --master-port="$MASTER_PORT"'
+
+
+def slurm_node_line(run_dir: Path) -> str:
+    """Every node's torchrun in one multi-node Slurm job, as one shell line: the node's rank and the static
+    rendezvous come from the job's environment (SLURM_NODEID; MASTER_ADDR and MASTER_PORT, which the job's
+    script sets: launch/slurm_backend.py), so global rank 0 is on the allocation's first node."""
+    devices = parse_devices(load_resolved(run_dir).plan.devices)
+    head = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={devices.nodes}"]
+    tail = worker_args(Path(run_dir), devices.per_node)
+    return f"{shlex.join(head)} {SLURM_NODE_RENDEZVOUS} {shlex.join(tail)}"
 
 
 def command(run_dir: Path) -> list[str]:

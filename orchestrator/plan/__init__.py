@@ -283,6 +283,18 @@ def make_plan(job: LoadedJob, devices: DeviceSpec | None = None, policy: str | N
                   launcher=target_spec.backend, policy=made.scaled.policy, train_args=made.train_args,
                   scaling=made.scaled.as_json(), hyp=hyp, data=data_record(data),
                   warnings=list(made.scaled.warnings) + data.warnings + advised_range_warnings(hyp),
-                  ultralytics=made.release,
-                  launch=NodeOptions.from_dict(node.options(target_spec)) if node is not None else None)
+                  ultralytics=made.release, launch=node_options(spec, node, target_spec))
     return Plan(job=job, devices=target_spec, data=data, scaled=made.scaled, run=run)
+
+
+def node_options(spec, node: NodeLaunch | None, target_spec: DeviceSpec) -> NodeOptions | None:
+    """The plan's `launch`: this node's torchrun options, checked against the devices; none for a run placed
+    on Slurm, whose job gives every node its rank and the rendezvous (launch/slurm_backend.py)."""
+    if node is None:
+        return None
+    if spec.target.launcher:
+        if node.node_rank is not None or node.rdzv_endpoint is not None:
+            raise UserError(f"--node-rank/--rdzv-endpoint: a run placed on {spec.target.launcher} (target.launcher) "
+                            "gets each node's rank and the rendezvous from its job; leave them out")
+        return None
+    return NodeOptions.from_dict(node.options(target_spec))

@@ -167,10 +167,10 @@ def main(argv: list[str] | None = None) -> int:
 def node_summary(run_dir: Path, ranks: Ranks) -> None:
     """A node without global rank 0 (multi-node): its run dir gets a summary too, so its
     orchestrator reports the finished state; metrics, events and weights are in node 0's run dir."""
-    from orchestrator.rundir import SUMMARY, write_json_atomic
+    from orchestrator.rundir import SUMMARY, load_resolved, write_json_atomic
 
-    if (run_dir / SUMMARY).exists():
-        return
+    if (run_dir / SUMMARY).exists() or load_resolved(run_dir).job.placement:
+        return  # (a run placed on Slurm: every node trains in the one run folder, whose summary is rank 0's)
     write_json_atomic(run_dir / SUMMARY, {
         "state": "finished",
         "primary": False,

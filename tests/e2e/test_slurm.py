@@ -1,5 +1,6 @@
-"""Slurm for real: one node on loopback (Debian's slurm-wlm and munge, scripts/slurm_cluster.sh: installed
-when missing, started for this module, stopped after it).
+"""Slurm for real: two nodes on this machine, on loopback (Debian's slurm-wlm and munge,
+scripts/slurm_cluster.sh: installed when missing, started for this module, stopped after it; each node a
+slurmd of its own).
 
 `yolo-orch slurm`: the scripts are submitted with sbatch as printed: a 1-node x 2-process gloo training to
 the end; `scontrol requeue` of a running job; a job whose time limit is shorter than its training. Both
@@ -7,7 +8,8 @@ requeued jobs must end with the same run finished and no epoch trained twice.
 
 `target.launcher: slurm` (`submit --launcher slurm`): the runner here submits each attempt as an sbatch
 job and watches it; a time limit shorter than the training goes on in a new job; Ctrl-C cancels the job;
-a runner killed -9 leaves its job training, and a resume is refused until it is cancelled.
+a runner killed -9 leaves its job training, and a resume is refused until it is cancelled; a `2xcpu:1`
+run spans both nodes in one job.
 
 Slurm holds a requeued job for about two minutes (Reason=BeginTime) before it may start again;
 the tests shorten that wait with `scontrol update JobId=N StartTime=now`, as an admin could."""
@@ -35,7 +37,7 @@ ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEM
 
 @pytest.fixture(scope="module")
 def cluster() -> SlurmCluster:
-    cluster = started(SlurmCluster)
+    cluster = started(SlurmCluster, 2)
     yield cluster
     cluster.stop()
 
@@ -220,10 +222,10 @@ def test_a_sweep_array_shares_one_postgres_study_and_retries_a_cancelled_tasks_t
     assert retried and retried[0].state.name == "COMPLETE", states  # the cancelled trial ran again, elsewhere
 
 
-def _placed_job(tmp_path: Path, epochs: int, **changes) -> Path:
+def _placed_job(tmp_path: Path, epochs: int, devices: str = "cpu:2", **changes) -> Path:
     """A job placed on Slurm, W&B as users have it by default (offline here)."""
     data = {"synth": {**TINY_JOB["data"]["synth"], "images": 16}}
-    return write_job(tmp_path, TINY_JOB, epochs=epochs, target={"devices": "cpu:2", "launcher": "slurm"}, imgsz=32,
+    return write_job(tmp_path, TINY_JOB, epochs=epochs, target={"devices": devices, "launcher": "slurm"}, imgsz=32,
                      data=data, model=str(REPO / "tests" / "assets" / "tiny-det.yaml"), wandb=DEFAULT_WANDB, **changes)
 
 
@@ -292,3 +294,21 @@ def test_ctrl_c_cancels_the_job_and_a_runner_killed_leaves_one_that_blocks_a_res
     assert json.loads(out.stdout)["state"] == "finished"
     assert _epochs(run_dir) == [1, 2, 3, 4] and wandb_epochs(run_dir) == [1, 2, 3, 4]
     assert len(list((run_dir / "slurm").glob("attempt-*.sbatch"))) == 3
+
+
+def test_a_run_placed_on_slurm_spans_two_nodes_in_one_job(slurm, tmp_path):
+    """`2xcpu:1`: one job of two nodes, one task each; every node's torchrun takes its rank from
+    SLURM_NODEID and meets node 0 (the first host); both train in the one run folder on the shared disk."""
+    job = _placed_job(tmp_path, 2, devices="2xcpu:1")
+    out = run_cli("submit", job, "--json", cwd=tmp_path, env=slurm, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout)
+    run_dir = Path(result["run_dir"])
+    assert result["state"] == "finished", (run_dir / "train.log").read_text()[-3000:]
+    record = slurm_job(slurm, (run_dir / "slurm" / "job_id").read_text().strip())
+    assert record["NumNodes"] == "2" and record["JobState"] == "COMPLETED"
+    starts = [e for e in read_events(run_dir) if e["event"] == "train_start"]
+    assert [s["world_size"] for s in starts] == [2] and _epochs(run_dir) == [1, 2]
+    assert (run_dir / "rank0.log").is_file() and (run_dir / "rank1.log").is_file()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["state"] == "finished" and summary["metrics"]  # rank 0's, not another node's stand-in

@@ -102,11 +102,35 @@ def test_a_slurm_attempt_script_holds_its_allocation_and_the_runs_command_and_no
                                         train_args={}, scaling={}))
     settings = {"time": "30", "partition": "gpu", "sbatch": ["--qos=high"]}
     env = {"PYTHONPATH": "/opt/tool dir", "WANDB_API_KEY": "k-secret", "PGPASSWORD": "p-secret"}
-    text = attempt_script(tmp_path, resolved, settings, ["python", "-m", "x", str(tmp_path)], env)
+    text = attempt_script(tmp_path, resolved, settings, f"python -m x {tmp_path}", env)
     lines = text.splitlines()
-    for wanted in ("#SBATCH --nodes=1", "#SBATCH --gpus-per-node=2", "#SBATCH --cpus-per-task=16",
+    for wanted in ("#SBATCH --nodes=1", "#SBATCH --ntasks-per-node=1", "#SBATCH --gpus-per-node=2", "#SBATCH --cpus-per-task=16",
                    "#SBATCH --time=30", "#SBATCH --partition=gpu", "#SBATCH --qos=high", "#SBATCH --no-requeue",
                    f"#SBATCH --output={tmp_path / LOG}", "export PYTHONPATH='/opt/tool dir'"):
         assert wanted in lines, (wanted, text)
     assert lines[-1] == f"exec python -m x {tmp_path}"
     assert "secret" not in text  # secrets reach the job through the environment sbatch exports, never the script
+
+
+def test_a_slurm_attempt_on_two_nodes_runs_one_torchrun_per_node_from_the_jobs_environment(tmp_path):
+    import yaml
+
+    from orchestrator.launch.slurm_backend import SlurmBackend, attempt_script
+    from orchestrator.launch.torchrun import SLURM_NODE_RENDEZVOUS
+    from orchestrator.rundir import load_resolved
+
+    doc = {"job": {"name": "tiny", "epochs": 1, "target": {"launcher": "slurm"}},
+           "plan": {"devices": "2x4", "launcher": "torchrun", "train_args": {"epochs": 1}}}
+    (tmp_path / "job.resolved.yaml").write_text(yaml.safe_dump(doc))
+    resolved = load_resolved(tmp_path)
+    backend = launch.backend_of_run(tmp_path)
+    assert isinstance(backend, SlurmBackend) and backend.watched
+    line = backend.command(tmp_path)
+    assert "--nnodes=2" in line and SLURM_NODE_RENDEZVOUS in line and line.endswith(f"-m orchestrator.worker.ddp {tmp_path}")
+    text = attempt_script(tmp_path, resolved, {}, line, {})
+    lines = text.splitlines()
+    for wanted in ("#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=1", "#SBATCH --gpus-per-node=4",
+                   "#SBATCH --cpus-per-task=32"):
+        assert wanted in lines, (wanted, text)
+    assert 'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"' in lines
+    assert lines[-1].startswith("exec srun --kill-on-bad-exit=1 --ntasks-per-node=1 bash -c 'exec ")
