@@ -186,7 +186,8 @@ class Target(Strict):
     max_batch_per_device: Optional[int] = Field(default=None, ge=1, le=65536)
     launcher: Optional[Literal[PLACEMENTS]] = Field(  # type: ignore[valid-type]
         default=None, description="where the run's attempts start: unset, on this machine (local, torchrun or XLA, "
-        "as the devices say); slurm: each attempt one sbatch job on one node, watched from here (the job's `slurm:`)")
+        "as the devices say); slurm: each attempt one sbatch job (MxN: one job of M nodes), watched from here "
+        "(the job's `slurm:`)")
 
     @model_validator(mode="after")
     def _one_batch(self):
@@ -197,7 +198,7 @@ class Target(Strict):
     @field_validator("launcher")
     @classmethod
     def _placeable(cls, value: Optional[str], info: ValidationInfo) -> Optional[str]:
-        """Slurm places a run's attempts on one node, CPU processes or GPUs (an MxN run: `yolo-orch slurm`)."""
+        """Slurm places CPU processes and GPUs (jobspec/slurm.placement_problem)."""
         problem = placement_problem(value, info.data["devices"]) if "devices" in info.data else None
         if problem:
             raise ValueError(problem)

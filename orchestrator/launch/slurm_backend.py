@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Callable
 
 from orchestrator.launch.backend import EXIT_NEXT_SESSION
-from orchestrator.rundir import (ENV_SUPERVISOR_PID, ENV_SUPERVISOR_START, LOG, completed_epochs, load_resolved,
-                                 write_text_atomic)
+from orchestrator.rundir import (ENV_SUPERVISOR_PID, ENV_SUPERVISOR_START, LOG, SUMMARY, completed_epochs,
+                                 load_resolved, write_text_atomic)
 from orchestrator.rundir.resume_order import order_next_attempt
 
 SLURM_DIR = "slurm"  # in the run folder: each attempt's script, and the current job's id (JOB_FILE)
@@ -103,13 +103,12 @@ def ending(record: dict[str, str], progressed: bool, lost_in_a_row: int, run_id:
 
 @dataclass
 class SlurmBackend:
-    """Places each attempt of one run on Slurm (a new instance per run: it counts the run's jobs)."""
+    """Places each attempt of one run on Slurm (a new instance per run: it remembers how the last job ended)."""
 
     settings: dict
     command: Callable[[Path], str]  # what each node runs, a shell line (launch/local.py, torchrun.py)
     name: str = "slurm"
     watched: bool = True  # the ranks write their heartbeats into the run folder, on the shared filesystem
-    jobs: int = 0
     continue_next: str | None = None  # why the last job ended with epochs left: the next one resumes
     lost_in_a_row: int = 0
 
@@ -119,19 +118,21 @@ class SlurmBackend:
         say = _say(run_dir)
         if self.continue_next:
             say(order_next_attempt(resolved.run_id, run_dir, self.continue_next))
-        self.jobs += 1
         folder = run_dir / SLURM_DIR
         folder.mkdir(exist_ok=True)
         script = folder / f"attempt-{len(list(folder.glob('attempt-*.sbatch'))) + 1}.sbatch"  # a resume's too
         write_text_atomic(script, attempt_script(run_dir, resolved, self.settings, self.command(run_dir), env))
         # the orchestrator's pid means nothing on the node: the job is stopped with scancel instead
         job_env = {k: v for k, v in env.items() if k not in (ENV_SUPERVISOR_PID, ENV_SUPERVISOR_START)}
-        done = subprocess.run(["sbatch", "--parsable", str(script)], env={**os.environ, **job_env},
-                              capture_output=True, text=True, timeout=120)
+        try:
+            done = subprocess.run(["sbatch", "--parsable", str(script)], env={**os.environ, **job_env},
+                                  capture_output=True, text=True, timeout=120)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return SlurmAttempt(self, run_dir, "", ended=Ending(1, f"sbatch {script.name}: {exc}"))
         if done.returncode != 0:
             lines = [ln.strip() for ln in done.stderr.splitlines() if ln.strip()]
-            return SlurmAttempt(self, run_dir, "", ended=Ending(1, f"sbatch refused attempt {self.jobs}: "
-                                                                   f"{lines[-1] if lines else done.returncode}"))
+            why = lines[-1] if lines else f"exit {done.returncode}"
+            return SlurmAttempt(self, run_dir, "", ended=Ending(1, f"sbatch refused {script.name}: {why}"))
         job_id = done.stdout.strip().split(";")[0]
         write_text_atomic(folder / JOB_FILE, job_id + "\n")
         say(f"Slurm job {job_id} ({script}); `scancel {job_id}` stops it")
@@ -167,7 +168,8 @@ class SlurmAttempt:
         if record is None:
             return  # the controller did not answer: look again at the next poll
         progressed = completed_epochs(self.run_dir) > self.epochs_before
-        end = ending(record, progressed, self.backend.lost_in_a_row, load_resolved(self.run_dir).run_id)
+        run_id = load_resolved(self.run_dir).run_id
+        end = ending(record, progressed, self.backend.lost_in_a_row, run_id) if record else self._forgotten(run_id)
         if end is None:
             return
         self.ended = end
@@ -176,13 +178,24 @@ class SlurmAttempt:
         self.backend.continue_next = (f"Slurm job {self.job_id} ended {state}"
                                       if end.code == EXIT_NEXT_SESSION else None)
 
+    def _forgotten(self, run_id: str) -> Ending:
+        """Slurm no longer knows the job (its MinJobAge passed while this runner was stopped): the run's own
+        files say how it ended, a summary for a training that finished every epoch."""
+        if summary_state(self.run_dir) == "finished":
+            return Ending(0)
+        return Ending(1, f"Slurm no longer knows job {self.job_id} and the run did not finish (see train.log); "
+                         f"`yolo-orch resume {run_id}` continues it")
+
     def record(self) -> dict[str, str] | None:
+        """The job's record; {} when Slurm does not know it (any more); None when it did not answer."""
         try:
             done = subprocess.run(["scontrol", "show", "job", "-o", self.job_id], capture_output=True, text=True,
                                   timeout=60)
-        except subprocess.TimeoutExpired:
+        except (OSError, subprocess.TimeoutExpired):
             return None
-        return job_record(done.stdout) if done.returncode == 0 and done.stdout.strip() else None
+        if done.returncode != 0:
+            return {} if "Invalid job id" in done.stderr else None
+        return job_record(done.stdout) or None
 
     def stop(self, grace_s: float = 15.0) -> int:
         """scancel, then wait for Slurm to say the job ended (its processes get SIGTERM, then SIGKILL after
@@ -193,7 +206,7 @@ class SlurmAttempt:
         deadline = time.monotonic() + grace_s + 120
         while time.monotonic() < deadline:
             record = self.record()
-            if record and record.get("JobState", "").split()[0] not in STILL:
+            if record == {} or (record and record.get("JobState", "").split()[0] not in STILL):
                 break
             time.sleep(1)
         self.ended = Ending(EXIT_CANCELLED, None)
@@ -254,6 +267,15 @@ def active_job(run_dir: Path) -> str | None:
         return None
     state = job_record(done.stdout).get("JobState", "") if done.returncode == 0 else ""
     return job_id if state.split()[0:1] and state.split()[0] in STILL else None
+
+
+def summary_state(run_dir: Path) -> str | None:
+    import json
+
+    try:
+        return json.loads((Path(run_dir) / SUMMARY).read_text()).get("state")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def _say(run_dir: Path) -> Callable[[str], None]:

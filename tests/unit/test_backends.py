@@ -134,3 +134,14 @@ def test_a_slurm_attempt_on_two_nodes_runs_one_torchrun_per_node_from_the_jobs_e
         assert wanted in lines, (wanted, text)
     assert 'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"' in lines
     assert lines[-1].startswith("exec srun --kill-on-bad-exit=1 --ntasks-per-node=1 bash -c 'exec ")
+
+
+def test_a_job_slurm_forgot_ends_as_the_runs_own_files_say(tmp_path):
+    """Slurm keeps an ended job for MinJobAge only: a runner that looks later reads the run's summary."""
+    from orchestrator.launch.slurm_backend import SlurmAttempt, SlurmBackend
+
+    attempt = SlurmAttempt(SlurmBackend({}, str), tmp_path, "42")
+    end = attempt._forgotten("r1")
+    assert end.code == 1 and "Slurm no longer knows job 42 and the run did not finish" in end.note
+    (tmp_path / "summary.json").write_text('{"state": "finished"}')
+    assert attempt._forgotten("r1").code == 0
