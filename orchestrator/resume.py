@@ -359,6 +359,12 @@ def restore_data(resolved: ResolvedRun, run_id: str) -> str | None:
 
         convert_recorded(coco, resolved.job.task, data)
         return f"its converted COCO copy ({data.parent}) was missing here: converted again"
+    ndjson = resolved.plan.data.get("ndjson")
+    if ndjson and not data.exists():  # the same file gives the same copy; a changed one is refused
+        from orchestrator.jobspec import ndjson_convert
+
+        ndjson_convert.convert(Path(ndjson), data)
+        return f"its converted NDJSON copy ({data.parent}) was missing here: converted again"
     missing = _missing_data(data)
     if missing:
         raise UserError(f"RUN: {run_id} trains on {missing}, which does not exist here; put the dataset back "

@@ -69,13 +69,17 @@ def check_launchable(plan: Plan) -> None:
 
 
 def ensure_data(plan: Plan) -> None:
-    """The dataset the plan names, made when it is not there: generated, or COCO JSON converted once."""
+    """The dataset the plan names, made when it is not there: generated, or COCO JSON or NDJSON converted once."""
     if plan.data.synth is not None and not plan.data.yaml_path.exists():
         make_synth_data(plan.data.synth.model_dump(), plan.job.spec.task)
     if plan.data.coco is not None:
         from orchestrator.jobspec.coco_convert import convert_recorded
 
         convert_recorded(plan.data.coco, plan.job.spec.task, plan.data.yaml_path)
+    if plan.data.ndjson is not None:
+        from orchestrator.jobspec import ndjson_convert
+
+        ndjson_convert.convert(Path(plan.data.ndjson), plan.data.yaml_path)
 
 
 DATA_YAML = "data.yaml"

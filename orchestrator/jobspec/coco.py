@@ -78,7 +78,7 @@ def read_coco(splits: dict[str, tuple[Path, Path]], field_name: str = "data.coco
             problems.append(f"{field_name}.{name}: {split.file} lists other categories than {first.file} "
                             f"({first_name}); every split must list the same, in the same order")
     if problems:
-        raise UserError(_capped(problems))
+        raise UserError(capped(problems))
     categories = first.categories
     shapes = set().union(*(s.shapes for s in read.values()))
     task = "pose" if "keypoints" in shapes else "segment" if shapes & {"polygon", "rle"} else "detect"
@@ -270,7 +270,8 @@ def _short(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _capped(problems: list[str]) -> list[str]:
+def capped(problems: list[str]) -> list[str]:
+    """At most MAX_LINES problems, one line each, and how many more (a file of 100,000 broken annotations)."""
     if len(problems) <= MAX_LINES:
         return problems
     return problems[:MAX_LINES] + [f"... and {len(problems) - MAX_LINES} more problems of the same files"]

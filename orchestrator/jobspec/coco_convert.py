@@ -17,6 +17,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 from orchestrator.errors import EnvError, UserError
 from orchestrator.rundir import dump_yaml
@@ -44,29 +45,35 @@ def convert(splits: dict[str, tuple[Path, Path]], task: str, expect: Path) -> Pa
     if converted_yaml(expect.parents[1], data) != expect:
         raise UserError(f"data.coco: the annotation files changed since the run was planned ({expect.parent.name} "
                         "no longer matches them); plan and submit the job again")
-    try:
-        return _make(splits, data, task, expect)
-    except OSError as exc:  # a full disk, a cache that cannot be written: one line, nothing half-made left
-        raise EnvError(f"data.coco: cannot write the converted copy in {expect.parents[1]} "
-                       f"({exc.strerror or exc}); free space there or set YOLO_ORCH_CACHE") from None
-
-
-def _make(splits: dict[str, tuple[Path, Path]], data: CocoData, task: str, expect: Path) -> Path:
-    dest = expect.parent
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
-    try:
-        scratch.chmod(0o755)
+    def fill(scratch: Path) -> None:
         for name, (annotations, images) in splits.items():
             _write_split(json.loads(Path(annotations).read_bytes()), images.resolve(), scratch, name, data, task)
-        (scratch / "data.yaml").write_text(_data_yaml(dest, data, splits, task))
+        (scratch / "data.yaml").write_text(_data_yaml(expect.parent, data, splits, task))
+
+    return publish(expect, fill, "data.coco")
+
+
+def publish(expect: Path, fill: Callable[[Path], None], field_name: str) -> Path:
+    """The converted copy whose data.yaml is `expect`: `fill` writes it into a scratch folder beside its place,
+    which is then renamed into place (a reader sees it whole or not at all; of two conversions at once one
+    rename wins). A full disk or a cache that cannot be written: one line (EnvError), nothing half-made left."""
+    dest = expect.parent
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
         try:
-            scratch.rename(dest)
-        except OSError:
-            if not expect.is_file():  # not another conversion's copy: a real failure
-                raise
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+            scratch.chmod(0o755)
+            fill(scratch)
+            try:
+                scratch.rename(dest)
+            except OSError:
+                if not expect.is_file():  # not another conversion's copy: a real failure
+                    raise
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    except OSError as exc:
+        raise EnvError(f"{field_name}: cannot write the converted copy in {dest.parent} ({exc.strerror or exc}); "
+                       "free space there or set YOLO_ORCH_CACHE") from None
     return expect
 
 
@@ -91,9 +98,7 @@ def _write_split(doc: dict, images: Path, root: Path, split: str, data: CocoData
             lines.setdefault(ann["image_id"], []).append(line)
     for iid, image in sizes.items():
         name = Path(image["file_name"])
-        link = root / "images" / split / name
-        link.parent.mkdir(parents=True, exist_ok=True)
-        os.symlink(images / name, link)
+        link_image(images / name, root / "images" / split / name)
         if iid in lines:  # an image without a label file is background, as Ultralytics reads it
             label = (root / "labels" / split / name).with_suffix(".txt")
             label.parent.mkdir(parents=True, exist_ok=True)
@@ -129,6 +134,12 @@ def _polygon(ann: dict, box: tuple[float, float, float, float], w: float, h: flo
         polygons = [[x0, y0, x1, y0, x1, y1, x0, y1]]
     points = max(polygons, key=len)
     return [min(max(v / (w if i % 2 == 0 else h), 0.0), 1.0) for i, v in enumerate(points)]
+
+
+def link_image(source: Path, link: Path) -> None:
+    """The converted copy's image: a link to the user's file (read through, never written through, never copied)."""
+    link.parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(source, link)
 
 
 def _join(cls: int, values: list[float]) -> str:

@@ -143,17 +143,21 @@ class CocoSource(Strict):
 
 
 class DataSource(Strict):
-    """Data the job names by what it is rather than by a data.yaml: generated (`synth`) or COCO JSON (`coco`)."""
+    """Data the job names by what it is rather than by a data.yaml: generated (`synth`), COCO JSON (`coco`) or
+    Ultralytics NDJSON (`ndjson`)."""
 
     synth: Optional[SynthData] = None
     coco: Optional[CocoSource] = None
+    ndjson: Optional[str] = Field(default=None, min_length=1, description="an Ultralytics NDJSON file (the "
+                                  "Platform's export) whose images are local (its dataset record's `path`); read "
+                                  "and checked at plan time (jobspec/ndjson.py), converted once at submit")
 
     @model_validator(mode="after")
     def _one_source(self) -> "DataSource":
-        given = [name for name in ("synth", "coco") if getattr(self, name) is not None]
+        given = [name for name in ("synth", "coco", "ndjson") if getattr(self, name) is not None]
         if len(given) != 1:
-            raise ValueError("name one source: `synth: {...}` (generated) or `coco: {train: ..., val: ..., "
-                             f"images: ...}}` (got {' and '.join(given) or 'neither'})")
+            raise ValueError("name one source: `synth: {...}` (generated), `coco: {train: ..., val: ..., "
+                             f"images: ...}}` or `ndjson: FILE` (got {' and '.join(given) or 'none'})")
         return self
 
 

@@ -28,6 +28,7 @@ class DataInfo:
     root: Path | None = None  # set when the yaml's `path:` is relative: the run's data.yaml makes it absolute
     warnings: list[str] = field(default_factory=list)  # e.g. images without labels (background)
     coco: dict[str, list[str]] | None = None  # COCO JSON: split -> [annotation file, images folder], converted at submit
+    ndjson: str | None = None  # an NDJSON file, converted at submit
 
 
 def describe_data(job: LoadedJob) -> DataInfo:
@@ -36,6 +37,8 @@ def describe_data(job: LoadedJob) -> DataInfo:
     data, task = job.spec.data, job.spec.task
     if not isinstance(data, str) and data.coco is not None:
         return describe_coco(job)
+    if not isinstance(data, str) and data.ndjson is not None:
+        return describe_ndjson(job)
     if not isinstance(data, str):
         cfg = data.synth
         return DataInfo(dataset_path(synth_dir(cfg.model_dump(), task), task), synth_nc(task, cfg.classes), cfg.images,
@@ -89,3 +92,18 @@ def describe_coco(job: LoadedJob) -> DataInfo:
     return DataInfo(converted_yaml(cache_dir() / "datasets", read), len(read.names), read.train_images,
                     warnings=list(read.warnings),
                     coco={split: [str(ann), str(images)] for split, (ann, images) in splits.items()})
+
+
+def describe_ndjson(job: LoadedJob) -> DataInfo:
+    """An NDJSON file read and checked (jobspec/ndjson.py); the plan names the converted copy submit makes."""
+    from orchestrator.data.cache import cache_dir
+    from orchestrator.jobspec.ndjson import read_ndjson
+    from orchestrator.jobspec.ndjson_convert import converted_yaml
+
+    path = job.resolve_path(job.spec.data.ndjson).resolve()
+    read = read_ndjson(path)
+    if read.task != job.spec.task:
+        raise UserError(f"data.ndjson: {path} is a {read.task} dataset; the model trains {job.spec.task} (give a "
+                        f"{read.task} model, or `task: {read.task}`)")
+    return DataInfo(converted_yaml(cache_dir() / "datasets", read), len(read.names), read.train_images,
+                    warnings=list(read.warnings), ndjson=str(path))

@@ -225,6 +225,9 @@ COCO_TASKS = ("detect", "segment", "pose")
 
 def check_data(job: LoadedJob) -> list[str]:
     data = job.spec.data
+    if not isinstance(data, str) and data.ndjson is not None:  # read and checked with the plan (describe_ndjson)
+        path = job.resolve_path(data.ndjson)
+        return [] if path.is_file() else [f"data.ndjson: '{data.ndjson}' not found ({path})"]
     if not isinstance(data, str) and data.coco is not None:  # read and checked with the plan (job_data.describe_coco)
         if job.spec.task not in COCO_TASKS:
             return [f"data.coco: COCO annotations train {', '.join(COCO_TASKS)} models; a {job.spec.task} model needs "

@@ -149,9 +149,11 @@ def target_devices(job: LoadedJob, opts: BuildOptions, shape: str, warnings: lis
 def data_bundle(plan, job: LoadedJob, settings: KaggleOptions) -> dict:
     if plan.data.synth is not None:
         return {"kind": "synth", "synth": plan.data.synth.model_dump()}
-    if plan.data.coco is not None:
-        raise UserError("data.coco: a Kaggle session trains on a YOLO dataset uploaded as a Kaggle dataset; COCO "
-                        "annotations are not converted for Kaggle yet (`submit` converts them on this machine)")
+    for name in ("coco", "ndjson"):
+        if getattr(plan.data, name) is not None:
+            raise UserError(f"data.{name}: a Kaggle session trains on a YOLO dataset uploaded as a Kaggle dataset; "
+                            f"{name.upper()} annotations are not converted for Kaggle yet (`submit` converts them on "
+                            "this machine)")
     if not settings.dataset:
         raise UserError(f"kaggle.dataset: the images and labels of {job.spec.data} must be uploaded as a Kaggle "
                         "dataset (docs/kaggle.md); name it with `kaggle: {dataset: OWNER/SLUG}` in the job or "

@@ -1,0 +1,57 @@
+"""An NDJSON dataset the plan checked (jobspec/ndjson.py) converted once into Ultralytics' layout, in the tool's
+cache under a name from the file's content (`datasets/ndjson-<digest>/`), as a COCO dataset is
+(coco_convert.py: the same scratch-and-rename publication, images as links to the user's files):
+
+    images/<split>/<file>     a link to the user's image
+    labels/<split>/<stem>.txt its annotations, one label line each (they are YOLO label lines already)
+    data.yaml                 path, the splits, the class names (pose: kpt_shape), the source"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from orchestrator.errors import UserError
+from orchestrator.jobspec.coco_convert import link_image, publish
+from orchestrator.jobspec.ndjson import SPLITS, NdjsonData, read_ndjson
+from orchestrator.rundir import dump_yaml
+
+CONVERTED = "ndjson-{}"
+
+
+def converted_yaml(cache: Path, data: NdjsonData) -> Path:
+    """Where the converted copy's data.yaml is (or will be): `cache` is the tool's datasets folder."""
+    return cache / CONVERTED.format(data.digest[:16]) / "data.yaml"
+
+
+def convert(source: Path, expect: Path) -> Path:
+    """The converted copy's data.yaml at `expect` (the plan's), made when missing. A file that changed since the
+    plan named its copy is refused: the run would train on other labels than it planned."""
+    if expect.is_file():
+        return expect
+    data = read_ndjson(Path(source))
+    if converted_yaml(expect.parents[1], data) != expect:
+        raise UserError(f"data.ndjson: {source} changed since the run was planned ({expect.parent.name} no longer "
+                        "matches it); plan and submit the job again")
+
+    def fill(scratch: Path) -> None:
+        for image in data.images:
+            link_image(image.source, scratch / "images" / image.split / image.file)
+            if image.labels:  # an image without a label file is background, as Ultralytics reads it
+                label = (scratch / "labels" / image.split / image.file).with_suffix(".txt")
+                label.parent.mkdir(parents=True, exist_ok=True)
+                label.write_text("".join(_line(values) for values in image.labels))
+        (scratch / "data.yaml").write_text(_data_yaml(expect.parent, data))
+
+    return publish(expect, fill, "data.ndjson")
+
+
+def _data_yaml(dest: Path, data: NdjsonData) -> str:
+    doc = {"path": str(dest), **{split: f"images/{split}" for split in SPLITS if data.split(split)},
+           "names": dict(enumerate(data.names))}
+    if data.kpt_shape:
+        doc["kpt_shape"] = list(data.kpt_shape)
+    return f"# converted by yolo-orch from NDJSON ({data.digest[:16]}): {data.file.resolve()}\n" + dump_yaml(doc)
+
+
+def _line(values: tuple[float, ...]) -> str:
+    return " ".join([str(int(values[0])), *(f"{v:.6g}" for v in values[1:])]) + "\n"

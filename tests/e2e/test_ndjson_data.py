@@ -1,0 +1,76 @@
+"""A job whose data is an Ultralytics NDJSON file (issue 64), as the Platform exports it, with its images
+local (the dataset record's `path`): PNG images and the file this test writes, one image without
+annotations and no `val` split. `plan` reads and checks it without training; `submit` converts it once into
+the tool's cache and trains on the copy with the file's class names, W&B as users have it (offline);
+nothing is written beside the user's file; a second submit reuses the copy."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+import yaml
+from PIL import Image, ImageDraw
+
+from conftest import DEFAULT_WANDB, TINY_JOB, run_cli, write_job
+
+SIZE = 64
+
+
+def ndjson_export(folder: Path, count: int = 20) -> Path:
+    """export/shapes.ndjson and export/files/images/train/*.png: one square per image, its class by its
+    colour; the first image has none (background). No `val` split: the converter draws one."""
+    rng = random.Random(0)
+    images = folder / "files" / "images" / "train"
+    images.mkdir(parents=True)
+    lines = [{"type": "dataset", "task": "detect", "name": "shapes", "path": "files",
+              "class_names": {"0": "red", "1": "blue"}, "version": 1}]
+    for i in range(count):
+        img, name, boxes = Image.new("RGB", (SIZE, SIZE), (20, 20, 20)), f"{i:03d}.png", []
+        if i:
+            cls, x, y, w = i % 2, rng.randint(4, 30), rng.randint(4, 30), rng.randint(12, 28)
+            ImageDraw.Draw(img).rectangle([x, y, x + w, y + w], fill=(220, 60, 60) if cls == 0 else (60, 60, 220))
+            boxes.append([cls, (x + w / 2) / SIZE, (y + w / 2) / SIZE, w / SIZE, w / SIZE])
+        img.save(images / name)
+        lines.append({"type": "image", "file": name, "split": "train", "width": SIZE, "height": SIZE,
+                      "annotations": {"boxes": boxes}})
+    path = folder / "shapes.ndjson"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def snapshot(folder: Path) -> dict:
+    return {str(p): p.stat().st_mtime_ns for p in folder.rglob("*")}
+
+
+@pytest.mark.slow
+def test_an_ndjson_file_plans_trains_with_its_own_class_names_and_is_converted_once(tmp_path):
+    ndjson_export(tmp_path / "export")
+    job = write_job(tmp_path, TINY_JOB, data={"ndjson": "export/shapes.ndjson"}, imgsz=SIZE, wandb=DEFAULT_WANDB)
+    env = {"YOLO_ORCH_CACHE": str(tmp_path / "cache"), "YOLO_ORCH_REGISTRY": ""}
+    export = snapshot(tmp_path / "export")
+    r = run_cli("submit", job, "--dry-run", "--json", cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr
+    plan = json.loads(r.stdout)
+    assert plan["data"]["train_images"] == 18 and plan["data"]["nc"] == 2  # 20, of which 2 validate
+    assert plan["data"]["ndjson"] == str(tmp_path / "export" / "shapes.ndjson")
+    assert any("1 image(s) without annotations" in w for w in plan["warnings"]), plan["warnings"]
+    assert any("no `val` split: 2 of the 20 training images validate" in w for w in plan["warnings"])
+    assert not (tmp_path / "cache" / "datasets").exists()  # planning reads, never writes
+
+    r = run_cli("submit", job, "--json", cwd=tmp_path, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout)
+    assert out["state"] == "finished" and out["summary"]["epochs_completed"] == 1
+    resolved = yaml.safe_load((Path(out["run_dir"]) / "job.resolved.yaml").read_text())
+    data_yaml = Path(resolved["plan"]["train_args"]["data"])
+    assert data_yaml == Path(plan["data"]["yaml"]) and data_yaml.is_relative_to(tmp_path / "cache")
+    assert yaml.safe_load(data_yaml.read_text())["names"] == {0: "red", 1: "blue"}
+    assert len(list((data_yaml.parent / "images" / "val").iterdir())) == 2
+    made = data_yaml.stat().st_mtime_ns
+    r = run_cli("submit", job, "--json", cwd=tmp_path, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert data_yaml.stat().st_mtime_ns == made and len(list((tmp_path / "cache" / "datasets").iterdir())) == 1
+    assert snapshot(tmp_path / "export") == export  # nothing written beside the user's file

@@ -1,0 +1,132 @@
+"""Ultralytics NDJSON read and checked without a pixel (orchestrator/jobspec/ndjson.py) and converted once
+(ndjson_convert.py), on files these tests write as the Ultralytics Platform exports them, with local images."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from PIL import Image as PILImage
+
+from orchestrator.errors import UserError
+from orchestrator.jobspec.ndjson import read_ndjson
+from orchestrator.jobspec.ndjson_convert import convert, converted_yaml
+
+NAMES = {"0": "scratch", "1": "dent"}
+
+
+def dataset(tmp_path: Path, records: list[dict], task: str = "detect", images: dict | None = None,
+            **head) -> Path:
+    """An NDJSON file beside its images folder (`path: imgs`): each record's image made as a small PNG."""
+    for record in records:
+        if record.get("split") in ("train", "val", "test") and isinstance(record.get("file"), str):
+            folder = tmp_path / "imgs" / "images" / record["split"]
+            folder.mkdir(parents=True, exist_ok=True)
+            if "/" not in record["file"]:
+                PILImage.new("RGB", (32, 24), (90, 120, 40)).save(folder / record["file"])
+    first = {"type": "dataset", "task": task, "class_names": NAMES, "path": "imgs", **head}
+    path = tmp_path / "set.ndjson"
+    path.write_text("\n".join(json.dumps(r) for r in [first, *records]) + "\n")
+    return path
+
+
+def image(name: str, split: str = "train", **annotations) -> dict:
+    return {"type": "image", "file": name, "split": split, "width": 32, "height": 24,
+            **({"annotations": annotations} if annotations else {})}
+
+
+def test_a_detect_file_reads_its_classes_images_and_background(tmp_path):
+    path = dataset(tmp_path, [image("a.png", boxes=[[0, 0.5, 0.5, 0.2, 0.3], [1, 0.25, 0.25, 0.1, 0.1]]),
+                              image("b.png"), image("c.png", "val", boxes=[[1, 0.5, 0.5, 0.5, 0.5]])])
+    data = read_ndjson(path)
+    assert (data.task, data.names, data.kpt_shape, data.train_images) == ("detect", ("scratch", "dent"), None, 2)
+    assert data.warnings == ["data.ndjson: 1 image(s) without annotations: background images, as Ultralytics reads "
+                             "them"]
+    assert len(data.digest) == 64
+
+
+def test_without_a_val_split_a_tenth_of_the_training_images_validate_as_ultralytics_draws_them(tmp_path):
+    import random
+
+    names = [f"{i:02d}.png" for i in range(20)]
+    data = read_ndjson(dataset(tmp_path, [image(n, boxes=[[0, 0.5, 0.5, 0.2, 0.2]]) for n in names]))
+    expected = list(names)
+    random.Random(0).shuffle(expected)  # ultralytics.data.converter: Random(0).shuffle, the first len // 10
+    assert sorted(i.file for i in data.split("val")) == sorted(expected[:2]) and data.train_images == 18
+    assert "no `val` split: 2 of the 20 training images validate" in data.warnings[-1]
+
+
+@pytest.mark.parametrize("records, head, task, expected", [
+    ([image("a.png", boxes=[[5, 0.5, 0.5, 0.2, 0.2]])], {}, "detect",
+     "set.ndjson:2: boxes [5, 0.5, 0.5, 0.2, 0.2]: class 5 is not one of the class_names' ids (0..1)"),
+    ([image("a.png", boxes=[[0, 0.5, 0.5, 1.4, 0.2]])], {}, "detect",
+     "a coordinate outside 0..1 (the values are normalised to the image)"),
+    ([image("a.png", boxes=[[0, 0.5, 0.5, 0.2]])], {}, "detect",
+     "a box is [class, x_center, y_center, width, height] (3 values after the class)"),
+    ([image("a.png", segments=[[0, 0.1, 0.1, 0.2, 0.2]])], {}, "segment",
+     "a polygon is [class, x1, y1, x2, y2, x3, y3, ...]: at least three points"),
+    ([image("a.png", pose=[[0, 0.5, 0.5, 0.2, 0.2, 0.5, 0.5, 2]])], {}, "pose",
+     "a pose dataset needs `kpt_shape: [keypoints, 2 or 3]` (got None)"),
+    ([image("a.png", pose=[[0, 0.5, 0.5, 0.2, 0.2, 0.5, 0.5, 2]])], {"kpt_shape": [2, 3]}, "pose",
+     "a pose label is [class, box (4), 2 keypoints x 3] (7 values after the class)"),
+    ([image("a.png", "holdout")], {}, "detect", "set.ndjson:2: split 'holdout' is not one of train, val, test"),
+    ([image("../a.png")], {}, "detect", "set.ndjson:2: file '../a.png' is not a plain file name"),
+    ([image("a.png"), image("a.png")], {}, "detect", "set.ndjson:3: a.png is named twice in the train split"),
+    ([image("a.png")], {}, "obb", "task 'obb' is not converted by yolo-orch (it converts detect, segment, pose)"),
+    ([image("a.png", "val")], {}, "detect", "set.ndjson has no image in the `train` split"),
+])
+def test_each_blocking_problem_is_one_line_naming_the_file_and_line(tmp_path, records, head, task, expected):
+    with pytest.raises(UserError) as caught:
+        read_ndjson(dataset(tmp_path, records, task, **head))
+    assert any(expected in line for line in caught.value.problems), caught.value.problems
+
+
+def test_a_missing_image_and_an_image_only_at_a_url_are_refused_offline(tmp_path):
+    path = dataset(tmp_path, [image("a.png")])
+    (tmp_path / "imgs" / "images" / "train" / "a.png").unlink()
+    with pytest.raises(UserError) as caught:
+        read_ndjson(path)
+    assert caught.value.problems == [f"data.ndjson: {path}:2: image {tmp_path}/imgs/images/train/a.png does not exist"]
+    records = [{"type": "dataset", "task": "detect", "class_names": NAMES},  # no `path`: images by URL only
+               {**image("a.png"), "url": "https://storage.example.com/a.png?X-Goog-Signature=s3cr3t"}]
+    path.write_text("\n".join(map(json.dumps, records)))
+    with pytest.raises(UserError) as caught:
+        read_ndjson(path)
+    line = caught.value.problems[0]
+    assert "image a.png is only at a URL (https://storage.example.com/...) and is never downloaded" in line
+    assert "s3cr3t" not in line
+
+
+def test_a_file_that_is_not_ndjson_is_one_line(tmp_path):
+    path = tmp_path / "x.ndjson"
+    path.write_text('{"type": "image", "file": "a.png"}\n[1, 2]\n')
+    with pytest.raises(UserError) as caught:
+        read_ndjson(path)
+    assert caught.value.problems == [f"data.ndjson: {path}:2: not a JSON object"]
+    path.write_text('{"type": "image", "file": "a.png"}\n')
+    with pytest.raises(UserError) as caught:
+        read_ndjson(path)
+    assert "the first line must be the dataset record" in caught.value.problems[0]
+
+
+def test_the_converted_copy_links_the_images_writes_the_labels_and_is_made_once(tmp_path):
+    kpts = [[0, 0.5, 0.5, 0.4, 0.4, 0.4, 0.4, 2, 0.6, 0.6, 1]]
+    path = dataset(tmp_path, [image("a.png", pose=kpts), image("b.png"), image("c.png", "val", pose=kpts)],
+                   "pose", kpt_shape=[2, 3])
+    data = read_ndjson(path)
+    expect = converted_yaml(tmp_path / "cache", data)
+    assert convert(path, expect) == expect and expect.parent.name == f"ndjson-{data.digest[:16]}"
+    folder = expect.parent
+    assert (folder / "images" / "train" / "a.png").resolve() == tmp_path / "imgs" / "images" / "train" / "a.png"
+    assert (folder / "labels" / "train" / "a.txt").read_text() == "0 0.5 0.5 0.4 0.4 0.4 0.4 2 0.6 0.6 1\n"
+    assert not (folder / "labels" / "train" / "b.txt").exists()  # background: no label file
+    text = expect.read_text()
+    assert "kpt_shape:\n- 2\n- 3" in text and "0: scratch" in text and "val: images/val" in text
+    stamp = expect.stat().st_mtime_ns
+    assert convert(path, expect) == expect and expect.stat().st_mtime_ns == stamp  # reused, not made again
+    path.write_text(path.read_text().replace("0.6, 0.6", "0.7, 0.6"))  # the file changed since the plan
+    with pytest.raises(UserError) as caught:
+        convert(path, tmp_path / "cache" / "ndjson-0000000000000000" / "data.yaml")
+    assert "changed since the run was planned" in caught.value.problems[0]
+    assert not any(p.name.startswith(".") for p in (tmp_path / "cache").iterdir())  # no scratch folder left
