@@ -1,5 +1,6 @@
-"""What `plan` and `data synth` do, without a terminal: the job planned for each target asked for (its data
-described once for all of them), and a generated dataset written. The commands render what these return."""
+"""What `plan`, `data synth` and `data import` do, without a terminal: the job planned for each target asked
+for (its data described once for all of them), a generated dataset written, an annotation export written as a
+YOLO dataset. The commands render what these return."""
 
 from __future__ import annotations
 
@@ -65,3 +66,49 @@ def synth_dataset(out_dir: Path, images: int, val_images: int, classes: int, img
         raise UserError(f"--out: {exc}") from None
     except OSError as exc:  # /proc/x, a read-only or full file system: nothing is left half-written there
         raise UserError(f"--out: cannot write a dataset at {out_dir}: {exc.strerror or exc}") from None
+
+
+@dataclass(frozen=True)
+class Imported:
+    """What `data import` wrote: the dataset's data.yaml and what it holds."""
+
+    data: Path
+    source: str  # coco or ndjson
+    task: str
+    images: dict[str, int]  # per split
+    names: tuple[str, ...]
+    warnings: tuple[str, ...]
+
+
+def import_dataset(source: Path, out: Path, val: Path | None = None, images: Path | None = None,
+                   link: bool = False) -> Imported:
+    """`data import`: a COCO export (SOURCE the training split's file, with --val and --images) or an NDJSON file
+    read and checked as a job's data is (jobspec/coco.py, ndjson.py), written as a YOLO dataset at `out`, a
+    folder that must not exist yet: images copied (`link`: linked), labels, a data.yaml without `path:` (the
+    folder can be moved). Written whole in a scratch folder beside it and renamed into place."""
+    from orchestrator.jobspec import coco_convert, ndjson_convert
+    from orchestrator.jobspec.coco import read_coco
+    from orchestrator.jobspec.ndjson import read_ndjson
+
+    out = Path(out).expanduser().absolute()
+    if out.exists() or out.is_symlink():
+        raise UserError(f"--out: {out} exists; name a new folder (an import never writes into one)")
+    place = coco_convert.link_image if link else coco_convert.copy_image
+    if source.suffix.lower() in (".ndjson", ".jsonl"):
+        if val is not None or images is not None:
+            raise UserError("--val/--images: apply to a COCO export; an NDJSON file names its images itself")
+        data = read_ndjson(source, "SOURCE")
+        coco_convert.publish(out / "data.yaml", lambda folder: ndjson_convert.write_dataset(data, folder, None, place),
+                             "--out", "free space there or name another folder")
+        counts = {split: len(data.split(split)) for split in ("train", "val", "test") if data.split(split)}
+        return Imported(out / "data.yaml", "ndjson", data.task, counts, data.names, tuple(data.warnings))
+    if val is None or images is None:
+        raise UserError("SOURCE: a COCO export's training file needs --val VAL.json and --images FOLDER (an NDJSON "
+                        "file ends in .ndjson)")
+    splits = {"train": (source.resolve(), images.resolve()), "val": (val.resolve(), images.resolve())}
+    coco = read_coco(splits, "SOURCE")
+    coco_convert.publish(out / "data.yaml",
+                         lambda folder: coco_convert.write_dataset(splits, coco, coco.task, folder, None, place),
+                         "--out", "free space there or name another folder")
+    counts = {split: len(list((out / "images" / split).iterdir())) for split in splits}
+    return Imported(out / "data.yaml", "coco", coco.task, counts, coco.names, coco.warnings)

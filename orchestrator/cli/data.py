@@ -1,14 +1,16 @@
-"""`yolo-orch data synth`: generate a synthetic dataset for any Ultralytics task."""
+"""`yolo-orch data synth`: generate a synthetic dataset for any Ultralytics task. `yolo-orch data import`: a
+COCO or NDJSON export written as a YOLO dataset."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import typer
 
 from orchestrator.cli.common import print_json, out
 
-data_app = typer.Typer(help="Datasets: generate synthetic data.", no_args_is_help=True)
+data_app = typer.Typer(help="Datasets: generate synthetic data; import a COCO or NDJSON export.", no_args_is_help=True)
 
 
 @data_app.command("synth")
@@ -32,6 +34,30 @@ def synth_cmd(
                     "classes": classes})
     else:
         out.print(f"wrote {images} train + {val_images} val {task} images, {classes} classes -> [bold]{data_yaml}[/]")
+
+
+@data_app.command("import")
+def import_cmd(
+    source: Path = typer.Argument(..., help="An NDJSON file (.ndjson), or a COCO export's training annotations."),
+    out_dir: Path = typer.Option(..., "--out", help="A new folder to write the YOLO dataset into."),
+    val: Optional[Path] = typer.Option(None, "--val", help="COCO: the validation split's annotation file."),
+    images: Optional[Path] = typer.Option(None, "--images", help="COCO: the folder the files' images are in."),
+    link: bool = typer.Option(False, "--link", help="Link the images instead of copying them."),
+    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Write a COCO or NDJSON export as a YOLO dataset (images, labels, data.yaml), checked as a job's data is,
+    without training: classes in the file's order with their names, one line per problem."""
+    from orchestrator.application.planning import import_dataset
+
+    done = import_dataset(source, out_dir, val, images, link)
+    if json_out:
+        print_json({"data": str(done.data), "source": done.source, "task": done.task, "images": done.images,
+                    "names": list(done.names), "warnings": list(done.warnings)})
+        return
+    counts = " + ".join(f"{n} {split}" for split, n in done.images.items())
+    out.print(f"imported {counts} {done.task} images, {len(done.names)} classes -> [bold]{done.data}[/]")
+    for warning in done.warnings:
+        out.print(f"  [yellow]![/] {warning}")
 
 
 def register(app: typer.Typer) -> None:

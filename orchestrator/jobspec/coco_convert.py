@@ -45,15 +45,22 @@ def convert(splits: dict[str, tuple[Path, Path]], task: str, expect: Path) -> Pa
     if converted_yaml(expect.parents[1], data) != expect:
         raise UserError(f"data.coco: the annotation files changed since the run was planned ({expect.parent.name} "
                         "no longer matches them); plan and submit the job again")
-    def fill(scratch: Path) -> None:
-        for name, (annotations, images) in splits.items():
-            _write_split(json.loads(Path(annotations).read_bytes()), images.resolve(), scratch, name, data, task)
-        (scratch / "data.yaml").write_text(_data_yaml(expect.parent, data, splits, task))
-
-    return publish(expect, fill, "data.coco")
+    return publish(expect, lambda scratch: write_dataset(splits, data, task, scratch, expect.parent), "data.coco")
 
 
-def publish(expect: Path, fill: Callable[[Path], None], field_name: str) -> Path:
+def write_dataset(splits: dict[str, tuple[Path, Path]], data: CocoData, task: str, folder: Path, root: Path | None,
+                  place: Callable[[Path, Path], None] | None = None) -> None:
+    """The YOLO dataset into `folder`: each image placed by `place(source, target)` (a link, or a copy for
+    `data import`), its labels, and a data.yaml whose `path:` is `root` (None: none, so Ultralytics reads the
+    yaml's own folder: a dataset that can be moved)."""
+    for name, (annotations, images) in splits.items():
+        _write_split(json.loads(Path(annotations).read_bytes()), images.resolve(), folder, name, data, task,
+                     place or link_image)
+    (folder / "data.yaml").write_text(_data_yaml(root, data, splits, task))
+
+
+def publish(expect: Path, fill: Callable[[Path], None], field_name: str,
+            hint: str = "free space there or set YOLO_ORCH_CACHE") -> Path:
     """The converted copy whose data.yaml is `expect`: `fill` writes it into a scratch folder beside its place,
     which is then renamed into place (a reader sees it whole or not at all; of two conversions at once one
     rename wins). A full disk or a cache that cannot be written: one line (EnvError), nothing half-made left."""
@@ -72,13 +79,12 @@ def publish(expect: Path, fill: Callable[[Path], None], field_name: str) -> Path
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
     except OSError as exc:
-        raise EnvError(f"{field_name}: cannot write the converted copy in {dest.parent} ({exc.strerror or exc}); "
-                       "free space there or set YOLO_ORCH_CACHE") from None
+        raise EnvError(f"{field_name}: cannot write {dest} ({exc.strerror or exc}); {hint}") from None
     return expect
 
 
-def _data_yaml(dest: Path, data: CocoData, splits: dict[str, tuple[Path, Path]], task: str) -> str:
-    doc = {"path": str(dest), "train": "images/train", "val": "images/val",
+def _data_yaml(root: Path | None, data: CocoData, splits: dict[str, tuple[Path, Path]], task: str) -> str:
+    doc = {**({"path": str(root)} if root else {}), "train": "images/train", "val": "images/val",
            "names": dict(enumerate(data.names))}
     if task == "pose":
         doc["kpt_shape"] = list(data.kpt_shape)
@@ -88,7 +94,8 @@ def _data_yaml(dest: Path, data: CocoData, splits: dict[str, tuple[Path, Path]],
             + dump_yaml(doc))
 
 
-def _write_split(doc: dict, images: Path, root: Path, split: str, data: CocoData, task: str) -> None:
+def _write_split(doc: dict, images: Path, root: Path, split: str, data: CocoData, task: str,
+                 place: Callable[[Path, Path], None]) -> None:
     lines: dict[int, list[str]] = {}
     sizes = {image["id"]: image for image in doc["images"]}
     for ann in doc["annotations"]:
@@ -98,7 +105,7 @@ def _write_split(doc: dict, images: Path, root: Path, split: str, data: CocoData
             lines.setdefault(ann["image_id"], []).append(line)
     for iid, image in sizes.items():
         name = Path(image["file_name"])
-        link_image(images / name, root / "images" / split / name)
+        place(images / name, root / "images" / split / name)
         if iid in lines:  # an image without a label file is background, as Ultralytics reads it
             label = (root / "labels" / split / name).with_suffix(".txt")
             label.parent.mkdir(parents=True, exist_ok=True)
@@ -140,6 +147,12 @@ def link_image(source: Path, link: Path) -> None:
     """The converted copy's image: a link to the user's file (read through, never written through, never copied)."""
     link.parent.mkdir(parents=True, exist_ok=True)
     os.symlink(source, link)
+
+
+def copy_image(source: Path, target: Path) -> None:
+    """An imported dataset's image: a copy of the user's file (`data import`: a dataset that stands alone)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, target)
 
 
 def _join(cls: int, values: list[float]) -> str:

@@ -55,6 +55,20 @@ def device_text(value: Any) -> str:
     return "cpu" if text.lower() == "cpu" else text
 
 
+def data_source(data: Any) -> Any:
+    """`data=`: an NDJSON file (which Ultralytics trains from, converting it in every process) is the job's
+    `data: {ndjson: ...}`, read and converted once; a COCO JSON file has no `yolo train` word (a COCO export
+    is a job's `data: {coco: ...}`, or a YOLO folder by `yolo-orch data import`); anything else is a data.yaml."""
+    text = str(data)
+    if text.lower().endswith((".ndjson", ".jsonl")):
+        return {"ndjson": text}
+    if text.lower().endswith(".json"):
+        raise UserError(f"data: {text} is JSON: a COCO export trains from a job file (data: {{coco: {{train: ..., val: "
+                        "..., images: ...}}) or as a YOLO dataset from `yolo-orch data import`; `yolo train` names "
+                        "a data.yaml or an .ndjson file")
+    return data
+
+
 def job_from_args(args: list[str], notes: list[str] | None = None) -> dict[str, Any]:
     """The raw job dict (validated later as any job file is) that `yolo train` ARGS means; `notes`
     collects Ultralytics' warnings for words it repairs (spaces around '=', dashes, commas)."""
@@ -66,6 +80,7 @@ def job_from_args(args: list[str], notes: list[str] | None = None) -> dict[str, 
     device = device_text(pairs.pop("device", None))
     name = str(pairs.pop("name", None) or "train")
     job: dict[str, Any] = {"name": name, **{k: pairs.pop(k) for k in TOP_LEVEL if k in pairs}}
+    job["data"] = data_source(job["data"])
     if "project" in pairs:
         job["runs_dir"] = str(pairs.pop("project"))
     reference: dict[str, Any] = {"devices": device}

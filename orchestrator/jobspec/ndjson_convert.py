@@ -33,20 +33,24 @@ def convert(source: Path, expect: Path) -> Path:
         raise UserError(f"data.ndjson: {source} changed since the run was planned ({expect.parent.name} no longer "
                         "matches it); plan and submit the job again")
 
-    def fill(scratch: Path) -> None:
-        for image in data.images:
-            link_image(image.source, scratch / "images" / image.split / image.file)
-            if image.labels:  # an image without a label file is background, as Ultralytics reads it
-                label = (scratch / "labels" / image.split / image.file).with_suffix(".txt")
-                label.parent.mkdir(parents=True, exist_ok=True)
-                label.write_text("".join(_line(values) for values in image.labels))
-        (scratch / "data.yaml").write_text(_data_yaml(expect.parent, data))
-
-    return publish(expect, fill, "data.ndjson")
+    return publish(expect, lambda scratch: write_dataset(data, scratch, expect.parent), "data.ndjson")
 
 
-def _data_yaml(dest: Path, data: NdjsonData) -> str:
-    doc = {"path": str(dest), **{split: f"images/{split}" for split in SPLITS if data.split(split)},
+def write_dataset(data: NdjsonData, folder: Path, root: Path | None, place=link_image) -> None:
+    """The YOLO dataset into `folder`: each image placed by `place(source, target)` (a link, or a copy for
+    `data import`), its labels, and a data.yaml whose `path:` is `root` (None: none, so Ultralytics reads the
+    yaml's own folder: a dataset that can be moved)."""
+    for image in data.images:
+        place(image.source, folder / "images" / image.split / image.file)
+        if image.labels:  # an image without a label file is background, as Ultralytics reads it
+            label = (folder / "labels" / image.split / image.file).with_suffix(".txt")
+            label.parent.mkdir(parents=True, exist_ok=True)
+            label.write_text("".join(_line(values) for values in image.labels))
+    (folder / "data.yaml").write_text(_data_yaml(root, data))
+
+
+def _data_yaml(root: Path | None, data: NdjsonData) -> str:
+    doc = {**({"path": str(root)} if root else {}), **{split: f"images/{split}" for split in SPLITS if data.split(split)},
            "names": dict(enumerate(data.names))}
     if data.kpt_shape:
         doc["kpt_shape"] = list(data.kpt_shape)

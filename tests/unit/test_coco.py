@@ -200,3 +200,25 @@ def test_annotation_files_changed_since_the_plan_are_refused(tmp_path):
         convert(splits, "detect", planned)
     assert "the annotation files changed since the run was planned" in err.value.problems[0]
     assert not planned.parent.exists() and not list((tmp_path / "cache" / "datasets").glob(".coco-*"))
+
+
+def test_data_import_of_a_coco_export_links_its_images_when_asked(tmp_path):
+    """`yolo-orch data import train.json --val val.json --images DIR --out OUT --link`."""
+    import yaml
+
+    from conftest import run_cli
+
+    imgs = images(tmp_path / "images", 3)
+    anns = [annotation(1, 100, 7), annotation(2, 101, 12)]
+    train = write(tmp_path / "train.json", {"images": imgs, "annotations": anns, "categories": CUSTOM})
+    val = write(tmp_path / "val.json", {"images": imgs[:1], "annotations": anns[:1], "categories": CUSTOM})
+    r = run_cli("data", "import", train, "--val", val, "--images", tmp_path / "images", "--out", tmp_path / "yolo",
+                "--link", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "imported 3 train + 1 val detect images, 3 classes" in r.stdout
+    assert "1 images without annotations (background)" in r.stdout
+    folder = tmp_path / "yolo"
+    assert (folder / "images" / "train" / "img0.jpg").resolve() == tmp_path / "images" / "img0.jpg"
+    assert yaml.safe_load((folder / "data.yaml").read_text())["names"] == {0: "scratch", 1: "dent", 2: "rust"}
+    r = run_cli("data", "import", train, "--out", tmp_path / "other", cwd=tmp_path)
+    assert r.returncode == 2 and "needs --val VAL.json and --images FOLDER" in r.stderr

@@ -130,3 +130,43 @@ def test_the_converted_copy_links_the_images_writes_the_labels_and_is_made_once(
         convert(path, tmp_path / "cache" / "ndjson-0000000000000000" / "data.yaml")
     assert "changed since the run was planned" in caught.value.problems[0]
     assert not any(p.name.startswith(".") for p in (tmp_path / "cache").iterdir())  # no scratch folder left
+
+
+def test_data_import_writes_a_yolo_folder_that_stands_alone_and_a_job_plans_on_it(tmp_path):
+    """`yolo-orch data import FILE.ndjson --out DIR`: images copied, labels, a data.yaml without `path:`."""
+    import yaml
+
+    from conftest import TINY_JOB, run_cli, write_job
+
+    path = dataset(tmp_path, [image(f"{i}.png", boxes=[[i % 2, 0.5, 0.5, 0.2, 0.2]]) for i in range(4)]
+                   + [image("v.png", "val", boxes=[[0, 0.5, 0.5, 0.4, 0.4]])])
+    r = run_cli("data", "import", path, "--out", tmp_path / "yolo", "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    done = json.loads(r.stdout)
+    assert (done["source"], done["task"], done["images"], done["names"]) == ("ndjson", "detect",
+                                                                             {"train": 4, "val": 1}, ["scratch", "dent"])
+    folder = tmp_path / "yolo"
+    assert not (folder / "images" / "train" / "0.png").is_symlink()  # a copy: the folder can be moved
+    assert (folder / "labels" / "train" / "1.txt").read_text() == "1 0.5 0.5 0.2 0.2\n"
+    assert "path" not in yaml.safe_load((folder / "data.yaml").read_text())
+    job = write_job(tmp_path, TINY_JOB, data="yolo/data.yaml")
+    r = run_cli("submit", job, "--dry-run", "--json", cwd=tmp_path)
+    assert r.returncode == 0 and json.loads(r.stdout)["data"]["train_images"] == 4, r.stderr
+    again = run_cli("data", "import", path, "--out", folder, cwd=tmp_path)
+    assert again.returncode == 2 and "--out:" in again.stderr and "exists; name a new folder" in again.stderr
+    r = run_cli("data", "import", path, "--out", tmp_path / "other", "--images", tmp_path, cwd=tmp_path)
+    assert r.returncode == 2 and "--val/--images: apply to a COCO export" in r.stderr
+    assert not (tmp_path / "other").exists()
+
+
+def test_yolo_train_words_name_an_ndjson_file_and_refuse_a_coco_json_one(tmp_path):
+    from conftest import TINY_MODEL, run_cli
+
+    path = dataset(tmp_path, [image(f"{i}.png", boxes=[[0, 0.5, 0.5, 0.2, 0.2]]) for i in range(3)]
+                   + [image("v.png", "val")])
+    r = run_cli("train", f"model={TINY_MODEL}", f"data={path}", "epochs=1", "imgsz=32", "--dry-run", "--json",
+                cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["data"]["ndjson"] == str(path)
+    r = run_cli("train", f"model={TINY_MODEL}", "data=export.json", "--dry-run", cwd=tmp_path)
+    assert r.returncode == 2 and "data: export.json is JSON: a COCO export trains from a job file" in r.stderr
