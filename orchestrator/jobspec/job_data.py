@@ -29,6 +29,7 @@ class DataInfo:
     warnings: list[str] = field(default_factory=list)  # e.g. images without labels (background)
     coco: dict[str, list[str]] | None = None  # COCO JSON: split -> [annotation file, images folder], converted at submit
     ndjson: str | None = None  # an NDJSON file, converted at submit
+    digest: str | None = None  # COCO or NDJSON: the sha256 of the source files (and images folders) read
 
 
 def describe_data(job: LoadedJob) -> DataInfo:
@@ -90,7 +91,7 @@ def describe_coco(job: LoadedJob) -> DataInfo:
     if problems:
         raise UserError(problems)
     return DataInfo(converted_yaml(cache_dir() / "datasets", read), len(read.names), read.train_images,
-                    warnings=list(read.warnings),
+                    warnings=list(read.warnings), digest=read.digest,
                     coco={split: [str(ann), str(images)] for split, (ann, images) in splits.items()})
 
 
@@ -106,4 +107,4 @@ def describe_ndjson(job: LoadedJob) -> DataInfo:
         raise UserError(f"data.ndjson: {path} is a {read.task} dataset; the model trains {job.spec.task} (give a "
                         f"{read.task} model, or `task: {read.task}`)")
     return DataInfo(converted_yaml(cache_dir() / "datasets", read), len(read.names), read.train_images,
-                    warnings=list(read.warnings), ndjson=str(path))
+                    warnings=list(read.warnings), ndjson=str(path), digest=read.digest)

@@ -97,7 +97,7 @@ def data_record(data: DataInfo) -> dict[str, Any]:
     """The contract's `plan.data`: the dataset yaml, classes, training images[, the absolute root]."""
     return {"yaml": str(data.yaml_path), "nc": data.nc, "train_images": data.train_images,
             **({"root": str(data.root)} if data.root else {}), **({"coco": data.coco} if data.coco else {}),
-            **({"ndjson": data.ndjson} if data.ndjson else {})}
+            **({"ndjson": data.ndjson} if data.ndjson else {}), **({"digest": data.digest} if data.digest else {})}
 
 
 def images_trained(train_images: int | None, fraction: Any) -> int | None:

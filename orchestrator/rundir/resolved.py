@@ -162,7 +162,7 @@ class RunPlan:
     train_args: dict[str, Any]  # Ultralytics' train() arguments, under its names
     scaling: dict[str, Any]  # ScaleResult.as_json(): passed, effective, reasons, warnings, details, reference_effective, k
     hyp: dict[str, Any] = field(default_factory=dict)  # reference-scale hyperparameters
-    data: dict[str, Any] = field(default_factory=dict)  # yaml, nc, train_images[, root][, coco: split -> [file, images]][, ndjson: file]
+    data: dict[str, Any] = field(default_factory=dict)  # yaml, nc, train_images[, root][, coco: split -> [file, images]][, ndjson: file][, digest: the source's sha256]
     warnings: list[str] = field(default_factory=list)
     ultralytics: str = ""
     launch: NodeOptions | None = None

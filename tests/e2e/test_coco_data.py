@@ -14,18 +14,21 @@ import pytest
 import yaml
 from PIL import Image, ImageDraw
 
-from conftest import TINY_JOB, run_cli, write_job
+from conftest import DEFAULT_WANDB, TINY_JOB, read_events, run_cli, write_job
+from orchestrator.tasks import EXAMPLE_MODELS, METRICS
 
 CATEGORIES = [{"id": 7, "name": "scratch"}, {"id": 3, "name": "dent"}]
 SIZE = 64
 
 
-def coco_export(folder: Path, train: int = 12, val: int = 4) -> dict:
+def coco_export(folder: Path, train: int = 12, val: int = 4, task: str = "detect") -> dict:
     """images/ and train.json, val.json as an annotation tool exports them: one shape per image, its category
-    by its colour; the first training image has no annotation (background)."""
+    by its colour; the first training image has no annotation (background). segment: each square's polygon
+    too; pose: two keypoints (its top-left and bottom-right corners), named by the categories."""
     rng = random.Random(0)
     (folder / "images").mkdir(parents=True)
     files = {}
+    categories = [{**c, "keypoints": ["tl", "br"]} for c in CATEGORIES] if task == "pose" else CATEGORIES
     for split, count, first in (("train", train, 0), ("val", val, 1000)):
         imgs, anns = [], []
         for i in range(count):
@@ -35,22 +38,24 @@ def coco_export(folder: Path, train: int = 12, val: int = 4) -> dict:
             x, y, w = rng.randint(4, 30), rng.randint(4, 30), rng.randint(12, 28)
             if not (split == "train" and i == 0):
                 ImageDraw.Draw(img).rectangle([x, y, x + w, y + w], fill=(220, 60, 60) if cid == 7 else (60, 60, 220))
+                shape = ({"segmentation": [[x, y, x + w, y, x + w, y + w, x, y + w]]} if task == "segment" else
+                         {"keypoints": [x, y, 2, x + w, y + w, 2], "num_keypoints": 2} if task == "pose" else {})
                 anns.append({"id": len(anns) + 1 + first, "image_id": iid, "category_id": cid, "bbox": [x, y, w, w],
-                             "area": w * w, "iscrowd": 0})
+                             "area": w * w, "iscrowd": 0, **shape})
             img.save(folder / "images" / name, "JPEG")
             imgs.append({"id": iid, "file_name": name, "width": SIZE, "height": SIZE})
         if split == "train":
             anns.append({**anns[0], "id": 999, "iscrowd": 1})  # a crowd region: skipped, counted
             anns.append({**anns[1], "id": 998, "bbox": [50, 50, 30, 30]})  # reaches outside: clipped
         files[split] = folder / f"{split}.json"
-        files[split].write_text(json.dumps({"images": imgs, "annotations": anns, "categories": CATEGORIES}))
+        files[split].write_text(json.dumps({"images": imgs, "annotations": anns, "categories": categories}))
     return files
 
 
-def coco_job(folder: Path) -> Path:
-    coco_export(folder / "export")
+def coco_job(folder: Path, task: str = "detect", **changes) -> Path:
+    coco_export(folder / "export", task=task)
     return write_job(folder, TINY_JOB, data={"coco": {"train": "export/train.json", "val": "export/val.json",
-                                                      "images": "export/images"}}, imgsz=SIZE)
+                                                      "images": "export/images"}}, imgsz=SIZE, **changes)
 
 
 def snapshot(folder: Path) -> dict:
@@ -66,6 +71,7 @@ def test_a_coco_export_plans_trains_with_its_own_class_names_and_is_converted_on
     assert r.returncode == 0, r.stderr
     plan = json.loads(r.stdout)
     assert plan["data"]["train_images"] == 12 and plan["data"]["nc"] == 2
+    assert plan["data"]["yaml"].endswith(f"coco-{plan['data']['digest'][:16]}/data.yaml")  # the record names the hash
     assert any("1 crowd annotations skipped" in w for w in plan["warnings"]), plan["warnings"]
     assert any("1 images without annotations (background)" in w for w in plan["warnings"])
     r = run_cli("plan", job, cwd=tmp_path, env=env)
@@ -122,3 +128,25 @@ def test_a_resume_where_the_converted_copy_is_missing_converts_it_again(tmp_path
     note = resume.restore_data(load_resolved(run_dir), run_id)
     assert note == f"its converted COCO copy ({data_yaml.parent}) was missing here: converted again"
     assert data_yaml.read_text() == names
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", ["segment", "pose"])
+def test_a_coco_segment_or_pose_export_trains_on_two_processes_reading_one_converted_copy(task, tmp_path):
+    """Polygons train a segment model, keypoints a pose model (the task from the model, as for any job), on
+    `cpu:2`: both torchrun ranks read the one copy submit converted before they started."""
+    job = coco_job(tmp_path, task, model=EXAMPLE_MODELS[task], target={"devices": "cpu:2"}, wandb=DEFAULT_WANDB)
+    env = {"YOLO_ORCH_CACHE": str(tmp_path / "cache"), "YOLO_ORCH_REGISTRY": ""}
+    r = run_cli("submit", job, "--json", cwd=tmp_path, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout)
+    run_dir = Path(out["run_dir"])
+    assert out["state"] == "finished", (run_dir / "train.log").read_text()[-3000:]
+    assert set(METRICS[task]) <= set(out["summary"]["metrics"]), out["summary"]["metrics"]
+    assert [e["world_size"] for e in read_events(run_dir) if e["event"] == "train_start"] == [2]
+    copies = list((tmp_path / "cache" / "datasets").iterdir())
+    assert len(copies) == 1 and copies[0].name.startswith("coco-")
+    data = yaml.safe_load((copies[0] / "data.yaml").read_text())
+    assert data.get("kpt_shape") == ([2, 3] if task == "pose" else None)
+    label = (copies[0] / "labels" / "train" / "train_1.txt").read_text().split()
+    assert len(label) == (1 + 8 if task == "segment" else 1 + 4 + 2 * 3)  # the polygon's 4 points; box + keypoints

@@ -56,6 +56,8 @@ def test_an_ndjson_file_plans_trains_with_its_own_class_names_and_is_converted_o
     plan = json.loads(r.stdout)
     assert plan["data"]["train_images"] == 18 and plan["data"]["nc"] == 2  # 20, of which 2 validate
     assert plan["data"]["ndjson"] == str(tmp_path / "export" / "shapes.ndjson")
+    digest = plan["data"]["digest"]  # the record names the file's hash, and the copy is named by it
+    assert len(digest) == 64 and plan["data"]["yaml"].endswith(f"ndjson-{digest[:16]}/data.yaml")
     assert any("1 image(s) without annotations" in w for w in plan["warnings"]), plan["warnings"]
     assert any("no `val` split: 2 of the 20 training images validate" in w for w in plan["warnings"])
     assert not (tmp_path / "cache" / "datasets").exists()  # planning reads, never writes
