@@ -28,6 +28,7 @@ from typing import Any
 
 from orchestrator.errors import UserError
 from orchestrator.jobspec.files import read_regular_bounded
+from orchestrator.jobspec.rle import rle_problem
 
 MAX_ANNOTATION_FILE = 2 << 30  # 2 GiB: COCO 2017's train file is 448 MiB
 MAX_LINES = 20  # problems named one per line; the rest counted
@@ -206,7 +207,7 @@ def _annotations(doc: dict, sizes: dict[int, tuple[float, float]], refused: set[
         if ann.get("iscrowd"):
             split.crowd += 1
             continue
-        if _box_kept(ann, sizes[iid], split) and _shapes_fit(ann, aid, keypoints[cid], split, where):
+        if _box_kept(ann, sizes[iid], split) and _shapes_fit(ann, aid, keypoints[cid], sizes[iid], split, where):
             annotated.add(iid)
     split.background = len(sizes) - len(annotated)
 
@@ -236,9 +237,13 @@ def _box_kept(ann: dict, size: tuple[float, float], split: Split) -> bool:
     return True
 
 
-def _shapes_fit(ann: dict, aid: int, keypoints: int, split: Split, where: str) -> bool:
+def _shapes_fit(ann: dict, aid: int, keypoints: int, size: tuple[float, float], split: Split, where: str) -> bool:
     seg = ann.get("segmentation")
     if isinstance(seg, dict) and "counts" in seg:
+        why = rle_problem(seg, *size)
+        if why:
+            split.problems.append(f"{where}: {split.file}: annotation {aid}: its RLE mask cannot be read ({why})")
+            return False
         split.shapes.add("rle")
     elif isinstance(seg, list) and seg:
         split.shapes.add("polygon")

@@ -22,6 +22,7 @@ from typing import Callable
 from orchestrator.errors import EnvError, UserError
 from orchestrator.rundir import dump_yaml
 from orchestrator.jobspec.coco import CocoData, box_in_image, read_coco
+from orchestrator.jobspec.rle import rle_polygon
 
 CONVERTED = "coco-{}"
 
@@ -133,9 +134,14 @@ def _label(ann: dict, image: dict, cls: int, task: str, keypoints: int) -> str |
 
 
 def _polygon(ann: dict, box: tuple[float, float, float, float], w: float, h: float) -> list[float]:
-    """The annotation's largest polygon, normalised and clipped; its box's corners when it has none (every
-    label of a segment dataset needs a polygon: Ultralytics drops the masks of a split that mixes)."""
-    polygons = [p for p in ann.get("segmentation") or [] if isinstance(p, list) and len(p) >= 6]
+    """The annotation's largest polygon (an RLE mask's largest outer contour: jobspec/rle.py), normalised and
+    clipped; its box's corners when it has none (every label of a segment dataset needs a polygon: Ultralytics
+    drops the masks of a split that mixes)."""
+    seg = ann.get("segmentation")
+    if isinstance(seg, dict):
+        traced = rle_polygon(seg)
+        seg = [traced] if traced else []
+    polygons = [p for p in seg or [] if isinstance(p, list) and len(p) >= 6]
     if not polygons:
         x0, y0, x1, y1 = box
         polygons = [[x0, y0, x1, y0, x1, y1, x0, y1]]

@@ -61,8 +61,8 @@ def describe_data(job: LoadedJob) -> DataInfo:
                     warnings=found.warnings)
 
 
-# what a task needs of COCO annotations: the shape (jobspec/coco.py's names) and how a refusal says it
-COCO_NEEDS = {"segment": ("polygon", "polygons"), "pose": ("keypoints", "keypoints")}
+# what a task needs of COCO annotations: the shapes that serve (jobspec/coco.py's names), how a refusal says it
+COCO_NEEDS = {"segment": ({"polygon", "rle"}, "polygons or RLE masks"), "pose": ({"keypoints"}, "keypoints")}
 
 
 def coco_splits(job: LoadedJob) -> dict[str, tuple[Path, Path]]:
@@ -82,14 +82,9 @@ def describe_coco(job: LoadedJob) -> DataInfo:
 
     task, splits = job.spec.task, coco_splits(job)
     read = read_coco(splits)
-    problems = []
-    if "rle" in read.shapes:
-        problems.append("data.coco: RLE masks (`segmentation: {counts: ...}`) are not converted yet; export polygons")
-    if task in COCO_NEEDS and COCO_NEEDS[task][0] not in read.shapes:
-        problems.append(f"data.coco: a {task} model needs annotations with {COCO_NEEDS[task][1]}; these hold "
+    if task in COCO_NEEDS and not COCO_NEEDS[task][0] & read.shapes:
+        raise UserError(f"data.coco: a {task} model needs annotations with {COCO_NEEDS[task][1]}; these hold "
                         f"{', '.join(sorted(read.shapes)) or 'none'}")
-    if problems:
-        raise UserError(problems)
     return DataInfo(converted_yaml(cache_dir() / "datasets", read), len(read.names), read.train_images,
                     warnings=list(read.warnings), digest=read.digest,
                     coco={split: [str(ann), str(images)] for split, (ann, images) in splits.items()})

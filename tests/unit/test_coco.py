@@ -222,3 +222,67 @@ def test_data_import_of_a_coco_export_links_its_images_when_asked(tmp_path):
     assert yaml.safe_load((folder / "data.yaml").read_text())["names"] == {0: "scratch", 1: "dent", 2: "rust"}
     r = run_cli("data", "import", train, "--out", tmp_path / "other", cwd=tmp_path)
     assert r.returncode == 2 and "needs --val VAL.json and --images FOLDER" in r.stderr
+
+
+def _rle(mask: list[list[int]], compressed: bool) -> dict:
+    """A mask as pycocotools encodes it: runs down the columns, starting with 0s; compressed as maskApi.c's
+    rleToString writes it (5-bit groups + 48, the third count on as a difference)."""
+    height, width = len(mask), len(mask[0])
+    flat = [mask[y][x] for x in range(width) for y in range(height)]
+    counts, value, run = [], 0, 0
+    for bit in flat:
+        if bit != value:
+            counts.append(run)
+            value, run = bit, 0
+        run += 1
+    counts.append(run)
+    if not compressed:
+        return {"size": [height, width], "counts": counts}
+    text = []
+    for i, x in enumerate(counts):
+        x = x - counts[i - 2] if i > 2 else x
+        more = True
+        while more:
+            c = x & 0x1F
+            x >>= 5
+            more = x != -1 if c & 0x10 else x != 0
+            text.append(chr((c | 0x20 if more else c) + 48))
+    return {"size": [height, width], "counts": "".join(text)}
+
+
+def test_rle_masks_compressed_or_not_are_traced_to_their_outline(tmp_path):
+    from orchestrator.jobspec.coco_convert import convert
+    from orchestrator.jobspec.rle import rle_counts
+
+    square = [[1 if 8 <= x < 40 and 10 <= y < 30 else 0 for x in range(W)] for y in range(H)]
+    plain, packed = _rle(square, False), _rle(square, True)
+    assert isinstance(packed["counts"], str) and rle_counts(packed) == plain["counts"]
+    imgs = images(tmp_path / "images", 2)
+    anns = [annotation(1, 100, 7, bbox=(8, 10, 32, 20), segmentation=packed),
+            annotation(2, 101, 3, bbox=(8, 10, 32, 20), segmentation=plain)]
+    ann = write(tmp_path / "seg.json", {"images": imgs, "annotations": anns, "categories": CUSTOM})
+    splits = {"train": (ann, tmp_path / "images"), "val": (ann, tmp_path / "images")}
+    data = read_coco(splits)
+    assert data.task == "segment"
+    from orchestrator.jobspec.coco_convert import converted_yaml
+
+    made = convert(splits, "segment", converted_yaml(tmp_path / "cache", data))
+    for name in ("img0", "img1"):
+        values = [float(v) for v in (made.parent / "labels" / "train" / f"{name}.txt").read_text().split()[1:]]
+        xs, ys = values[0::2], values[1::2]  # the traced outline: the square's corner pixels, normalised
+        assert (min(xs), max(xs), min(ys), max(ys)) == pytest.approx((8 / W, 39 / W, 10 / H, 29 / H), abs=1e-4)
+
+
+@pytest.mark.parametrize("segmentation, why", [
+    ({"size": [H + 1, W], "counts": [H * W + W]}, f"its size [{H + 1}, {W}] is not its image's [{H}, {W}]"),
+    ({"size": [H, W], "counts": [10, 20]}, f"its runs cover 30 pixels, not the image's {H * W}"),
+    ({"size": [H, W], "counts": "a b"}, "' ' is not a character of compressed counts"),
+    ({"size": "64x48", "counts": [H * W]}, "its size '64x48' is not [height, width]"),
+])
+def test_an_rle_mask_that_cannot_be_its_images_is_named(tmp_path, segmentation, why):
+    imgs = images(tmp_path / "images", 1)
+    ann = write(tmp_path / "seg.json", {"images": imgs, "annotations": [annotation(5, 100, 7, segmentation=segmentation)],
+                                       "categories": CUSTOM})
+    with pytest.raises(UserError) as err:
+        read_coco({"train": (ann, tmp_path / "images")})
+    assert err.value.problems == [f"data.coco.train: {ann}: annotation 5: its RLE mask cannot be read ({why})"]
