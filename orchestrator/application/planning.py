@@ -81,11 +81,13 @@ class Imported:
 
 
 def import_dataset(source: Path, out: Path, val: Path | None = None, images: Path | None = None,
-                   link: bool = False) -> Imported:
+                   link: bool = False, download: bool = False) -> Imported:
     """`data import`: a COCO export (SOURCE the training split's file, with --val and --images) or an NDJSON file
     read and checked as a job's data is (jobspec/coco.py, ndjson.py), written as a YOLO dataset at `out`, a
     folder that must not exist yet: images copied (`link`: linked), labels, a data.yaml without `path:` (the
-    folder can be moved). Written whole in a scratch folder beside it and renamed into place."""
+    folder can be moved). Written whole in a scratch folder beside it and renamed into place. `download`: an
+    NDJSON file's images known only by URL are fetched (the one command that touches the network, and only
+    when asked)."""
     from orchestrator.jobspec import coco_convert, ndjson_convert
     from orchestrator.jobspec.coco import read_coco
     from orchestrator.jobspec.ndjson import read_ndjson
@@ -93,15 +95,24 @@ def import_dataset(source: Path, out: Path, val: Path | None = None, images: Pat
     out = Path(out).expanduser().absolute()
     if out.exists() or out.is_symlink():
         raise UserError(f"--out: {out} exists; name a new folder (an import never writes into one)")
-    place = coco_convert.link_image if link else coco_convert.copy_image
+    local = coco_convert.link_image if link else coco_convert.copy_image
+
+    def place(src, target: Path) -> None:
+        if isinstance(src, str):
+            ndjson_convert.download_image(src, target)
+        else:
+            local(src, target)
+
     if source.suffix.lower() in (".ndjson", ".jsonl"):
         if val is not None or images is not None:
             raise UserError("--val/--images: apply to a COCO export; an NDJSON file names its images itself")
-        data = read_ndjson(source, "SOURCE")
+        data = read_ndjson(source, "SOURCE", download=download)
         coco_convert.publish(out / "data.yaml", lambda folder: ndjson_convert.write_dataset(data, folder, None, place),
                              "--out", "free space there or name another folder")
         counts = {split: len(data.split(split)) for split in ("train", "val", "test") if data.split(split)}
         return Imported(out / "data.yaml", "ndjson", data.task, counts, data.names, tuple(data.warnings))
+    if download:
+        raise UserError("--download: applies to an NDJSON file's images (a COCO export's are in --images)")
     if val is None or images is None:
         raise UserError("SOURCE: a COCO export's training file needs --val VAL.json and --images FOLDER (an NDJSON "
                         "file ends in .ndjson)")

@@ -43,13 +43,15 @@ def import_cmd(
     val: Optional[Path] = typer.Option(None, "--val", help="COCO: the validation split's annotation file."),
     images: Optional[Path] = typer.Option(None, "--images", help="COCO: the folder the files' images are in."),
     link: bool = typer.Option(False, "--link", help="Link the images instead of copying them."),
+    download: bool = typer.Option(False, "--download", help="NDJSON: fetch the images known only by URL (the only "
+                                  "time yolo-orch downloads data; signed URLs expire)."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Write a COCO or NDJSON export as a YOLO dataset (images, labels, data.yaml), checked as a job's data is,
     without training: classes in the file's order with their names, one line per problem."""
     from orchestrator.application.planning import import_dataset
 
-    done = import_dataset(source, out_dir, val, images, link)
+    done = import_dataset(source, out_dir, val, images, link, download)
     if json_out:
         print_json({"data": str(done.data), "source": done.source, "task": done.task, "images": done.images,
                     "names": list(done.names), "warnings": list(done.warnings)})

@@ -37,7 +37,7 @@ TASKS = tuple(KEYS)
 class Image:
     split: str
     file: str  # a plain file name
-    source: Path  # the local image
+    source: Path | str  # the local image, or its URL (`data import --download` only)
     labels: tuple[tuple[float, ...], ...]  # each one label line: class, then the normalised values
 
 
@@ -59,8 +59,9 @@ class NdjsonData:
         return [image for image in self.images if image.split == name]
 
 
-def read_ndjson(path: Path, where: str = "data.ndjson") -> NdjsonData:
-    """The file read and checked; UserError with one line per problem (capped), nothing written."""
+def read_ndjson(path: Path, where: str = "data.ndjson", download: bool = False) -> NdjsonData:
+    """The file read and checked; UserError with one line per problem (capped), nothing written. `download`
+    (asked for: `data import --download`): an image only at an http(s) URL is taken, its URL its source."""
     path = Path(path)
     raw, why = read_regular_bounded(str(path), MAX_ANNOTATION_FILE)
     if raw is None:
@@ -78,7 +79,7 @@ def read_ndjson(path: Path, where: str = "data.ndjson") -> NdjsonData:
     root = _images_root(head, path, where, problems)
     seen: set[tuple[str, str]] = set()
     for number, record in records[1:]:
-        image = _image(record, number, data, root, seen, f"{where}: {path}:{number}", problems)
+        image = _image(record, number, data, root, seen, f"{where}: {path}:{number}", problems, download)
         if image is not None:
             data.images.append(image)
     if not problems and not data.train_images:
@@ -152,7 +153,7 @@ def _images_root(head: dict, path: Path, where: str, problems: list[str]) -> Pat
 
 
 def _image(record: dict, number: int, data: NdjsonData, root: Path | None, seen: set, where: str,
-           problems: list[str]) -> Image | None:
+           problems: list[str], download: bool = False) -> Image | None:
     split, name = record.get("split"), record.get("file")
     if split not in SPLITS:
         problems.append(f"{where}: split {split!r} is not one of {', '.join(SPLITS)}")
@@ -164,11 +165,16 @@ def _image(record: dict, number: int, data: NdjsonData, root: Path | None, seen:
         problems.append(f"{where}: {name} is named twice in the {split} split")
         return None
     seen.add((split, name))
+    url = record.get("url")
+    if root is None and download and isinstance(url, str) and url.lower().startswith(("https://", "http://")):
+        labels = _labels(record.get("annotations"), data, where, problems)
+        return None if labels is None else Image(split, name, url, labels)
     if root is None:
-        where_from = _host(record.get("url"))
+        where_from = _host(url)
         problems.append(f"{where}: image {name} is only at a URL ({where_from}) and is never downloaded (offline "
                         "by design): put the images beside the file and name their folder in the dataset "
-                        "record's `path` (<path>/images/<split>/<file>)")
+                        "record's `path` (<path>/images/<split>/<file>), or fetch them once with `yolo-orch data "
+                        "import FILE --download --out DIR`")
         return None
     source = root / "images" / split / name
     if not source.is_file():

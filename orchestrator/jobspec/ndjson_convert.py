@@ -59,3 +59,30 @@ def _data_yaml(root: Path | None, data: NdjsonData) -> str:
 
 def _line(values: tuple[float, ...]) -> str:
     return " ".join([str(int(values[0])), *(f"{v:.6g}" for v in values[1:])]) + "\n"
+
+
+MAX_IMAGE = 256 << 20  # one image: 256 MiB is no photograph
+DOWNLOAD_TIMEOUT_S = 60
+
+
+def download_image(url: str, target: Path) -> None:
+    """One image an NDJSON file names only by URL, fetched when asked (`data import --download`): written
+    whole or not at all, at most MAX_IMAGE bytes; a failure is one line naming the host, never the URL's
+    query (a Platform export's URLs are signed)."""
+    import urllib.error
+    import urllib.request
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    shown = f"{parts.scheme}://{parts.netloc.rsplit('@', 1)[-1]}{parts.path}"  # no user:password, no query
+    try:
+        with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_S) as response:  # noqa: S310 - http(s) only
+            body = response.read(MAX_IMAGE + 1)
+    except urllib.error.HTTPError as exc:
+        raise UserError(f"--download: {shown}: HTTP {exc.code} (an export's signed URLs expire: export again)") from None
+    except (urllib.error.URLError, OSError) as exc:
+        raise UserError(f"--download: {shown}: {getattr(exc, 'reason', exc)}") from None
+    if len(body) > MAX_IMAGE:
+        raise UserError(f"--download: {shown} is larger than {MAX_IMAGE >> 20} MiB")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(body)  # inside the import's scratch folder: published whole by its rename

@@ -170,3 +170,41 @@ def test_yolo_train_words_name_an_ndjson_file_and_refuse_a_coco_json_one(tmp_pat
     assert json.loads(r.stdout)["data"]["ndjson"] == str(path)
     r = run_cli("train", f"model={TINY_MODEL}", "data=export.json", "--dry-run", cwd=tmp_path)
     assert r.returncode == 2 and "data: export.json is JSON: a COCO export trains from a job file" in r.stderr
+
+
+def test_data_import_download_fetches_images_known_only_by_url_when_asked(tmp_path):
+    """A Platform export (signed URLs, no local images) served on loopback: `--download` fetches each image once
+    into the new folder; a URL that fails is one line naming host and path, never its signature, and leaves
+    nothing behind."""
+    import functools
+    import http.server
+    import threading
+
+    from conftest import run_cli
+
+    served = tmp_path / "served"
+    served.mkdir()
+    for name in ("a.png", "b.png"):
+        PILImage.new("RGB", (32, 24), (10, 200, 30)).save(served / name)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        head = {"type": "dataset", "task": "detect", "class_names": NAMES}
+        records = [head, {**image("a.png", boxes=[[0, 0.5, 0.5, 0.2, 0.2]]), "url": f"{base}/a.png?sig=s3cr3t"},
+                   {**image("b.png", "val"), "url": f"{base}/b.png?sig=s3cr3t"}]
+        path = tmp_path / "platform.ndjson"
+        path.write_text("\n".join(map(json.dumps, records)))
+        r = run_cli("data", "import", path, "--out", tmp_path / "yolo", "--download", cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert (tmp_path / "yolo" / "images" / "val" / "b.png").read_bytes() == (served / "b.png").read_bytes()
+        assert (tmp_path / "yolo" / "labels" / "train" / "a.txt").read_text() == "0 0.5 0.5 0.2 0.2\n"
+        records[2]["url"] = f"{base}/gone.png?sig=s3cr3t"
+        path.write_text("\n".join(map(json.dumps, records)))
+        r = run_cli("data", "import", path, "--out", tmp_path / "again", "--download", cwd=tmp_path)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert f"--download: {base}/gone.png: HTTP 404" in r.stderr and "s3cr3t" not in r.stderr
+        assert not (tmp_path / "again").exists() and not list(tmp_path.glob(".again.*"))
+    finally:
+        server.shutdown()
