@@ -14,7 +14,7 @@ export DEBIAN_FRONTEND=noninteractive
 exec 9>/tmp/yolo-orch-apt.lock
 flock -w 900 9
 if ! command -v chromium >/dev/null 2>&1; then
-  apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null
-  apt-get -o DPkg::Lock::Timeout=600 install -y -qq chromium >/dev/null
+  apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null 9>&-  # (the lock is this shell's alone: no
+  apt-get -o DPkg::Lock::Timeout=600 install -y -qq chromium >/dev/null 9>&-  # process it starts keeps it)
 fi
 command -v chromium

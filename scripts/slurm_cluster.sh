@@ -32,9 +32,14 @@ install() {
   # one apt-get at a time among the test processes (scripts/browser.sh takes the same lock)
   exec 9>/tmp/yolo-orch-apt.lock
   flock -w 900 9
-  command -v slurmctld >/dev/null && command -v munged >/dev/null && return 0
-  apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null
-  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq slurm-wlm munge >/dev/null
+  # the lock is this shell's alone (9>&-): a daemon started by a package's install script (munged), or below
+  # (slurmctld, slurmd), would inherit it and hold it for its lifetime, and the suite's next apt-get
+  # (scripts/browser.sh: chromium) would wait on it until its timeout
+  if ! { command -v slurmctld >/dev/null && command -v munged >/dev/null; }; then
+    apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null 9>&-
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq slurm-wlm munge >/dev/null 9>&-
+  fi
+  exec 9>&-
 }
 
 ensure_munge() {  # Slurm's authentication: a key and a running munged (apt may not have started it)
