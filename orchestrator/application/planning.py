@@ -88,38 +88,49 @@ def import_dataset(source: Path, out: Path, val: Path | None = None, images: Pat
     folder can be moved). Written whole in a scratch folder beside it and renamed into place. `download`: an
     NDJSON file's images known only by URL are fetched (the one command that touches the network, and only
     when asked)."""
-    from orchestrator.jobspec import coco_convert, ndjson_convert
-    from orchestrator.jobspec.coco import read_coco
-    from orchestrator.jobspec.ndjson import read_ndjson
+    from orchestrator.jobspec import coco_convert
 
     out = Path(out).expanduser().absolute()
     if out.exists() or out.is_symlink():
         raise UserError(f"--out: {out} exists; name a new folder (an import never writes into one)")
-    local = coco_convert.link_image if link else coco_convert.copy_image
-
-    def place(src, target: Path) -> None:
-        if isinstance(src, str):
-            ndjson_convert.download_image(src, target)
-        else:
-            local(src, target)
-
+    place = coco_convert.link_image if link else coco_convert.copy_image
     if source.suffix.lower() in (".ndjson", ".jsonl"):
         if val is not None or images is not None:
             raise UserError("--val/--images: apply to a COCO export; an NDJSON file names its images itself")
-        data = read_ndjson(source, "SOURCE", download=download)
-        coco_convert.publish(out / "data.yaml", lambda folder: ndjson_convert.write_dataset(data, folder, None, place),
-                             "--out", "free space there or name another folder")
-        counts = {split: len(data.split(split)) for split in ("train", "val", "test") if data.split(split)}
-        return Imported(out / "data.yaml", "ndjson", data.task, counts, data.names, tuple(data.warnings))
+        return _import_ndjson(source, out, place, download)
     if download:
         raise UserError("--download: applies to an NDJSON file's images (a COCO export's are in --images)")
     if val is None or images is None:
         raise UserError("SOURCE: a COCO export's training file needs --val VAL.json and --images FOLDER (an NDJSON "
                         "file ends in .ndjson)")
-    splits = {"train": (source.resolve(), images.resolve()), "val": (val.resolve(), images.resolve())}
+    return _import_coco({"train": (source.resolve(), images.resolve()), "val": (val.resolve(), images.resolve())},
+                        out, place)
+
+
+OUT_HINT = "free space there or name another folder"
+
+
+def _import_ndjson(source: Path, out: Path, place, download: bool) -> Imported:
+    from orchestrator.jobspec import ndjson_convert
+    from orchestrator.jobspec.coco_convert import publish
+    from orchestrator.jobspec.ndjson import SPLITS, read_ndjson
+
+    def place_or_fetch(src, target: Path) -> None:  # a str source is a URL (read_ndjson's `download`)
+        (ndjson_convert.download_image if isinstance(src, str) else place)(src, target)
+
+    data = read_ndjson(source, "SOURCE", download=download)
+    publish(out / "data.yaml", lambda folder: ndjson_convert.write_dataset(data, folder, None, place_or_fetch),
+            "--out", OUT_HINT)
+    counts = {split: len(data.split(split)) for split in SPLITS if data.split(split)}
+    return Imported(out / "data.yaml", "ndjson", data.task, counts, data.names, tuple(data.warnings))
+
+
+def _import_coco(splits: dict[str, tuple[Path, Path]], out: Path, place) -> Imported:
+    from orchestrator.jobspec.coco import read_coco
+    from orchestrator.jobspec.coco_convert import publish, write_dataset
+
     coco = read_coco(splits, "SOURCE")
-    coco_convert.publish(out / "data.yaml",
-                         lambda folder: coco_convert.write_dataset(splits, coco, coco.task, folder, None, place),
-                         "--out", "free space there or name another folder")
+    publish(out / "data.yaml", lambda folder: write_dataset(splits, coco, coco.task, folder, None, place),
+            "--out", OUT_HINT)
     counts = {split: len(list((out / "images" / split).iterdir())) for split in splits}
     return Imported(out / "data.yaml", "coco", coco.task, counts, coco.names, coco.warnings)
