@@ -13,7 +13,7 @@ Blocking, one line each naming the file and the line: a line that is not a JSON 
 first, a task this reader does not convert (classify, depth, obb), a split other than train/val/test, a file
 name with a folder in it or named twice in a split, a missing local image, an annotation whose class is not
 an integer in the class names, an annotation with values outside 0..1 or of the wrong length for the task,
-no training image. Counted as warnings: images without annotations (background); no `val` split (a tenth
+no training image, annotations under another task's key. Counted as warnings: images without annotations (background); no `val` split (a tenth
 of the training images become validation images, chosen as Ultralytics chooses them: a shuffle seeded 0)."""
 
 from __future__ import annotations
@@ -190,6 +190,10 @@ def _labels(annotations, data: NdjsonData, where: str, problems: list[str]) -> t
     key = KEYS[data.task]
     if not isinstance(annotations, dict) or not isinstance(annotations.get(key, []), list):
         problems.append(f"{where}: annotations must be {{\"{key}\": [[class, ...], ...]}} for a {data.task} dataset")
+        return None
+    others = sorted(k for k, v in annotations.items() if k != key and v)
+    if others and not annotations.get(key):  # Ultralytics would write them as this task's labels
+        problems.append(f"{where}: annotations hold {', '.join(others)}; a {data.task} dataset reads {key}")
         return None
     out = []
     for item in annotations.get(key, []):

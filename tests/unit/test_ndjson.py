@@ -70,6 +70,8 @@ def test_without_a_val_split_a_tenth_of_the_training_images_validate_as_ultralyt
      "a pose dataset needs `kpt_shape: [keypoints, 2 or 3]` (got None)"),
     ([image("a.png", pose=[[0, 0.5, 0.5, 0.2, 0.2, 0.5, 0.5, 2]])], {"kpt_shape": [2, 3]}, "pose",
      "a pose label is [class, box (4), 2 keypoints x 3] (7 values after the class)"),
+    ([image("a.png", boxes=[[0, 0.5, 0.5, 0.2, 0.2]])], {}, "segment",
+     "set.ndjson:2: annotations hold boxes; a segment dataset reads segments"),
     ([image("a.png", "holdout")], {}, "detect", "set.ndjson:2: split 'holdout' is not one of train, val, test"),
     ([image("../a.png")], {}, "detect", "set.ndjson:2: file '../a.png' is not a plain file name"),
     ([image("a.png"), image("a.png")], {}, "detect", "set.ndjson:3: a.png is named twice in the train split"),
