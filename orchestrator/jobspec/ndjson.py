@@ -13,8 +13,9 @@ Blocking, one line each naming the file and the line: a line that is not a JSON 
 first, a task this reader does not convert (classify, depth, obb), a split other than train/val/test, a file
 name with a folder in it or named twice in a split, a missing local image, an annotation whose class is not
 an integer in the class names, an annotation with values outside 0..1 or of the wrong length for the task,
-no training image, annotations under another task's key. Counted as warnings: images without annotations (background); no `val` split (a tenth
-of the training images become validation images, chosen as Ultralytics chooses them: a shuffle seeded 0)."""
+no training image, annotations under another task's key. Counted as warnings: images without annotations
+(background); no `val` split (a tenth of the training images become validation images, chosen as
+Ultralytics chooses them: a shuffle seeded 0)."""
 
 from __future__ import annotations
 
