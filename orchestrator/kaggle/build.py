@@ -151,9 +151,9 @@ def data_bundle(plan, job: LoadedJob, settings: KaggleOptions) -> dict:
         return {"kind": "synth", "synth": plan.data.synth.model_dump()}
     for name in ("coco", "ndjson"):
         if getattr(plan.data, name) is not None:
-            raise UserError(f"data.{name}: a Kaggle session trains on a YOLO dataset uploaded as a Kaggle dataset; "
-                            f"{name.upper()} annotations are not converted for Kaggle yet (`submit` converts them on "
-                            "this machine)")
+            raise UserError(f"data.{name}: a Kaggle session trains on a YOLO dataset uploaded as a Kaggle dataset: "
+                            "write one with `yolo-orch data import SOURCE --out DIR`, upload DIR, and name "
+                            "DIR/data.yaml as the job's data (docs/kaggle.md)")
     if not settings.dataset:
         raise UserError(f"kaggle.dataset: the images and labels of {job.spec.data} must be uploaded as a Kaggle "
                         "dataset (docs/kaggle.md); name it with `kaggle: {dataset: OWNER/SLUG}` in the job or "

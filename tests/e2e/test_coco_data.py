@@ -15,6 +15,7 @@ import yaml
 from PIL import Image, ImageDraw
 
 from conftest import DEFAULT_WANDB, TINY_JOB, read_events, run_cli, write_job
+from orchestrator.harness.annotations import box_mask, rle_of_mask
 from orchestrator.tasks import EXAMPLE_MODELS, METRICS
 
 CATEGORIES = [{"id": 7, "name": "scratch"}, {"id": 3, "name": "dent"}]
@@ -24,7 +25,8 @@ SIZE = 64
 def coco_export(folder: Path, train: int = 12, val: int = 4, task: str = "detect") -> dict:
     """images/ and train.json, val.json as an annotation tool exports them: one shape per image, its category
     by its colour; the first training image has no annotation (background). segment: each square's polygon
-    too; pose: two keypoints (its top-left and bottom-right corners), named by the categories."""
+    too (the third training image's as an RLE mask); pose: two keypoints (its top-left and bottom-right
+    corners), named by the categories."""
     rng = random.Random(0)
     (folder / "images").mkdir(parents=True)
     files = {}
@@ -38,7 +40,10 @@ def coco_export(folder: Path, train: int = 12, val: int = 4, task: str = "detect
             x, y, w = rng.randint(4, 30), rng.randint(4, 30), rng.randint(12, 28)
             if not (split == "train" and i == 0):
                 ImageDraw.Draw(img).rectangle([x, y, x + w, y + w], fill=(220, 60, 60) if cid == 7 else (60, 60, 220))
-                shape = ({"segmentation": [[x, y, x + w, y, x + w, y + w, x, y + w]]} if task == "segment" else
+                polygon = [[x, y, x + w, y, x + w, y + w, x, y + w]]
+                if split == "train" and i == 2:  # one mask run-length encoded, as pycocotools writes it
+                    polygon = rle_of_mask(box_mask(SIZE, SIZE, x, y, x + w, y + w))
+                shape = ({"segmentation": polygon} if task == "segment" else
                          {"keypoints": [x, y, 2, x + w, y + w, 2], "num_keypoints": 2} if task == "pose" else {})
                 anns.append({"id": len(anns) + 1 + first, "image_id": iid, "category_id": cid, "bbox": [x, y, w, w],
                              "area": w * w, "iscrowd": 0, **shape})
@@ -148,5 +153,7 @@ def test_a_coco_segment_or_pose_export_trains_on_two_processes_reading_one_conve
     assert len(copies) == 1 and copies[0].name.startswith("coco-")
     data = yaml.safe_load((copies[0] / "data.yaml").read_text())
     assert data.get("kpt_shape") == ([2, 3] if task == "pose" else None)
-    label = (copies[0] / "labels" / "train" / "train_1.txt").read_text().split()
-    assert len(label) == (1 + 8 if task == "segment" else 1 + 4 + 2 * 3)  # the polygon's 4 points; box + keypoints
+    assert data["names"] == {0: "scratch", 1: "dent"} and len(list((copies[0] / "images" / "train").iterdir())) == 12
+    for name in ("train_1", "train_2"):  # a polygon; in segment, the RLE mask traced to its 4 corners
+        for line in (copies[0] / "labels" / "train" / f"{name}.txt").read_text().splitlines():
+            assert len(line.split()) == (1 + 8 if task == "segment" else 1 + 4 + 2 * 3), line  # polygon; box + kpts

@@ -1,8 +1,9 @@
 """A job whose data is an Ultralytics NDJSON file (issue 64), as the Platform exports it, with its images
 local (the dataset record's `path`): PNG images and the file this test writes, one image without
-annotations and no `val` split. `plan` reads and checks it without training; `submit` converts it once into
-the tool's cache and trains on the copy with the file's class names, W&B as users have it (offline);
-nothing is written beside the user's file; a second submit reuses the copy."""
+annotations and no `val` split; boxes for a detect model, polygons for a segment model. `plan` reads and
+checks it without training; `submit` converts it once into the tool's cache and trains on the copy with the
+file's class names, W&B as users have it (offline); nothing is written beside the user's file; a second
+submit reuses the copy."""
 
 from __future__ import annotations
 
@@ -15,27 +16,31 @@ import yaml
 from PIL import Image, ImageDraw
 
 from conftest import DEFAULT_WANDB, TINY_JOB, run_cli, write_job
+from orchestrator.tasks import EXAMPLE_MODELS, METRICS
 
 SIZE = 64
 
 
-def ndjson_export(folder: Path, count: int = 20) -> Path:
+def ndjson_export(folder: Path, count: int = 20, task: str = "detect") -> Path:
     """export/shapes.ndjson and export/files/images/train/*.png: one square per image, its class by its
-    colour; the first image has none (background). No `val` split: the converter draws one."""
+    colour; the first image has none (background). No `val` split: the converter draws one. segment: each
+    square's polygon."""
     rng = random.Random(0)
     images = folder / "files" / "images" / "train"
     images.mkdir(parents=True)
-    lines = [{"type": "dataset", "task": "detect", "name": "shapes", "path": "files",
+    lines = [{"type": "dataset", "task": task, "name": "shapes", "path": "files",
               "class_names": {"0": "red", "1": "blue"}, "version": 1}]
     for i in range(count):
-        img, name, boxes = Image.new("RGB", (SIZE, SIZE), (20, 20, 20)), f"{i:03d}.png", []
+        img, name, labels = Image.new("RGB", (SIZE, SIZE), (20, 20, 20)), f"{i:03d}.png", []
         if i:
             cls, x, y, w = i % 2, rng.randint(4, 30), rng.randint(4, 30), rng.randint(12, 28)
             ImageDraw.Draw(img).rectangle([x, y, x + w, y + w], fill=(220, 60, 60) if cls == 0 else (60, 60, 220))
-            boxes.append([cls, (x + w / 2) / SIZE, (y + w / 2) / SIZE, w / SIZE, w / SIZE])
+            x0, y0, x1, y1 = x / SIZE, y / SIZE, (x + w) / SIZE, (y + w) / SIZE
+            labels.append([cls, x0, y0, x1, y0, x1, y1, x0, y1] if task == "segment" else
+                          [cls, (x0 + x1) / 2, (y0 + y1) / 2, x1 - x0, y1 - y0])
         img.save(images / name)
         lines.append({"type": "image", "file": name, "split": "train", "width": SIZE, "height": SIZE,
-                      "annotations": {"boxes": boxes}})
+                      "annotations": {"segments" if task == "segment" else "boxes": labels}})
     path = folder / "shapes.ndjson"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     return path
@@ -76,3 +81,19 @@ def test_an_ndjson_file_plans_trains_with_its_own_class_names_and_is_converted_o
     assert r.returncode == 0, r.stderr[-3000:]
     assert data_yaml.stat().st_mtime_ns == made and len(list((tmp_path / "cache" / "datasets").iterdir())) == 1
     assert snapshot(tmp_path / "export") == export  # nothing written beside the user's file
+
+
+@pytest.mark.slow
+def test_an_ndjson_segment_file_trains_a_segment_model(tmp_path):
+    ndjson_export(tmp_path / "export", task="segment")
+    job = write_job(tmp_path, TINY_JOB, data={"ndjson": "export/shapes.ndjson"}, imgsz=SIZE,
+                    model=EXAMPLE_MODELS["segment"])
+    env = {"YOLO_ORCH_CACHE": str(tmp_path / "cache"), "YOLO_ORCH_REGISTRY": ""}
+    r = run_cli("submit", job, "--json", cwd=tmp_path, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout)
+    assert out["state"] == "finished" and set(METRICS["segment"]) <= set(out["summary"]["metrics"])
+    resolved = yaml.safe_load((Path(out["run_dir"]) / "job.resolved.yaml").read_text())
+    data_yaml = Path(resolved["plan"]["train_args"]["data"])
+    assert yaml.safe_load(data_yaml.read_text())["names"] == {0: "red", 1: "blue"}
+    assert len((data_yaml.parent / "labels" / "train" / "001.txt").read_text().split()) == 9  # class + 4 points

@@ -224,38 +224,14 @@ def test_data_import_of_a_coco_export_links_its_images_when_asked(tmp_path):
     assert r.returncode == 2 and "needs --val VAL.json and --images FOLDER" in r.stderr
 
 
-def _rle(mask: list[list[int]], compressed: bool) -> dict:
-    """A mask as pycocotools encodes it: runs down the columns, starting with 0s; compressed as maskApi.c's
-    rleToString writes it (5-bit groups + 48, the third count on as a difference)."""
-    height, width = len(mask), len(mask[0])
-    flat = [mask[y][x] for x in range(width) for y in range(height)]
-    counts, value, run = [], 0, 0
-    for bit in flat:
-        if bit != value:
-            counts.append(run)
-            value, run = bit, 0
-        run += 1
-    counts.append(run)
-    if not compressed:
-        return {"size": [height, width], "counts": counts}
-    text = []
-    for i, x in enumerate(counts):
-        x = x - counts[i - 2] if i > 2 else x
-        more = True
-        while more:
-            c = x & 0x1F
-            x >>= 5
-            more = x != -1 if c & 0x10 else x != 0
-            text.append(chr((c | 0x20 if more else c) + 48))
-    return {"size": [height, width], "counts": "".join(text)}
-
-
 def test_rle_masks_compressed_or_not_are_traced_to_their_outline(tmp_path):
     from orchestrator.jobspec.coco_convert import convert
     from orchestrator.jobspec.rle import rle_counts
 
-    square = [[1 if 8 <= x < 40 and 10 <= y < 30 else 0 for x in range(W)] for y in range(H)]
-    plain, packed = _rle(square, False), _rle(square, True)
+    from orchestrator.harness.annotations import box_mask, rle_of_mask
+
+    square = box_mask(W, H, 8, 10, 40, 30)
+    plain, packed = rle_of_mask(square, compressed=False), rle_of_mask(square)
     assert isinstance(packed["counts"], str) and rle_counts(packed) == plain["counts"]
     imgs = images(tmp_path / "images", 2)
     anns = [annotation(1, 100, 7, bbox=(8, 10, 32, 20), segmentation=packed),

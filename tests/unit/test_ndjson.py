@@ -210,3 +210,17 @@ def test_data_import_download_fetches_images_known_only_by_url_when_asked(tmp_pa
         assert not (tmp_path / "again").exists() and not list(tmp_path.glob(".again.*"))
     finally:
         server.shutdown()
+
+
+def test_a_kaggle_kernel_of_an_ndjson_job_is_refused_with_the_way_to_build_one(tmp_path):
+    from conftest import TINY_JOB, TINY_MODEL, run_cli, write_job
+
+    train = [image(f"{i}.png", boxes=[[0, 0.5, 0.5, 0.2, 0.2]]) for i in range(64)]  # 8 cores x 8: fixed batches
+    dataset(tmp_path, train + [image("v.png", "val")])
+    job = write_job(tmp_path, TINY_JOB, data={"ndjson": "set.ndjson"}, model=str(TINY_MODEL),
+                    target={"devices": "tpu:8"})
+    r = run_cli("kaggle", "build", job, "--out", tmp_path / "kernel", "--owner", "alice", cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "data.ndjson: a Kaggle session trains on a YOLO dataset uploaded as a Kaggle dataset: write one with " \
+           "`yolo-orch data import SOURCE --out DIR`" in r.stderr
+    assert not (tmp_path / "kernel").exists()
