@@ -186,12 +186,32 @@ def _check_model_task(job: LoadedJob, built: str | None) -> list[str]:
     if built is not None and built not in TASKS:  # a task of a later Ultralytics this tool does not know
         return [f"model: {job.spec.model} is a {built} model; yolo-orch trains {', '.join(TASKS)} models"]
     if task is None:
-        job.spec.task = built or "detect"
+        job.spec.task = built or annotations_task(job) or "detect"  # Ultralytics' own default: detect
         return []
     if built is None or built == task:
         return []
     return [f"model: {job.spec.model} is a {built} model, but the job's task is {task} (leave `task` out to "
             f"train the model's own task, or give a {task} model such as {EXAMPLE_MODELS[task]})"]
+
+
+def annotations_task(job: LoadedJob) -> str | None:
+    """Where the model does not say its task (a yaml whose head Ultralytics does not name), a COCO export's or
+    an NDJSON file's annotations do: keypoints pose, polygons or masks segment, boxes detect; NDJSON's own
+    task field. None for other data, or data that cannot be read (the plan names its problems)."""
+    data = job.spec.data
+    try:
+        if not isinstance(data, str) and data.ndjson is not None:
+            from orchestrator.jobspec.ndjson import dataset_task
+
+            return dataset_task(job.resolve_path(data.ndjson))
+        if not isinstance(data, str) and data.coco is not None:
+            from orchestrator.jobspec.coco import read_coco
+            from orchestrator.jobspec.job_data import coco_splits
+
+            return read_coco(coco_splits(job)).task
+    except UserError:
+        return None
+    return None
 
 
 WEIGHTS_MAGIC = (b"PK\x03\x04", b"\x80")  # torch.save's zip archive; a legacy pickle (protocol 2 and later)

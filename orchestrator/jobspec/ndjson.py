@@ -93,6 +93,17 @@ def read_ndjson(path: Path, where: str = "data.ndjson", download: bool = False) 
     return data
 
 
+def dataset_task(path: Path) -> str | None:
+    """The task the file's dataset record names (its first line only), or None when it names none it can be."""
+    raw, _ = read_regular_bounded(str(path), 1 << 20)
+    try:
+        head = json.loads((raw or b"").split(b"\n", 1)[0])
+    except ValueError:
+        return None
+    task = head.get("task", "detect") if isinstance(head, dict) else None
+    return task if task in TASKS else None
+
+
 def _records(raw: bytes, path: Path, where: str, problems: list[str]) -> list[tuple[int, dict]]:
     out = []
     for number, line in enumerate(raw.splitlines(), 1):

@@ -224,3 +224,17 @@ def test_a_kaggle_kernel_of_an_ndjson_job_is_refused_with_the_way_to_build_one(t
     assert "data.ndjson: a Kaggle session trains on a YOLO dataset uploaded as a Kaggle dataset: write one with " \
            "`yolo-orch data import SOURCE --out DIR`" in r.stderr
     assert not (tmp_path / "kernel").exists()
+
+
+def test_where_the_model_does_not_say_its_task_the_annotations_do(tmp_path):
+    """A model yaml whose head Ultralytics does not name (ultralytics_cfg.model_yaml_task: None): the task is
+    the NDJSON file's, else Ultralytics' default, detect."""
+    from orchestrator.jobspec.job import JobSpec
+    from orchestrator.jobspec.loader import LoadedJob, _check_model_task
+
+    dataset(tmp_path, [image("a.png", segments=[[0, 0.1, 0.1, 0.5, 0.1, 0.5, 0.5]])], task="segment")
+    job = LoadedJob(JobSpec.model_validate({"name": "j", "model": "custom.yaml", "data": {"ndjson": "set.ndjson"}}),
+                    None, tmp_path)
+    assert _check_model_task(job, None) == [] and job.spec.task == "segment"
+    job = LoadedJob(JobSpec.model_validate({"name": "j", "model": "custom.yaml", "data": "data.yaml"}), None, tmp_path)
+    assert _check_model_task(job, None) == [] and job.spec.task == "detect"
