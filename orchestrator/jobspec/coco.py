@@ -69,6 +69,15 @@ class CocoData:
     shapes: frozenset[str] = frozenset()
 
 
+def coco_splits(job) -> dict[str, tuple[Path, Path]]:
+    """A job's COCO splits (`job`: a loader.LoadedJob): (annotation file, images folder), absolute."""
+    source = job.spec.data.coco
+    images = source.images
+    folders = {"train": images, "val": images} if isinstance(images, str) else {"train": images.train, "val": images.val}
+    return {split: (job.resolve_path(getattr(source, split)).resolve(), job.resolve_path(folders[split]).resolve())
+            for split in ("train", "val")}
+
+
 def read_coco(splits: dict[str, tuple[Path, Path]], field_name: str = "data.coco") -> CocoData:
     """Every split's file read and checked; the classes, task and training images of the whole."""
     read = {name: read_split(ann, images, f"{field_name}.{name}") for name, (ann, images) in splits.items()}

@@ -65,19 +65,10 @@ def describe_data(job: LoadedJob) -> DataInfo:
 COCO_NEEDS = {"segment": ({"polygon", "rle"}, "polygons or RLE masks"), "pose": ({"keypoints"}, "keypoints")}
 
 
-def coco_splits(job: LoadedJob) -> dict[str, tuple[Path, Path]]:
-    """The job's COCO splits: (annotation file, images folder), absolute."""
-    source = job.spec.data.coco
-    images = source.images
-    folders = {"train": images, "val": images} if isinstance(images, str) else {"train": images.train, "val": images.val}
-    return {split: (job.resolve_path(getattr(source, split)).resolve(), job.resolve_path(folders[split]).resolve())
-            for split in ("train", "val")}
-
-
 def describe_coco(job: LoadedJob) -> DataInfo:
     """COCO JSON read and checked (jobspec/coco.py); the plan names the converted copy submit makes."""
     from orchestrator.data.cache import cache_dir
-    from orchestrator.jobspec.coco import read_coco
+    from orchestrator.jobspec.coco import coco_splits, read_coco
     from orchestrator.jobspec.coco_convert import converted_yaml
 
     task, splits = job.spec.task, coco_splits(job)

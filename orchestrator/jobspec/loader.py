@@ -205,8 +205,7 @@ def annotations_task(job: LoadedJob) -> str | None:
 
             return dataset_task(job.resolve_path(data.ndjson))
         if not isinstance(data, str) and data.coco is not None:
-            from orchestrator.jobspec.coco import read_coco
-            from orchestrator.jobspec.job_data import coco_splits
+            from orchestrator.jobspec.coco import coco_splits, read_coco
 
             return read_coco(coco_splits(job)).task
     except UserError:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 _TIME_FORMS = (  # Slurm's --time: the forms sbatch(1) lists, as (pattern, seconds per field)
     (r"(\d+)", (60,)), (r"(\d+):(\d+)", (60, 1)), (r"(\d+):(\d+):(\d+)", (3600, 60, 1)),
@@ -55,6 +55,10 @@ class SlurmSettings(BaseModel):
                                          description="sbatch --cpus-per-task (default: 8 per GPU, 1 per CPU process)")
     sbatch: list[str] = Field(default_factory=list, description="more sbatch options, one each: --qos=high")
     poll: float = Field(default=2.0, ge=0.5, le=300, description="seconds between two looks at the job (scontrol)")
+    margin: Optional[int] = Field(default=None, ge=0, le=86400, description="seconds before the job's end by "
+                                  "which the training stops at an epoch boundary, resumable (the final validation "
+                                  "and the exit fit in them; the next job continues); unset: a tenth of `time`, "
+                                  "at most 600")
 
     @field_validator("time", mode="before")
     @classmethod
@@ -72,6 +76,14 @@ class SlurmSettings(BaseModel):
                 raise ValueError(f"{value[:40]!r} is not a Slurm time ({TIME_WORDS})") from None
         return value
 
+    @model_validator(mode="after")
+    def _margin_inside_the_limit(self):
+        limit = time_limit_seconds(self.time) if self.time else None
+        if limit is not None and self.margin is not None and self.margin >= limit:
+            raise ValueError(f"margin {self.margin} s is not shorter than the time limit ({self.time} = {limit} s): "
+                             "every job would stop before it trained; give a smaller margin or a longer time")
+        return self
+
     @field_validator("partition", "account")
     @classmethod
     def _slurm_name(cls, value: Optional[str]) -> Optional[str]:
@@ -86,3 +98,16 @@ class SlurmSettings(BaseModel):
             if not RAW_OPTION.fullmatch(raw):
                 raise ValueError(f"{raw[:60]!r} is not one sbatch option (e.g. --qos=high, no line breaks)")
         return value
+
+
+DEFAULT_MARGIN_S = 600
+
+
+def deadline_margin(settings: dict) -> int:
+    """Seconds before a job's end by which its training stops (the job's `slurm:` as job.resolved.yaml keeps
+    it): `margin` as given, else a tenth of `time`, at most DEFAULT_MARGIN_S (the cluster's own limit, when the
+    job gives none, is known only on the node: DEFAULT_MARGIN_S)."""
+    if settings.get("margin") is not None:
+        return int(settings["margin"])
+    limit = time_limit_seconds(settings["time"]) if settings.get("time") else None
+    return min(DEFAULT_MARGIN_S, limit // 10) if limit else DEFAULT_MARGIN_S

@@ -5,15 +5,18 @@ the one runner on this machine (a login node) watches and stops as it does a pro
     attempt.wait(0.5)    # None while the job is pending or running (scontrol), then what its end means
     attempt.stop()       # scancel: Slurm's SIGTERM to the job's processes, SIGKILL after its KillWait
 
-The job runs the run's own per-node command (local or torchrun, from job.resolved.yaml) with its output
-appended to the run's train.log, on one node; the runs folder must be on storage that node reaches (a
-shared filesystem, as for `yolo-orch slurm`), which is where the runner reads events and heartbeats.
+The job runs the run's own per-node command (local or torchrun, from job.resolved.yaml; on several nodes one
+torchrun per node, started by srun) with its output appended to the run's train.log; the runs folder must be
+on storage every node reaches (a shared filesystem, as for `yolo-orch slurm`), which is where the runner reads
+events and heartbeats. The job's script gives the training a deadline, the job's end less `slurm.margin`: it
+stops at the last epoch boundary before it, resumable (worker/deadline.py, as a Kaggle session does).
 
 How a job ends decides what comes next (`ending`): a completed or failed job is the training's exit code,
-as a process's is; a job that Slurm ended with epochs left (its time limit, a preemption, a lost node) is
-EXIT_NEXT_SESSION after a checkpoint was added, and the next attempt, a new job, continues from it
-(rundir/resume_order.py); the same end without progress stops the run with a note that says why. No
-requeue by Slurm itself (--no-requeue): a requeued job would run outside the runner's count."""
+as a process's is; a training its deadline stopped, or a job that Slurm ended with epochs left (its time
+limit, a preemption, a lost node), is EXIT_NEXT_SESSION after a checkpoint was added, and the next attempt,
+a new job, continues from it (rundir/resume_order.py); the same end without progress stops the run with a
+note that says why. No requeue by Slurm itself (--no-requeue): a requeued job would run outside the
+runner's count."""
 
 from __future__ import annotations
 
@@ -25,9 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from orchestrator.jobspec.slurm import deadline_margin
 from orchestrator.launch.backend import EXIT_NEXT_SESSION
-from orchestrator.rundir import (ENV_SUPERVISOR_PID, ENV_SUPERVISOR_START, LOG, SUMMARY, completed_epochs,
-                                 load_resolved, write_text_atomic)
+from orchestrator.rundir import (ENV_DEADLINE, ENV_SUPERVISOR_PID, ENV_SUPERVISOR_START, LOG, SUMMARY,
+                                 completed_epochs, load_resolved, write_text_atomic)
 from orchestrator.rundir.resume_order import order_next_attempt
 
 SLURM_DIR = "slurm"  # in the run folder: each attempt's script, and the current job's id (JOB_FILE)
@@ -73,16 +77,23 @@ class Ending:
     note: str | None = None
 
 
-def ending(record: dict[str, str], progressed: bool, lost_in_a_row: int, run_id: str) -> Ending | None:
+def ending(record: dict[str, str], progressed: bool, lost_in_a_row: int, run_id: str,
+           paused: bool = False) -> Ending | None:
     """None while the job is pending or running; else what its end means. `progressed`: an epoch was saved
-    during this job; `lost_in_a_row`: the jobs taken away before this one with no epoch saved since."""
+    during this job; `lost_in_a_row`: the jobs taken away before this one with no epoch saved since; `paused`:
+    the training stopped at its deadline before the job's end (the run's summary says paused)."""
     state = record.get("JobState", "").split()[0] if record.get("JobState") else ""
     job = record.get("JobId", "?")
     if state in STILL or not state:
         return None
-    if state in ("COMPLETED", "FAILED"):
-        return Ending(exit_code(record.get("ExitCode", "0:0")))
     resume = f"`yolo-orch resume {run_id}` continues it"
+    if state in ("COMPLETED", "FAILED"):
+        code = exit_code(record.get("ExitCode", "0:0"))
+        if code == 0 and paused:
+            return Ending(EXIT_NEXT_SESSION) if progressed else Ending(
+                1, f"Slurm job {job} stopped at its deadline before an epoch was saved: give each attempt more "
+                   f"time (slurm.time) or a smaller slurm.margin; {resume}")
+        return Ending(code)
     if state in LIMITED:
         if progressed:
             return Ending(EXIT_NEXT_SESSION)
@@ -169,14 +180,16 @@ class SlurmAttempt:
             return  # the controller did not answer: look again at the next poll
         progressed = completed_epochs(self.run_dir) > self.epochs_before
         run_id = load_resolved(self.run_dir).run_id
-        end = ending(record, progressed, self.backend.lost_in_a_row, run_id) if record else self._forgotten(run_id)
+        paused = summary_state(self.run_dir) == "paused"
+        end = (ending(record, progressed, self.backend.lost_in_a_row, run_id, paused) if record
+               else self._forgotten(run_id))
         if end is None:
             return
         self.ended = end
-        state = record.get("JobState", "")
+        state = (record or {}).get("JobState", "").split(" ")[0]
         self.backend.lost_in_a_row = 0 if progressed else self.backend.lost_in_a_row + (state in LOST)
-        self.backend.continue_next = (f"Slurm job {self.job_id} ended {state}"
-                                      if end.code == EXIT_NEXT_SESSION else None)
+        how = "stopped at its deadline" if paused else f"ended {state}"
+        self.backend.continue_next = f"Slurm job {self.job_id} {how}" if end.code == EXIT_NEXT_SESSION else None
 
     def _forgotten(self, run_id: str) -> Ending:
         """Slurm no longer knows the job (its MinJobAge passed while this runner was stopped): the run's own
@@ -245,6 +258,7 @@ def attempt_script(run_dir: Path, resolved, settings: dict, node_line: str, env:
     lines += ["", "set -uo pipefail", "export PYTHONUNBUFFERED=1"]
     if env.get("PYTHONPATH"):
         lines.append(f"export PYTHONPATH={shlex.quote(env['PYTHONPATH'])}")
+    lines += _deadline_lines(deadline_margin(settings))
     if devices.nodes == 1:
         return "\n".join(lines + ["exec " + node_line, ""])
     return "\n".join(lines + [
@@ -252,6 +266,17 @@ def attempt_script(run_dir: Path, resolved, settings: dict, node_line: str, env:
         'export MASTER_PORT="$((20000 + SLURM_JOB_ID % 20000))"',
         "# one task per node; a node that fails ends the others (--kill-on-bad-exit)",
         f"exec srun --kill-on-bad-exit=1 --ntasks-per-node=1 bash -c {shlex.quote('exec ' + node_line)}", ""])
+
+
+def _deadline_lines(margin: int) -> list[str]:
+    """The job's end (its time limit, known once it starts) less `margin`, as the training's deadline: it stops
+    at the last epoch boundary that leaves the margin (worker/deadline.py), resumable; a job without an end
+    (UNLIMITED) gets none."""
+    return [
+        "# stop at an epoch boundary before the job's end, resumable: the runner continues the run in a new job",
+        'end="$(squeue -h -j "$SLURM_JOB_ID" -o %e 2>/dev/null)"',
+        f'if end_s="$(date -d "$end" +%s 2>/dev/null)"; then export {ENV_DEADLINE}="$((end_s - {margin}))"; fi',
+    ]
 
 
 def active_job(run_dir: Path) -> str | None:

@@ -21,7 +21,7 @@ from orchestrator.rundir.files import (dump_yaml, load_own_yaml, replaced_atomic
 from orchestrator.rundir.resolved import (RESOLVED, SCHEMA_VERSION, NodeOptions, OomStep, ResolvedRun,
                                           ResolvedRunError, ResumeOrder, ResumeRecord, RunDirVersionError, RunJob,
                                           RunPlan, TrialLink, load_resolved, parse_resolved, resolved_or_none)
-from orchestrator.rundir.names import (BEST, DEADLINE_STOP, ENV, ENV_CALLBACKS, ENV_SUPERVISOR_PID,
+from orchestrator.rundir.names import (BEST, DEADLINE_STOP, ENV, ENV_CALLBACKS, ENV_DEADLINE, ENV_SUPERVISOR_PID,
                                        ENV_SUPERVISOR_START, EVENTS, EXIT_NOT_RESUMABLE, EXIT_OOM, HEARTBEATS,
                                        HEARTBEAT_PHASES, LAST, LOG, RESULTS, RESUME_PATCHED, SESSION_RESUME,
                                        STACKS, STACK_SIGNAL, SUMMARY, WEIGHTS, XLA_COMPILE_CACHE, new_run_id)

@@ -31,6 +31,9 @@ EXIT_OOM = 75  # out of memory (EX_TEMPFAIL): the orchestrator re-plans with hal
 EXIT_NOT_RESUMABLE = 3  # the checkpoint it was told to resume from cannot be resumed
 
 ENV_CALLBACKS = "YOLO_ORCH_CALLBACKS"  # hooks for every run, comma-separated (tests' fault hooks): ResolvedRun.callbacks
+# epoch seconds before which the training stops at an epoch boundary, resumable (worker/deadline.py): a Slurm
+# job's script sets it from the job's end time, known only once the job starts (launch/slurm_backend.py)
+ENV_DEADLINE = "YOLO_ORCH_DEADLINE"
 
 # ---------------------------------------------------------------- the supervisor's identity, in the child's env
 ENV_SUPERVISOR_PID = "YOLO_ORCH_SUPERVISOR_PID"

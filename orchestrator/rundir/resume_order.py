@@ -17,7 +17,7 @@ from orchestrator.errors import RunStateError
 from orchestrator.rundir.checkpoints import (REWOUND_RESULTS, fallback_checkpoint, inspect_checkpoint,
                                              results_epochs, rewind_results, rewind_to, rewind_to_start)
 from orchestrator.rundir.epochs import completed_epochs
-from orchestrator.rundir.names import LAST, RESUME_PATCHED, WEIGHTS
+from orchestrator.rundir.names import DEADLINE_STOP, LAST, RESUME_PATCHED, SESSION_RESUME, WEIGHTS
 from orchestrator.rundir.resolved import ResolvedRun, ResumeOrder, ResumeRecord, load_resolved
 
 
@@ -72,14 +72,16 @@ def unsaved_note(unsaved: list[int]) -> str:
 
 
 def order_next_attempt(run_id: str, run_dir: Path, reason: str) -> str:
-    """The run's next attempt on the same devices continues from its last whole checkpoint, or starts
-    again from epoch 1 when it has none (an attempt lost before its first epoch ended). Returns the note."""
+    """The run's next attempt on the same devices continues from its last whole checkpoint (a training its
+    deadline stopped: the resumable copy it kept, since the final validation strips last.pt), or starts again
+    from epoch 1 when it has none (an attempt lost before its first epoch ended). Returns the note."""
     run_dir = Path(run_dir)
     resolved = load_resolved(run_dir)
-    rewound = rewind_damaged(run_id, run_dir, run_dir, restart_ok=True)
+    paused = (run_dir / DEADLINE_STOP).is_file() and (run_dir / SESSION_RESUME).is_file()
+    rewound = None if paused else rewind_damaged(run_id, run_dir, run_dir, restart_ok=True)
     done, epochs = completed_epochs(run_dir), resolved.plan.epochs
     unsaved = set_aside_unsaved_rows(run_dir, done)
-    resolved.resume = ResumeOrder(str(LAST), if_missing="scratch", reason=reason)
+    resolved.resume = ResumeOrder(str(SESSION_RESUME if paused else LAST), if_missing="scratch", reason=reason)
     devices = resolved.plan.devices
     resolved.resumes.append(ResumeRecord(time=time.time(), from_epoch=done + 1, devices=devices,
                                          previous_devices=devices, replanned=False))

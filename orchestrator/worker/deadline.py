@@ -1,7 +1,8 @@
-"""Stop before a deadline (a Kaggle session's limit), at an epoch boundary, with a resumable checkpoint.
+"""Stop before a deadline (a Kaggle session's limit, a Slurm job's), at an epoch boundary, with a resumable
+checkpoint.
 
 `SessionDeadline` is an Ultralytics `on_fit_epoch_end` callback, attached when job.resolved.yaml
-has a `deadline` (ResolvedRun.deadline). It runs after `save_model` wrote this epoch's last.pt. When
+has a `deadline` (ResolvedRun.deadline) or the environment names one (ENV_DEADLINE: a Slurm job's). It runs after `save_model` wrote this epoch's last.pt. When
 the NEXT epoch would end after the deadline it sets `trainer.stop = True`, copies the
 just-written, still resumable last.pt to `weights/session_resume.pt` (the trainer's final
 evaluation then strips last.pt of its optimizer, as Ultralytics does) and writes
@@ -12,11 +13,12 @@ Torch-free (only the standard library).
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from pathlib import Path
 
-from orchestrator.rundir import DEADLINE_STOP, LAST, SESSION_RESUME, ResolvedRun, write_json_atomic
+from orchestrator.rundir import DEADLINE_STOP, ENV_DEADLINE, LAST, SESSION_RESUME, ResolvedRun, write_json_atomic
 
 
 class SessionDeadline:
@@ -74,7 +76,16 @@ class SessionDeadline:
 
 
 def attach(model, run_dir: Path, resolved: ResolvedRun) -> None:
-    """The deadline callback when the run has one (`model`: anything with Ultralytics' add_callback)."""
+    """The deadline callback when the run has one (`model`: anything with Ultralytics' add_callback): its
+    job.resolved.yaml's (a Kaggle session's), else ENV_DEADLINE's (a Slurm job's end, less its margin)."""
     (Path(run_dir) / DEADLINE_STOP).unlink(missing_ok=True)  # an earlier session's decision
-    if resolved.deadline:
-        model.add_callback("on_fit_epoch_end", SessionDeadline(resolved.deadline, run_dir))
+    deadline = resolved.deadline or _env_deadline()
+    if deadline:
+        model.add_callback("on_fit_epoch_end", SessionDeadline(deadline, run_dir))
+
+
+def _env_deadline() -> float | None:
+    try:
+        return float(os.environ.get(ENV_DEADLINE) or 0) or None
+    except ValueError:  # not a number: no deadline (the job's limit still ends it, and the next job resumes)
+        return None

@@ -312,3 +312,25 @@ def test_a_run_placed_on_slurm_spans_two_nodes_in_one_job(slurm, tmp_path):
     assert (run_dir / "rank0.log").is_file() and (run_dir / "rank1.log").is_file()
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["state"] == "finished" and summary["metrics"]  # rank 0's, not another node's stand-in
+
+
+def test_a_run_placed_on_slurm_stops_before_its_limit_and_goes_on_in_the_next_job(slurm, tmp_path):
+    """The job's script gives the training a deadline, the job's end less slurm.margin: every epoch here is held
+    20 s, so after epoch 1 the next would end past it; the training stops there, resumable, the job ends
+    COMPLETED before its limit, and the next job continues from the copy the deadline kept (the final validation
+    strips last.pt). Each epoch once in events.jsonl and W&B."""
+    job = _placed_job(tmp_path, 2, slurm={"time": 1, "margin": 15})
+    out = run_cli("submit", job, "--json", cwd=tmp_path, env={**slurm, "YOLO_ORCH_FAULT_SLEEP": "epoch=1,seconds=20"},
+                  timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout)
+    run_dir = Path(result["run_dir"])
+    log = (run_dir / "train.log").read_text()
+    assert result["state"] == "finished", log[-3000:]
+    assert "stopped at its deadline: the next attempt continues from epoch 2/2" in log, log[-3000:]
+    first = slurm_job(slurm, log.split("Slurm job ", 1)[1].split(" ", 1)[0])
+    assert first["JobState"] == "COMPLETED"  # stopped by itself before the limit, not ended by Slurm
+    assert _epochs(run_dir) == [1, 2] and wandb_epochs(run_dir) == [1, 2]
+    assert [e["start_epoch"] for e in read_events(run_dir) if e["event"] == "train_start"] == [0, 1]
+    with Registry.open(tmp_path / "runs") as reg:
+        assert reg.get(result["run_id"]).attempts == 2
