@@ -145,3 +145,23 @@ def test_a_job_slurm_forgot_ends_as_the_runs_own_files_say(tmp_path):
     assert end.code == 1 and "Slurm no longer knows job 42 and the run did not finish" in end.note
     (tmp_path / "summary.json").write_text('{"state": "finished"}')
     assert attempt._forgotten("r1").code == 0
+
+
+def test_a_slurm_job_whose_training_stopped_at_its_deadline_continues_in_the_next_one():
+    from orchestrator.launch.backend import EXIT_NEXT_SESSION
+    from orchestrator.launch.slurm_backend import ending, job_record
+
+    record = job_record("JobId=9 JobState=COMPLETED ExitCode=0:0")
+    assert ending(record, True, 0, "r1", paused=True).code == EXIT_NEXT_SESSION
+    stuck = ending(record, False, 0, "r1", paused=True)
+    assert stuck.code == 1 and "stopped at its deadline before an epoch was saved" in stuck.note
+    assert ending(record, True, 0, "r1").code == 0  # finished: no deadline stop
+
+
+def test_the_deadline_margin_is_a_tenth_of_the_limit_at_most_ten_minutes_unless_given():
+    from orchestrator.jobspec.slurm import SlurmSettings, deadline_margin
+
+    assert deadline_margin({"time": "1"}) == 6 and deadline_margin({"time": "24:00:00"}) == 600
+    assert deadline_margin({}) == 600 and deadline_margin({"time": "1", "margin": 15}) == 15
+    with pytest.raises(ValueError, match="margin 60 s is not shorter than the time limit"):
+        SlurmSettings(time="1", margin=60)
