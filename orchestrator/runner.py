@@ -21,7 +21,7 @@ from orchestrator.rundir import (BEST, DEADLINE_STOP, ENV, ENV_SUPERVISOR_PID, E
                                  EXIT_NOT_RESUMABLE, EXIT_OOM, HEARTBEATS, LAST, LOG, RESOLVED, RESULTS, STACKS, SUMMARY,
                                  EventTail, EventWriter, OomStep, TrialLink, completed_epochs, dump_yaml, end_torn_line,
                                  failure_cause,
-                                 load_resolved, new_run_id, process_identity, write_json_atomic,
+                                 load_resolved, say_in_log, new_run_id, process_identity, write_json_atomic,
                                  write_text_atomic)
 from orchestrator.data.cache import make_synth_data
 from orchestrator.plan import Plan
@@ -215,8 +215,7 @@ def supervise(run_id: str, run_dir: Path, backend: Backend, oom_retries: int = 0
         recoveries.append(step)
         text = replan.describe_oom_step(step)
         EventWriter(events_path).emit("oom_restart", message=text, **step.to_dict())
-        with open(run_dir / LOG, "a") as log:
-            log.write(f"\n[yolo-orch] {text}\n")
+        say_in_log(run_dir, text, apart=True)
         registry.update(run_id, oom_retries=used, note=text)  # (the same launcher: each start reads the new plan)
     for event in tail.read_new():
         events.append(event)
@@ -253,11 +252,7 @@ def export_finished(run_dir: Path, summary: dict) -> tuple[dict, list[str]]:
     if not formats:
         return summary, []
 
-    def say(line: str) -> None:
-        with open(run_dir / LOG, "a") as log:
-            log.write(f"[yolo-orch] {line}\n")
-
-    records = run_exports(run_dir, formats, env=child_env(), say=say)
+    records = run_exports(run_dir, formats, env=child_env(), say=lambda line: say_in_log(run_dir, line))
     import json
 
     summary = json.loads((run_dir / SUMMARY).read_text())

@@ -30,8 +30,10 @@ from typing import Callable
 
 from orchestrator.jobspec.slurm import deadline_margin
 from orchestrator.launch.backend import EXIT_NEXT_SESSION
-from orchestrator.rundir import (ENV_DEADLINE, ENV_SUPERVISOR_PID, ENV_SUPERVISOR_START, LOG, SUMMARY,
-                                 completed_epochs, load_resolved, write_text_atomic)
+from orchestrator.launch.slurm import MASTER_ADDR_LINE, cpus_for, site_lines
+from orchestrator.rundir import (ENV_DEADLINE, ENV_SUPERVISOR_PID, ENV_SUPERVISOR_START, LOG, completed_epochs,
+                                 load_resolved, say_in_log, write_text_atomic)
+from orchestrator.rundir.reading import summary_or_none
 from orchestrator.rundir.resume_order import order_next_attempt
 
 SLURM_DIR = "slurm"  # in the run folder: each attempt's script, and the current job's id (JOB_FILE)
@@ -61,6 +63,23 @@ def job_record(line: str) -> dict[str, str]:
     return dict(part.split("=", 1) for part in line.split() if "=" in part)
 
 
+def query_job(job_id: str) -> dict[str, str] | None:
+    """The job's record as Slurm has it now; {} when Slurm does not know it (any more); None when it did not
+    answer."""
+    try:
+        done = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0:
+        return {} if "Invalid job id" in done.stderr else None
+    return job_record(done.stdout) or None
+
+
+def job_state(record: dict[str, str]) -> str:
+    """The record's state word (JobState=CANCELLED carries " by UID" in some releases); "" when none."""
+    return (record.get("JobState") or "").split(" ")[0]
+
+
 def exit_code(text: str) -> int:
     """Slurm's ExitCode `CODE:SIGNAL` as a shell gives it: the code, or 128 + the signal that ended the job."""
     code, _, signal = text.partition(":")
@@ -82,7 +101,7 @@ def ending(record: dict[str, str], progressed: bool, lost_in_a_row: int, run_id:
     """None while the job is pending or running; else what its end means. `progressed`: an epoch was saved
     during this job; `lost_in_a_row`: the jobs taken away before this one with no epoch saved since; `paused`:
     the training stopped at its deadline before the job's end (the run's summary says paused)."""
-    state = record.get("JobState", "").split()[0] if record.get("JobState") else ""
+    state = job_state(record)
     job = record.get("JobId", "?")
     if state in STILL or not state:
         return None
@@ -126,9 +145,8 @@ class SlurmBackend:
     def start(self, run_dir: Path, env: dict[str, str]) -> "SlurmAttempt":
         run_dir = Path(run_dir)
         resolved = load_resolved(run_dir)
-        say = _say(run_dir)
         if self.continue_next:
-            say(order_next_attempt(resolved.run_id, run_dir, self.continue_next))
+            say_in_log(run_dir, order_next_attempt(resolved.run_id, run_dir, self.continue_next))
         folder = run_dir / SLURM_DIR
         folder.mkdir(exist_ok=True)
         script = folder / f"attempt-{len(list(folder.glob('attempt-*.sbatch'))) + 1}.sbatch"  # a resume's too
@@ -146,7 +164,7 @@ class SlurmBackend:
             return SlurmAttempt(self, run_dir, "", ended=Ending(1, f"sbatch refused {script.name}: {why}"))
         job_id = done.stdout.strip().split(";")[0]
         write_text_atomic(folder / JOB_FILE, job_id + "\n")
-        say(f"Slurm job {job_id} ({script}); `scancel {job_id}` stops it")
+        say_in_log(run_dir, f"Slurm job {job_id} ({script}); `scancel {job_id}` stops it")
         return SlurmAttempt(self, run_dir, job_id, epochs_before=completed_epochs(run_dir))
 
 
@@ -175,40 +193,30 @@ class SlurmAttempt:
         return self.ended.code if self.ended else None
 
     def _look(self) -> None:
-        record = self.record()
+        record = query_job(self.job_id)
         if record is None:
             return  # the controller did not answer: look again at the next poll
         progressed = completed_epochs(self.run_dir) > self.epochs_before
         run_id = load_resolved(self.run_dir).run_id
-        paused = summary_state(self.run_dir) == "paused"
+        summary = (summary_or_none(self.run_dir) or {}).get("state")  # paused: its deadline stopped the training
+        paused = summary == "paused"
         end = (ending(record, progressed, self.backend.lost_in_a_row, run_id, paused) if record
-               else self._forgotten(run_id))
+               else self._forgotten(run_id, summary))
         if end is None:
             return
         self.ended = end
-        state = (record or {}).get("JobState", "").split(" ")[0]
+        state = job_state(record)
         self.backend.lost_in_a_row = 0 if progressed else self.backend.lost_in_a_row + (state in LOST)
         how = "stopped at its deadline" if paused else f"ended {state}"
         self.backend.continue_next = f"Slurm job {self.job_id} {how}" if end.code == EXIT_NEXT_SESSION else None
 
-    def _forgotten(self, run_id: str) -> Ending:
+    def _forgotten(self, run_id: str, summary: str | None) -> Ending:
         """Slurm no longer knows the job (its MinJobAge passed while this runner was stopped): the run's own
-        files say how it ended, a summary for a training that finished every epoch."""
-        if summary_state(self.run_dir) == "finished":
+        summary says how it ended, `finished` for a training that finished every epoch."""
+        if summary == "finished":
             return Ending(0)
         return Ending(1, f"Slurm no longer knows job {self.job_id} and the run did not finish (see train.log); "
                          f"`yolo-orch resume {run_id}` continues it")
-
-    def record(self) -> dict[str, str] | None:
-        """The job's record; {} when Slurm does not know it (any more); None when it did not answer."""
-        try:
-            done = subprocess.run(["scontrol", "show", "job", "-o", self.job_id], capture_output=True, text=True,
-                                  timeout=60)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        if done.returncode != 0:
-            return {} if "Invalid job id" in done.stderr else None
-        return job_record(done.stdout) or None
 
     def stop(self, grace_s: float = 15.0) -> int:
         """scancel, then wait for Slurm to say the job ended (its processes get SIGTERM, then SIGKILL after
@@ -218,8 +226,8 @@ class SlurmAttempt:
         subprocess.run(["scancel", self.job_id], capture_output=True, timeout=60)
         deadline = time.monotonic() + grace_s + 120
         while time.monotonic() < deadline:
-            record = self.record()
-            if record == {} or (record and record.get("JobState", "").split()[0] not in STILL):
+            record = query_job(self.job_id)
+            if record == {} or (record and job_state(record) not in STILL):
                 break
             time.sleep(1)
         self.ended = Ending(EXIT_CANCELLED, None)
@@ -236,7 +244,7 @@ def attempt_script(run_dir: Path, resolved, settings: dict, node_line: str, env:
     from orchestrator.devices import parse_devices
 
     devices = parse_devices(resolved.plan.devices)
-    cpus = settings.get("cpus_per_task") or (8 * devices.per_node if devices.kind == "cuda" else devices.per_node)
+    cpus = cpus_for(devices, settings.get("cpus_per_task"))
     lines = [
         "#!/bin/bash",
         f"# Generated by yolo-orch for run {resolved.run_id} ({devices.text}): one attempt; the runner that "
@@ -252,9 +260,7 @@ def attempt_script(run_dir: Path, resolved, settings: dict, node_line: str, env:
         lines.append(f"#SBATCH --time={settings['time']}")
     lines += [f"#SBATCH --chdir={run_dir}", f"#SBATCH --output={run_dir / LOG}", "#SBATCH --open-mode=append",
               "#SBATCH --no-requeue"]
-    lines += [f"#SBATCH --partition={settings['partition']}"] if settings.get("partition") else []
-    lines += [f"#SBATCH --account={settings['account']}"] if settings.get("account") else []
-    lines += [f"#SBATCH {raw}" for raw in settings.get("sbatch") or []]
+    lines += site_lines(settings.get("partition"), settings.get("account"), settings.get("sbatch") or [])
     lines += ["", "set -uo pipefail", "export PYTHONUNBUFFERED=1"]
     if env.get("PYTHONPATH"):
         lines.append(f"export PYTHONPATH={shlex.quote(env['PYTHONPATH'])}")
@@ -262,7 +268,7 @@ def attempt_script(run_dir: Path, resolved, settings: dict, node_line: str, env:
     if devices.nodes == 1:
         return "\n".join(lines + ["exec " + node_line, ""])
     return "\n".join(lines + [
-        'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
+        MASTER_ADDR_LINE,
         'export MASTER_PORT="$((20000 + SLURM_JOB_ID % 20000))"',
         "# one task per node; a node that fails ends the others (--kill-on-bad-exit)",
         f"exec srun --kill-on-bad-exit=1 --ntasks-per-node=1 bash -c {shlex.quote('exec ' + node_line)}", ""])
@@ -286,25 +292,6 @@ def active_job(run_dir: Path) -> str | None:
     if not path.is_file() or path.is_symlink():
         return None
     job_id = path.read_text().strip()
-    try:
-        done = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    state = job_record(done.stdout).get("JobState", "") if done.returncode == 0 else ""
-    return job_id if state.split()[0:1] and state.split()[0] in STILL else None
+    return job_id if job_state(query_job(job_id) or {}) in STILL else None
 
 
-def summary_state(run_dir: Path) -> str | None:
-    import json
-
-    try:
-        return json.loads((Path(run_dir) / SUMMARY).read_text()).get("state")
-    except (OSError, ValueError, AttributeError):
-        return None
-
-
-def _say(run_dir: Path) -> Callable[[str], None]:
-    def say(line: str) -> None:
-        with open(run_dir / LOG, "a") as log:
-            log.write(f"[yolo-orch] {line}\n")
-    return say

@@ -28,5 +28,5 @@ from orchestrator.rundir.names import (BEST, DEADLINE_STOP, ENV, ENV_CALLBACKS, 
 from orchestrator.rundir.events import (EventTail, EventWriter, end_torn_line, float_or_none, parse_event,
                                         trained_epoch_events, trained_epochs)
 from orchestrator.rundir.epochs import completed_epochs, missing_epochs, row_epoch
-from orchestrator.rundir.summary import failure_cause, finish_run, run_summary
+from orchestrator.rundir.summary import failure_cause, finish_run, run_summary, say_in_log
 from orchestrator.rundir.process import Ranks, die_with_parent, is_primary, process_alive, process_identity, rank

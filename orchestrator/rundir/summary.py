@@ -14,6 +14,13 @@ from orchestrator.rundir.files import write_json_atomic
 from orchestrator.rundir.names import BEST, DEADLINE_STOP, LAST, LOG, SUMMARY
 
 
+def say_in_log(run_dir: Path, line: str, apart: bool = False) -> None:
+    """One line of the orchestrator's own in the run's train.log, after the training's output (`apart`: on a
+    line of its own after a blank one, below a progress bar the training may have left unended)."""
+    with open(Path(run_dir) / LOG, "a") as log:
+        log.write(f"{chr(10) if apart else ''}[yolo-orch] {line}\n")
+
+
 def finish_run(run_dir: Path, events: EventWriter, *, epochs: int, epochs_completed: int,
                metrics: dict, started: float, **extra: Any) -> dict:
     """The worker's last word on a training that ended without an error: summary.json (atomic) and

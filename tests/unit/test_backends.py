@@ -141,10 +141,9 @@ def test_a_job_slurm_forgot_ends_as_the_runs_own_files_say(tmp_path):
     from orchestrator.launch.slurm_backend import SlurmAttempt, SlurmBackend
 
     attempt = SlurmAttempt(SlurmBackend({}, str), tmp_path, "42")
-    end = attempt._forgotten("r1")
+    end = attempt._forgotten("r1", None)  # no summary.json
     assert end.code == 1 and "Slurm no longer knows job 42 and the run did not finish" in end.note
-    (tmp_path / "summary.json").write_text('{"state": "finished"}')
-    assert attempt._forgotten("r1").code == 0
+    assert attempt._forgotten("r1", "finished").code == 0
 
 
 def test_a_slurm_job_whose_training_stopped_at_its_deadline_continues_in_the_next_one():
