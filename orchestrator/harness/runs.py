@@ -1,5 +1,6 @@
 """What a test or campaign reads back from a run directory, and the one wait: events.jsonl (whole lines
-only, as the tool's own reader takes them), results.csv's rows, the epochs W&B holds, planted links."""
+only, as the tool's own reader takes them), results.csv's rows, the epochs W&B holds, planted links, the
+dataset yaml it trains on."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from orchestrator.rundir import parse_event
+from orchestrator.rundir import load_resolved, parse_event
 
 
 def wait_for(predicate, timeout: float = 300, poll: float = 0.2) -> bool:
@@ -19,6 +20,12 @@ def wait_for(predicate, timeout: float = 300, poll: float = 0.2) -> bool:
             return True
         time.sleep(poll)
     return False
+
+
+def trained_data(run_dir: Path) -> Path:
+    """The dataset yaml a run trains on, as its job.resolved.yaml hands it to Ultralytics (a converted copy in
+    the cache, the run's own copy of a data.yaml, or the user's)."""
+    return Path(load_resolved(run_dir).plan.data_path)
 
 
 def read_events(run_dir: Path) -> list[dict]:

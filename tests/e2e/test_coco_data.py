@@ -15,6 +15,8 @@ import yaml
 from PIL import Image, ImageDraw
 
 from conftest import DEFAULT_WANDB, TINY_JOB, read_events, run_cli, write_job
+from orchestrator.harness.cli import submit_json
+from orchestrator.harness.runs import trained_data
 from orchestrator.harness.annotations import box_mask, rle_of_mask
 from orchestrator.tasks import EXAMPLE_MODELS, METRICS
 
@@ -72,9 +74,7 @@ def test_a_coco_export_plans_trains_with_its_own_class_names_and_is_converted_on
     job = coco_job(tmp_path)
     env = {"YOLO_ORCH_CACHE": str(tmp_path / "cache"), "YOLO_ORCH_REGISTRY": ""}
     export = snapshot(tmp_path / "export")
-    r = run_cli("submit", job, "--dry-run", "--json", cwd=tmp_path, env=env)
-    assert r.returncode == 0, r.stderr
-    plan = json.loads(r.stdout)
+    plan = submit_json(job, "--dry-run", cwd=tmp_path, env=env)
     assert plan["data"]["train_images"] == 12 and plan["data"]["nc"] == 2
     assert plan["data"]["yaml"].endswith(f"coco-{plan['data']['digest'][:16]}/data.yaml")  # the record names the hash
     assert any("1 crowd annotations skipped" in w for w in plan["warnings"]), plan["warnings"]
@@ -83,19 +83,15 @@ def test_a_coco_export_plans_trains_with_its_own_class_names_and_is_converted_on
     assert r.returncode == 0 and "1 boxes reaching outside their image clipped" in r.stdout + r.stderr
     assert not (tmp_path / "cache" / "datasets").exists()  # planning reads, never writes
 
-    r = run_cli("submit", job, "--json", cwd=tmp_path, env=env, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    out = json.loads(r.stdout)
+    out = submit_json(job, cwd=tmp_path, env=env)
     assert out["state"] == "finished" and out["summary"]["epochs_completed"] == 1
-    resolved = yaml.safe_load((Path(out["run_dir"]) / "job.resolved.yaml").read_text())
-    data_yaml = Path(resolved["plan"]["train_args"]["data"])
+    data_yaml = trained_data(Path(out["run_dir"]))
     assert data_yaml == Path(plan["data"]["yaml"]) and data_yaml.is_relative_to(tmp_path / "cache")
     assert yaml.safe_load(data_yaml.read_text())["names"] == {0: "scratch", 1: "dent"}  # the file's order
     labels = sorted((data_yaml.parent / "labels" / "train").glob("*.txt"))
     assert len(labels) == 11  # 12 images, one background
     made = data_yaml.stat().st_mtime_ns
-    r = run_cli("submit", job, "--json", cwd=tmp_path, env=env, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
+    submit_json(job, cwd=tmp_path, env=env)
     assert data_yaml.stat().st_mtime_ns == made and len(list((tmp_path / "cache" / "datasets").iterdir())) == 1
     assert snapshot(tmp_path / "export") == export  # nothing written into the user's dataset
 
@@ -142,9 +138,7 @@ def test_a_coco_segment_or_pose_export_trains_on_two_processes_reading_one_conve
     `cpu:2`: both torchrun ranks read the one copy submit converted before they started."""
     job = coco_job(tmp_path, task, model=EXAMPLE_MODELS[task], target={"devices": "cpu:2"}, wandb=DEFAULT_WANDB)
     env = {"YOLO_ORCH_CACHE": str(tmp_path / "cache"), "YOLO_ORCH_REGISTRY": ""}
-    r = run_cli("submit", job, "--json", cwd=tmp_path, env=env, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    out = json.loads(r.stdout)
+    out = submit_json(job, cwd=tmp_path, env=env)
     run_dir = Path(out["run_dir"])
     assert out["state"] == "finished", (run_dir / "train.log").read_text()[-3000:]
     assert set(METRICS[task]) <= set(out["summary"]["metrics"]), out["summary"]["metrics"]

@@ -15,7 +15,9 @@ import pytest
 import yaml
 from PIL import Image, ImageDraw
 
-from conftest import DEFAULT_WANDB, TINY_JOB, run_cli, write_job
+from conftest import DEFAULT_WANDB, TINY_JOB, write_job
+from orchestrator.harness.cli import submit_json
+from orchestrator.harness.runs import trained_data
 from orchestrator.tasks import EXAMPLE_MODELS, METRICS
 
 SIZE = 64
@@ -56,9 +58,7 @@ def test_an_ndjson_file_plans_trains_with_its_own_class_names_and_is_converted_o
     job = write_job(tmp_path, TINY_JOB, data={"ndjson": "export/shapes.ndjson"}, imgsz=SIZE, wandb=DEFAULT_WANDB)
     env = {"YOLO_ORCH_CACHE": str(tmp_path / "cache"), "YOLO_ORCH_REGISTRY": ""}
     export = snapshot(tmp_path / "export")
-    r = run_cli("submit", job, "--dry-run", "--json", cwd=tmp_path, env=env)
-    assert r.returncode == 0, r.stderr
-    plan = json.loads(r.stdout)
+    plan = submit_json(job, "--dry-run", cwd=tmp_path, env=env)
     assert plan["data"]["train_images"] == 18 and plan["data"]["nc"] == 2  # 20, of which 2 validate
     assert plan["data"]["ndjson"] == str(tmp_path / "export" / "shapes.ndjson")
     digest = plan["data"]["digest"]  # the record names the file's hash, and the copy is named by it
@@ -67,18 +67,14 @@ def test_an_ndjson_file_plans_trains_with_its_own_class_names_and_is_converted_o
     assert any("no `val` split: 2 of the 20 training images validate" in w for w in plan["warnings"])
     assert not (tmp_path / "cache" / "datasets").exists()  # planning reads, never writes
 
-    r = run_cli("submit", job, "--json", cwd=tmp_path, env=env, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    out = json.loads(r.stdout)
+    out = submit_json(job, cwd=tmp_path, env=env)
     assert out["state"] == "finished" and out["summary"]["epochs_completed"] == 1
-    resolved = yaml.safe_load((Path(out["run_dir"]) / "job.resolved.yaml").read_text())
-    data_yaml = Path(resolved["plan"]["train_args"]["data"])
+    data_yaml = trained_data(Path(out["run_dir"]))
     assert data_yaml == Path(plan["data"]["yaml"]) and data_yaml.is_relative_to(tmp_path / "cache")
     assert yaml.safe_load(data_yaml.read_text())["names"] == {0: "red", 1: "blue"}
     assert len(list((data_yaml.parent / "images" / "val").iterdir())) == 2
     made = data_yaml.stat().st_mtime_ns
-    r = run_cli("submit", job, "--json", cwd=tmp_path, env=env, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
+    submit_json(job, cwd=tmp_path, env=env)
     assert data_yaml.stat().st_mtime_ns == made and len(list((tmp_path / "cache" / "datasets").iterdir())) == 1
     assert snapshot(tmp_path / "export") == export  # nothing written beside the user's file
 
@@ -89,11 +85,8 @@ def test_an_ndjson_segment_file_trains_a_segment_model(tmp_path):
     job = write_job(tmp_path, TINY_JOB, data={"ndjson": "export/shapes.ndjson"}, imgsz=SIZE,
                     model=EXAMPLE_MODELS["segment"])
     env = {"YOLO_ORCH_CACHE": str(tmp_path / "cache"), "YOLO_ORCH_REGISTRY": ""}
-    r = run_cli("submit", job, "--json", cwd=tmp_path, env=env, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    out = json.loads(r.stdout)
+    out = submit_json(job, cwd=tmp_path, env=env)
     assert out["state"] == "finished" and set(METRICS["segment"]) <= set(out["summary"]["metrics"])
-    resolved = yaml.safe_load((Path(out["run_dir"]) / "job.resolved.yaml").read_text())
-    data_yaml = Path(resolved["plan"]["train_args"]["data"])
+    data_yaml = trained_data(Path(out["run_dir"]))
     assert yaml.safe_load(data_yaml.read_text())["names"] == {0: "red", 1: "blue"}
     assert len((data_yaml.parent / "labels" / "train" / "001.txt").read_text().split()) == 9  # class + 4 points

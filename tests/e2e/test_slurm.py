@@ -25,7 +25,7 @@ import pytest
 
 from conftest import (DEFAULT_WANDB, REPO, TINY_JOB, cli_env, no_links, read_events, run_cli, started, wandb_epochs,
                       write_job)
-from orchestrator.harness.cli import start_cli
+from orchestrator.harness.cli import start_cli, submit_json
 from orchestrator.harness.runs import wait_first_epoch, wait_for
 from orchestrator.harness.services import SlurmCluster, slurm_command, slurm_job
 from orchestrator.registry import Registry
@@ -240,9 +240,7 @@ def test_a_run_placed_on_slurm_goes_on_in_a_new_job_after_its_time_limit(slurm, 
     the submitting shell reaches no script."""
     job = _placed_job(tmp_path, 4, slurm={"time": 1})
     env = {**slurm, "YOLO_ORCH_FAULT_SLEEP": "epoch=2,seconds=100,once=1", "PGPASSWORD": "pg-secret-4711"}
-    out = run_cli("submit", job, "--json", cwd=tmp_path, env=env, timeout=900)
-    assert out.returncode == 0, out.stderr[-3000:]
-    result = json.loads(out.stdout)
+    result = submit_json(job, cwd=tmp_path, env=env)
     run_dir = Path(result["run_dir"])
     log = (run_dir / "train.log").read_text()
     assert result["state"] == "finished", log[-3000:]
@@ -300,9 +298,7 @@ def test_a_run_placed_on_slurm_spans_two_nodes_in_one_job(slurm, tmp_path):
     """`2xcpu:1`: one job of two nodes, one task each; every node's torchrun takes its rank from
     SLURM_NODEID and meets node 0 (the first host); both train in the one run folder on the shared disk."""
     job = _placed_job(tmp_path, 2, devices="2xcpu:1")
-    out = run_cli("submit", job, "--json", cwd=tmp_path, env=slurm, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
-    result = json.loads(out.stdout)
+    result = submit_json(job, cwd=tmp_path, env=slurm)
     run_dir = Path(result["run_dir"])
     assert result["state"] == "finished", (run_dir / "train.log").read_text()[-3000:]
     record = slurm_job(slurm, (run_dir / "slurm" / "job_id").read_text().strip())
@@ -315,15 +311,12 @@ def test_a_run_placed_on_slurm_spans_two_nodes_in_one_job(slurm, tmp_path):
 
 
 def test_a_run_placed_on_slurm_stops_before_its_limit_and_goes_on_in_the_next_job(slurm, tmp_path):
-    """The job's script gives the training a deadline, the job's end less slurm.margin: every epoch here is held
-    20 s, so after epoch 1 the next would end past it; the training stops there, resumable, the job ends
+    """The job's script gives the training a deadline, the job's end less slurm.margin: epoch 1 is held 20 s, so
+    after it the next epoch, reckoned as long, would end past the deadline; the training stops there, resumable, the job ends
     COMPLETED before its limit, and the next job continues from the copy the deadline kept (the final validation
     strips last.pt). Each epoch once in events.jsonl and W&B."""
     job = _placed_job(tmp_path, 2, slurm={"time": 1, "margin": 15})
-    out = run_cli("submit", job, "--json", cwd=tmp_path, env={**slurm, "YOLO_ORCH_FAULT_SLEEP": "epoch=1,seconds=20"},
-                  timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
-    result = json.loads(out.stdout)
+    result = submit_json(job, cwd=tmp_path, env={**slurm, "YOLO_ORCH_FAULT_SLEEP": "epoch=1,seconds=20"})
     run_dir = Path(result["run_dir"])
     log = (run_dir / "train.log").read_text()
     assert result["state"] == "finished", log[-3000:]
