@@ -34,11 +34,11 @@ from orchestrator.registry import ACTIVE, RESUMABLE, Registry, Run, RunState
 from orchestrator.plan.recheck import recheck
 from orchestrator.plan.replan import replan
 from orchestrator.rundir import (EVENTS, LAST, RESOLVED, SUMMARY, EventTail, EventWriter, NodeOptions,
-                                 ResolvedRun, ResolvedRunError, ResumeOrder, ResumeRecord, RunPlan, completed_epochs,
+                                 ResolvedRun, ResolvedRunError, ResumeOrder, RunPlan, completed_epochs,
                                  end_torn_line, load_own_yaml, load_resolved, missing_epochs, process_alive,
                                  run_summary, write_json_atomic)
 from orchestrator.rundir.checkpoints import set_aside_damaged_weights
-from orchestrator.rundir.resume_order import rewind_damaged, save_resolved, set_aside_unsaved_rows, unsaved_note
+from orchestrator.rundir.resume_order import rewind_damaged, set_aside_unsaved_rows, unsaved_note, write_order
 from orchestrator.runner import RunOutcome, child_env, export_finished, refuse_symlinks, supervise
 from orchestrator.urls import redact_text
 
@@ -298,10 +298,8 @@ def write_resume(row: Run, devices: DeviceSpec | None = None, restart_ok: bool =
     restored = restore_data(resolved, run_id)
     unsaved = set_aside_unsaved_rows(run_dir, done) if weights_dir == run_dir else []
     checkpoint = LAST if weights_dir == run_dir else weights_dir / LAST  # (absolute: node 0's)
-    resolved.resume = ResumeOrder(str(checkpoint), if_missing="scratch" if restart_ok else "fail", reason="resume")
-    resolved.resumes.append(ResumeRecord(time=time.time(), from_epoch=done + 1, devices=resolved.plan.devices,
-                                         previous_devices=old_devices, replanned=replanned))
-    save_resolved(run_dir, resolved)
+    order = ResumeOrder(str(checkpoint), if_missing="scratch" if restart_ok else "fail", reason="resume")
+    write_order(run_dir, resolved, order, done + 1, previous_devices=old_devices, replanned=replanned)
     p = resolved.plan
     note = (f"resume from epoch {done + 1}/{epochs} on {p.devices}" if (weights_dir / LAST).is_file()
             else f"start again from epoch 1/{epochs} (it stopped before its first checkpoint)")

@@ -5,7 +5,8 @@ launch/slurm_backend.py) both come through here, as an OOM restart does (plan/re
 
     rewind_damaged(...)          a damaged last.pt: fall back to the newest whole checkpoint
     set_aside_unsaved_rows(...)  results.csv rows of epochs whose checkpoint never landed
-    save_resolved(...)           job.resolved.yaml written back, the stale patched checkpoint removed"""
+    write_order(...)             the order and its record, job.resolved.yaml written back (save_resolved: the
+                                 stale patched checkpoint removed)"""
 
 from __future__ import annotations
 
@@ -26,6 +27,17 @@ def save_resolved(run_dir: Path, resolved: ResolvedRun) -> None:
     resolved.save(run_dir)
     # a stale patched checkpoint from a killed attempt must never be read by a rank of the next one
     (Path(run_dir) / RESUME_PATCHED).unlink(missing_ok=True)
+
+
+def write_order(run_dir: Path, resolved: ResolvedRun, order: ResumeOrder, from_epoch: int,
+                previous_devices: str | None = None, replanned: bool = False) -> None:
+    """The order and its record (`resumes`: when, from which epoch, on which devices, re-planned from which)
+    into job.resolved.yaml, written back (save_resolved)."""
+    devices = resolved.plan.devices
+    resolved.resume = order
+    resolved.resumes.append(ResumeRecord(time=time.time(), from_epoch=from_epoch, devices=devices,
+                                         previous_devices=previous_devices or devices, replanned=replanned))
+    save_resolved(run_dir, resolved)
 
 
 def rewind_damaged(run_id: str, run_dir: Path, weights_dir: Path, restart_ok: bool) -> str | None:
@@ -81,10 +93,6 @@ def order_next_attempt(run_id: str, run_dir: Path, reason: str) -> str:
     rewound = None if paused else rewind_damaged(run_id, run_dir, run_dir, restart_ok=True)
     done, epochs = completed_epochs(run_dir), resolved.plan.epochs
     unsaved = set_aside_unsaved_rows(run_dir, done)
-    resolved.resume = ResumeOrder(str(SESSION_RESUME if paused else LAST), if_missing="scratch", reason=reason)
-    devices = resolved.plan.devices
-    resolved.resumes.append(ResumeRecord(time=time.time(), from_epoch=done + 1, devices=devices,
-                                         previous_devices=devices, replanned=False))
-    save_resolved(run_dir, resolved)
+    write_order(run_dir, resolved, ResumeOrder(str(SESSION_RESUME if paused else LAST), "scratch", reason), done + 1)
     return "; ".join([f"{reason}: the next attempt continues from epoch {done + 1}/{epochs}",
                       *filter(None, [rewound, unsaved and unsaved_note(unsaved)])])
