@@ -89,12 +89,13 @@ def import_dataset(source: Path, out: Path, val: Path | None = None, images: Pat
     NDJSON file's images known only by URL are fetched (the one command that touches the network, and only
     when asked)."""
     from orchestrator.jobspec import coco_convert
+    from orchestrator.jobspec.ndjson import SUFFIXES as NDJSON_SUFFIXES
 
     out = Path(out).expanduser().absolute()
     if out.exists() or out.is_symlink():
         raise UserError(f"--out: {out} exists; name a new folder (an import never writes into one)")
     place = coco_convert.link_image if link else coco_convert.copy_image
-    if source.suffix.lower() in (".ndjson", ".jsonl"):
+    if source.suffix.lower() in NDJSON_SUFFIXES:
         if val is not None or images is not None:
             raise UserError("--val/--images: apply to a COCO export; an NDJSON file names its images itself")
         return _import_ndjson(source, out, place, download)

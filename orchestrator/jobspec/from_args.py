@@ -14,6 +14,7 @@ from typing import Any
 
 from orchestrator.devices import visible_gpus
 from orchestrator.errors import UserError
+from orchestrator.jobspec.ndjson import SUFFIXES as NDJSON_SUFFIXES
 from orchestrator.jobspec.job import Hyperparameters
 from orchestrator.jobspec.yolo_cli import parse_words
 
@@ -60,7 +61,7 @@ def data_source(data: Any) -> Any:
     `data: {ndjson: ...}`, read and converted once; a COCO JSON file has no `yolo train` word (a COCO export
     is a job's `data: {coco: ...}`, or a YOLO folder by `yolo-orch data import`); anything else is a data.yaml."""
     text = str(data)
-    if text.lower().endswith((".ndjson", ".jsonl")):
+    if text.lower().endswith(NDJSON_SUFFIXES):
         return {"ndjson": text}
     if text.lower().endswith(".json"):
         raise UserError(f"data: {text} is JSON: a COCO export trains from a job file (data: {{coco: {{train: ..., val: "

@@ -30,6 +30,7 @@ from orchestrator.jobspec.coco import MAX_ANNOTATION_FILE, capped
 from orchestrator.jobspec.files import read_regular_bounded
 
 SPLITS = ("train", "val", "test")
+SUFFIXES = (".ndjson", ".jsonl")  # how a file says it is NDJSON (`yolo train data=`, `data import`)
 KEYS = {"detect": "boxes", "segment": "segments", "pose": "pose"}  # the annotation list each task reads
 TASKS = tuple(KEYS)
 
