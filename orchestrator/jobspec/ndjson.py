@@ -4,13 +4,16 @@
 The format, as Ultralytics 8.4 reads it (ultralytics.data.converter.convert_ndjson_to_yolo): the first line
 is the dataset record ({"type": "dataset", "task": ..., "class_names": {"0": "person"}, "path": ...,
 "kpt_shape": ...}), every other line one image ({"type": "image", "file": ..., "split": train|val|test,
-"url": ..., "annotations": {"boxes" | "segments" | "pose": [[class, values...], ...]}}), each annotation
-already a YOLO label line (normalised). Images are local when the dataset record names a `path`: the file
+"url": ..., "annotations": {"boxes" | "segments" | "pose" | "obb": [[class, values...], ...]}}), each annotation
+already a YOLO label line (normalised), which the converter writes as it is: an oriented box is therefore
+the YOLO OBB line, its four corners (class, x1, y1, ..., x4, y4), and any other length is refused rather
+than guessed at. Images are local when the dataset record names a `path`: the file
 is `<path>/images/<split>/<file>`, relative to the NDJSON file; an image known only by its `url` would be
 downloaded, which a job never does (offline by design): such a file is refused, one line.
 
 Blocking, one line each naming the file and the line: a line that is not a JSON object, no dataset record
-first, a task this reader does not convert (classify, depth, obb), a split other than train/val/test, a file
+first, a task this reader does not convert (classify and depth, whose images Ultralytics reads only
+from URLs), a split other than train/val/test, a file
 name with a folder in it or named twice in a split, a missing local image, an annotation whose class is not
 an integer in the class names, an annotation with values outside 0..1 or of the wrong length for the task,
 no training image, annotations under another task's key. Counted as warnings: images without annotations
@@ -31,7 +34,7 @@ from orchestrator.jobspec.files import read_regular_bounded
 
 SPLITS = ("train", "val", "test")
 SUFFIXES = (".ndjson", ".jsonl")  # how a file says it is NDJSON (`yolo train data=`, `data import`)
-KEYS = {"detect": "boxes", "segment": "segments", "pose": "pose"}  # the annotation list each task reads
+KEYS = {"detect": "boxes", "segment": "segments", "pose": "pose", "obb": "obb"}  # the list each task reads
 TASKS = tuple(KEYS)
 
 
@@ -230,6 +233,9 @@ def _label_problem(item, data: NdjsonData) -> str | None:
         return f"a box is [class, x_center, y_center, width, height] ({len(values)} values after the class)"
     if data.task == "segment" and (len(values) < 6 or len(values) % 2):
         return "a polygon is [class, x1, y1, x2, y2, x3, y3, ...]: at least three points"
+    if data.task == "obb" and len(values) != 8:
+        return (f"an oriented box is the YOLO OBB label [class, x1, y1, x2, y2, x3, y3, x4, y4] ({len(values)} values "
+                "after the class)")
     if data.task == "pose":
         count, dims = data.kpt_shape
         if len(values) != 4 + count * dims:

@@ -75,13 +75,25 @@ def test_without_a_val_split_a_tenth_of_the_training_images_validate_as_ultralyt
     ([image("a.png", "holdout")], {}, "detect", "set.ndjson:2: split 'holdout' is not one of train, val, test"),
     ([image("../a.png")], {}, "detect", "set.ndjson:2: file '../a.png' is not a plain file name"),
     ([image("a.png"), image("a.png")], {}, "detect", "set.ndjson:3: a.png is named twice in the train split"),
-    ([image("a.png")], {}, "obb", "task 'obb' is not converted by yolo-orch (it converts detect, segment, pose)"),
+    ([image("a.png", obb=[[0, 0.5, 0.5, 0.2, 0.2, 0.3]])], {}, "obb",
+     "an oriented box is the YOLO OBB label [class, x1, y1, x2, y2, x3, y3, x4, y4] (5 values after the class)"),
+    ([image("a.png")], {}, "classify",
+     "task 'classify' is not converted by yolo-orch (it converts detect, segment, pose, obb)"),
     ([image("a.png", "val")], {}, "detect", "set.ndjson has no image in the `train` split"),
 ])
 def test_each_blocking_problem_is_one_line_naming_the_file_and_line(tmp_path, records, head, task, expected):
     with pytest.raises(UserError) as caught:
         read_ndjson(dataset(tmp_path, records, task, **head))
     assert any(expected in line for line in caught.value.problems), caught.value.problems
+
+
+def test_an_obb_file_keeps_its_corner_lines_as_ultralytics_writes_them(tmp_path):
+    corners = [0, 0.1, 0.2, 0.6, 0.1, 0.7, 0.6, 0.2, 0.7]  # a rotated box, as a YOLO OBB label line
+    path = dataset(tmp_path, [image("a.png", obb=[corners]), image("b.png", "val", obb=[corners])], "obb")
+    data = read_ndjson(path)
+    expect = converted_yaml(tmp_path / "cache", data)
+    convert(path, expect)
+    assert (expect.parent / "labels" / "train" / "a.txt").read_text() == "0 0.1 0.2 0.6 0.1 0.7 0.6 0.2 0.7\n"
 
 
 def test_a_missing_image_and_an_image_only_at_a_url_are_refused_offline(tmp_path):
