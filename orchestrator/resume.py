@@ -328,7 +328,7 @@ def move_to(resolved: ResolvedRun, devices: DeviceSpec | None) -> bool:
         planmod.checked_release(args.get("optimizer"), wanted, resolved.job.task, str(args.get("model") or ""))
         return False
     new = replan(resolved, devices=wanted)
-    missing = launch.unavailable(new.launcher, wanted, resolved.job.placement)
+    missing = launch.unavailable(new.launcher, wanted, resolved.job.placement, resolved.job.ray)
     if missing:
         raise UserError(f"--devices: {missing}")
     resolved.plan = new

@@ -62,8 +62,8 @@ class RunOutcome:
 
 def check_launchable(plan: Plan) -> None:
     """Before anything is written: the plan's launcher can start here (launch.unavailable)."""
-    placement = plan.job.spec.target.launcher
-    missing = launch.unavailable(plan.launcher, plan.devices, placement)
+    placement, ray = plan.job.spec.target.launcher, plan.job.spec.ray
+    missing = launch.unavailable(plan.launcher, plan.devices, placement, ray.model_dump() if ray else None)
     if missing:
         raise UserError(f"{'target.launcher' if placement else 'target.devices'}: {missing}")
 
@@ -198,6 +198,16 @@ def supervise(run_id: str, run_dir: Path, backend: Backend, oom_retries: int = 0
             notes.append(note)
             break
         if state != RunState.KILLED and code == EXIT_NEXT_SESSION:
+            shrunk = getattr(backend, "shrunk_to", None)  # a Ray node lost: the nodes left train on
+            if shrunk:
+                try:
+                    text = replan.plan_for_nodes_left(run_dir, shrunk)
+                except UserError as exc:
+                    notes.append("; ".join(exc.problems))
+                    break
+                EventWriter(events_path).emit("replanned", message=text, devices=shrunk)
+                say_in_log(run_dir, text, apart=True)
+                registry.update(run_id, devices=shrunk, note=text)
             continue
         if state == RunState.KILLED or code == 0 or not (code == EXIT_OOM or oom):
             if code == EXIT_NOT_RESUMABLE:

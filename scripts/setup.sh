@@ -3,7 +3,8 @@
 # changed since the last run it returns in about a second.
 #
 #   scripts/setup.sh               # runtime environment (train, plan, sweep)
-#   scripts/setup.sh test          # plus torch-xla and the test tools
+#   scripts/setup.sh ray           # plus Ray, for runs placed on a Ray cluster (--launcher ray)
+#   scripts/setup.sh test          # plus Ray, torch-xla and the test tools
 #   scripts/setup.sh kaggle-image  # .venv-kaggle-image: only the Kaggle TPU image's torch,
 #                                  # torchvision and torch_xla (the emulated image the tests use)
 #
@@ -12,8 +13,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 profile=${1:-base}
-case "$profile" in base|test|kaggle-image) ;;
-  *) echo "usage: scripts/setup.sh [base|test|kaggle-image]" >&2; exit 2;; esac
+case "$profile" in base|ray|test|kaggle-image) ;;
+  *) echo "usage: scripts/setup.sh [base|ray|test|kaggle-image]" >&2; exit 2;; esac
 venv=${YOLO_ORCH_VENV:-.venv}
 [ "$profile" = kaggle-image ] && venv=.venv-kaggle-image
 python=${PYTHON:-python3}
@@ -23,7 +24,7 @@ resolved=requirements/resolved.txt
 [ "$profile" = kaggle-image ] && resolved=requirements/resolved-kaggle-image.txt
 stamp_of() {
   if [ "$profile" = kaggle-image ]; then cat requirements/kaggle-image.txt "$resolved"; else
-    cat requirements/base.txt requirements/test.txt pyproject.toml "$resolved"; fi |
+    cat requirements/base.txt requirements/ray.txt requirements/test.txt pyproject.toml "$resolved"; fi |
     cat - requirements/pip.txt requirements/uv.txt | sha256sum | cut -c1-16
 }
 stamp="$profile-$(stamp_of)"
@@ -33,9 +34,9 @@ if [ -x "$venv/bin/python" ] && [ -f "$stamp_file" ] && grep -qx -- "$stamp" "$s
   echo "setup: $venv is up to date ($profile)" >&2
   exit 0
 fi
-# A test environment also serves the base profile.
-if [ "$profile" = base ] && [ -f "$stamp_file" ] && grep -qx -- "test-$(stamp_of)" "$stamp_file"; then
-  echo "setup: $venv is up to date (test covers base)" >&2
+# A test environment also serves the base and ray profiles.
+if [ "$profile" != test ] && [ -f "$stamp_file" ] && grep -qx -- "test-$(stamp_of)" "$stamp_file"; then
+  echo "setup: $venv is up to date (test covers $profile)" >&2
   exit 0
 fi
 

@@ -92,7 +92,7 @@ def said_once(line: str, devices: str, said: dict[str, str]) -> str:
 
 
 def train_args_table(plan: Plan) -> Table:
-    where = " on Slurm" if plan.job.spec.target.launcher == "slurm" else ""
+    where = {"slurm": " on Slurm", "ray": " on Ray"}.get(plan.job.spec.target.launcher or "", "")
     table = Table(title=f"Ultralytics train arguments ({plan.launcher} launcher{where}, {plan.devices.text})",
                   header_style="bold")
     table.add_column("argument", style="cyan", no_wrap=True)

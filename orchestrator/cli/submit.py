@@ -1,6 +1,6 @@
 """`yolo-orch submit JOB.yaml [--set K=V]... [--devices SPEC] [--dry-run] [--json]
 [--node-rank K --rdzv-endpoint HOST:PORT [--rdzv-backend static|c10d] [--rdzv-id ID]]
-[--run-id ID [--resume-existing]] [--launcher slurm]`"""
+[--run-id ID [--resume-existing]] [--launcher slurm|ray [--ray-address HOST:PORT]]`"""
 
 from __future__ import annotations
 
@@ -28,7 +28,10 @@ def submit_cmd(
     resume_existing: bool = typer.Option(False, "--resume-existing", help="With --run-id: when that run exists, "
                                          "resume it instead (a requeued Slurm job; a finished one: nothing to do)."),
     launcher: Optional[str] = typer.Option(None, "--launcher", help="Where attempts start (overrides target.launcher): "
-                                           "slurm: each one an sbatch job, watched from here (the job's `slurm:`)."),
+                                           "slurm: each one an sbatch job, watched from here (the job's `slurm:`); "
+                                           "ray: its nodes reserved on a Ray cluster (the job's `ray:`)."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="With --launcher ray: the cluster's "
+                                              "HOST:PORT (ray.address; default: RAY_ADDRESS)."),
 ) -> None:
     """Validate, plan and train a job."""
     from orchestrator.application import training
@@ -38,7 +41,8 @@ def submit_cmd(
 
     check_devices_flag(devices)
     training.check_run_id(run_id, resume_existing)  # before the job's checks: one line for a wrong flag
-    sets = [*(set_ or []), *([f"target.launcher={launcher}"] if launcher is not None else [])]
+    sets = [*(set_ or []), *([f"target.launcher={launcher}"] if launcher is not None else []),
+            *([f"ray.address={ray_address}"] if ray_address is not None else [])]
     job = load_job(job_file, sets=sets, devices=devices)
     request = training.SubmitRequest(dry_run=dry_run, node=NodeLaunch(node_rank, rdzv_endpoint, rdzv_backend, rdzv_id),
                                      run_id=run_id, resume_existing=resume_existing, devices=devices)

@@ -25,17 +25,18 @@ def cli_env(extra: dict | None = None, base: dict | None = None) -> dict[str, st
 
 
 def run_cli(*args, cwd: Path | None = None, env: dict | None = None, timeout: float = 600,
-            input: str | None = None) -> subprocess.CompletedProcess:
-    """Run `yolo-orch ARGS` to its end; `env`: variables over this process's environment."""
-    return subprocess.run([*COMMAND, *map(str, args)], cwd=cwd, env=cli_env(env), capture_output=True, text=True,
+            input: str | None = None, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    """Run `yolo-orch ARGS` to its end; `env`: variables over this process's environment; `prefix`: what runs
+    it (a network namespace's `nsenter`: services.RayCluster)."""
+    return subprocess.run([*prefix, *COMMAND, *map(str, args)], cwd=cwd, env=cli_env(env), capture_output=True, text=True,
                           timeout=timeout, input=input)
 
 
 def start_cli(*args, cwd: Path, env: dict | None = None, outputs: Path | None = None,
-              new_session: bool = True) -> subprocess.Popen:
+              new_session: bool = True, prefix: tuple[str, ...] = ()) -> subprocess.Popen:
     """`yolo-orch ARGS` started and left running, in its own session as a user's terminal holds it. With
     `outputs`, its stdout and stderr go to files there (`proc.out_path`, `proc.err_path`); else to pipes."""
-    cmd, env = [*COMMAND, *map(str, args)], cli_env(env)
+    cmd, env = [*prefix, *COMMAND, *map(str, args)], cli_env(env)
     if outputs is None:
         return subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 start_new_session=new_session)
@@ -48,9 +49,9 @@ def start_cli(*args, cwd: Path, env: dict | None = None, outputs: Path | None = 
 
 
 def submit_json(job: Path, *args, cwd: Path | None = None, env: dict | None = None,
-                timeout: float = 900) -> dict[str, Any]:
+                timeout: float = 900, prefix: tuple[str, ...] = ()) -> dict[str, Any]:
     """`yolo-orch submit JOB --json ARGS`: its JSON summary; a failed submit raises with its last output."""
-    r = run_cli("submit", job, "--json", *args, cwd=cwd or job.parent, env=env, timeout=timeout)
+    r = run_cli("submit", job, "--json", *args, cwd=cwd or job.parent, env=env, timeout=timeout, prefix=prefix)
     if r.returncode != 0:
         raise RuntimeError(f"submit exit {r.returncode}: {r.stderr.strip()[-3000:]}")
     return json.loads(r.stdout)

@@ -1,5 +1,6 @@
 """The real services the tests and campaigns start for themselves: a PostgreSQL server of their own (an
-outage is a stop), a Slurm cluster of one or two nodes on loopback (scripts/slurm_cluster.sh), a small tmpfs disk
+outage is a stop), a Slurm cluster of one or two nodes on loopback (scripts/slurm_cluster.sh), a Ray cluster of two or more nodes in
+a network namespace of its own, a small tmpfs disk
 that fills up, a read-only bind mount. Each that cannot start here raises `Unavailable` (one line)."""
 
 from __future__ import annotations
@@ -223,6 +224,91 @@ class SlurmCluster:
 
     def stop(self) -> None:
         subprocess.run(["bash", str(self.SCRIPT), "stop", str(self.folder)], capture_output=True, timeout=120)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class RayCluster:
+    """A Ray cluster of `nodes` nodes (each a raylet of its own, `cpus` CPUs) on this machine, in a network
+    namespace of its own where only loopback is: every address Ray binds and dials there is 127.0.0.1 (outside
+    one, Ray dials this machine's interface address, which these machines do not route). `prefix` runs a
+    command inside it (`nsenter`): the CLI that places runs there and `ray` itself; `env(base)` adds
+    RAY_ADDRESS. `kill_node(i)` ends node i as a lost machine would: its raylet and every process under it (its
+    actors and their trainings) SIGKILLed at once; `add_node()` starts another; `stop()` removes it all."""
+
+    HEAD_PORT = 6379
+    address = f"127.0.0.1:{HEAD_PORT}"
+
+    def __init__(self, nodes: int = 2, cpus: int = 1):
+        import sys
+
+        self.ray = str(Path(sys.executable).parent / "ray")
+        if not Path(self.ray).is_file() or shutil.which("unshare") is None or shutil.which("nsenter") is None:
+            raise Unavailable("no Ray cluster here: ray (scripts/setup.sh test), unshare or nsenter is missing")
+        self.cpus, self.ports = cpus, []
+        self.folder = Path(tempfile.mkdtemp(prefix="ray-"))  # short: Ray's socket paths must fit 107 bytes
+        self.holder = subprocess.Popen(["unshare", "-n", "sleep", "infinity"], start_new_session=True)
+        self.prefix = ("nsenter", "-t", str(self.holder.pid), "-n")
+        try:
+            self._wait_for_namespace()
+            self._run("ip", "link", "set", "lo", "up")
+            self._start("--head", f"--port={self.HEAD_PORT}", "--include-dashboard=false")
+            for _ in range(nodes - 1):
+                self.add_node()
+        except (Unavailable, subprocess.TimeoutExpired):
+            self.stop()
+            raise
+
+    def _wait_for_namespace(self) -> None:
+        """Until `unshare` has made the namespace: entered before that, nsenter would join this one."""
+        ours = os.readlink("/proc/self/ns/net")
+        for _ in range(100):
+            try:
+                if os.readlink(f"/proc/{self.holder.pid}/ns/net") != ours:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise Unavailable("no Ray cluster here: `unshare -n` made no network namespace")
+
+    def env(self, base: dict[str, str]) -> dict[str, str]:
+        return dict(base, RAY_ADDRESS=self.address, RAY_USAGE_STATS_ENABLED="0")
+
+    def _run(self, *args: str, timeout: float = 120) -> str:
+        done = subprocess.run([*self.prefix, *args], capture_output=True, text=True, timeout=timeout,
+                              env=self.env(dict(os.environ)))
+        if done.returncode != 0:
+            lines = (done.stderr or done.stdout).strip().splitlines()
+            raise Unavailable(f"no Ray cluster here: {' '.join(args[:3])}: {lines[-1] if lines else done.returncode}")
+        return done.stdout
+
+    def _start(self, *args: str) -> None:
+        port = 6400 + len(self.ports)  # each node's raylet port: how kill_node finds it
+        self._run(self.ray, "start", *args, f"--num-cpus={self.cpus}", f"--node-manager-port={port}",
+                  "--disable-usage-stats", f"--temp-dir={self.folder}", timeout=180)
+        self.ports.append(port)
+
+    def add_node(self) -> None:
+        self._start(f"--address={self.address}")
+
+    def kill_node(self, index: int) -> None:
+        import psutil
+
+        raylets = [p for p in psutil.process_iter(["cmdline"])
+                   if f"--node_manager_port={self.ports[index]}" in (p.info["cmdline"] or [])]
+        doomed = [*raylets, *(c for r in raylets for c in r.children(recursive=True))]
+        for proc in doomed:
+            try:
+                proc.kill()
+            except psutil.Error:
+                pass
+
+    def stop(self) -> None:
+        try:
+            subprocess.run([*self.prefix, self.ray, "stop", "--force"], capture_output=True, timeout=120)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        self.holder.kill()
+        self.holder.wait()
         shutil.rmtree(self.folder, ignore_errors=True)
 
 

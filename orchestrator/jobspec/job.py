@@ -16,6 +16,7 @@ from orchestrator.scaling.types import POLICIES, WARMUPS
 from orchestrator.scaling.ultralytics_math import DEFAULTS, canonical_optimizer
 from orchestrator.jobspec.files import NAME_MAX, too_long_component
 from orchestrator.jobspec.kaggle import KaggleOptions
+from orchestrator.jobspec.ray import RaySettings
 from orchestrator.jobspec.slurm import SlurmSettings, placement_problem
 from orchestrator.rundir.tracking import EXPORT_FORMATS, EXPORT_TOLERANCE, ULTRALYTICS_INTEGRATIONS
 
@@ -23,7 +24,7 @@ from orchestrator.rundir.tracking import EXPORT_FORMATS, EXPORT_TOLERANCE, ULTRA
 # names case-insensitively ('sgd', 'adamw', default.yaml's 'RMSProp'): the plan carries these.
 OPTIMIZERS = ("auto", "SGD", "MuSGD", "Adam", "Adamax", "AdamW", "NAdam", "RAdam", "RMSprop")
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
-PLACEMENTS = ("slurm",)  # target.launcher: where attempts start, when not on this machine
+PLACEMENTS = ("slurm", "ray")  # target.launcher: where attempts start, when not on this machine
 
 
 class Strict(BaseModel):
@@ -191,7 +192,8 @@ class Target(Strict):
     launcher: Optional[Literal[PLACEMENTS]] = Field(  # type: ignore[valid-type]
         default=None, description="where the run's attempts start: unset, on this machine (local, torchrun or XLA, "
         "as the devices say); slurm: each attempt one sbatch job (MxN: one job of M nodes), watched from here "
-        "(the job's `slurm:`)")
+        "(the job's `slurm:`); ray: each attempt's nodes reserved on a Ray cluster, a lost node re-planned "
+        "(the job's `ray:`)")
 
     @model_validator(mode="after")
     def _one_batch(self):
@@ -202,7 +204,7 @@ class Target(Strict):
     @field_validator("launcher")
     @classmethod
     def _placeable(cls, value: Optional[str], info: ValidationInfo) -> Optional[str]:
-        """Slurm places CPU processes and GPUs (jobspec/slurm.placement_problem)."""
+        """Slurm and Ray place CPU processes and GPUs (jobspec/slurm.py, ray.py: placement_problem)."""
         problem = placement_problem(value, info.data["devices"]) if "devices" in info.data else None
         if problem:
             raise ValueError(problem)
@@ -314,6 +316,8 @@ class JobSpec(Strict):
     kaggle: Optional[KaggleOptions] = Field(default=None, description="Kaggle TPU launcher settings (yolo-orch kaggle build)")
     slurm: Optional[SlurmSettings] = Field(default=None, description="each attempt's sbatch allocation when "
                                            "target.launcher is slurm (unset: the cluster's defaults)")
+    ray: Optional[RaySettings] = Field(default=None, description="the Ray cluster and the losses a run placed "
+                                       "there survives, when target.launcher is ray (unset: RAY_ADDRESS, defaults)")
     oom_retries: int = Field(
         default=2, ge=0, le=10,
         description="CUDA out-of-memory recoveries: restart from the last checkpoint with the per-device batch "
@@ -333,6 +337,14 @@ class JobSpec(Strict):
         if value is not None and target is not None and target.launcher != "slurm":
             raise ValueError("applies to a run placed on Slurm: add target.launcher: slurm (or print a script "
                              "with `yolo-orch slurm JOB`)")
+        return value
+
+    @field_validator("ray")
+    @classmethod
+    def _ray_with_its_launcher(cls, value: Optional[RaySettings], info: ValidationInfo):
+        target = info.data.get("target")
+        if value is not None and target is not None and target.launcher != "ray":
+            raise ValueError("applies to a run placed on Ray: add target.launcher: ray (or submit --launcher ray)")
         return value
 
     @field_validator("name")

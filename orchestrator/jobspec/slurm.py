@@ -34,10 +34,10 @@ def time_limit_seconds(text: str) -> int | None:
 
 
 def placement_problem(launcher: str | None, devices) -> str | None:
-    """Why a run placed by `launcher` cannot train on `devices` (a DeviceSpec), or None: Slurm places CPU
-    processes and GPUs, on one node or several (torchrun); TPUs and XLA are Kaggle's and this machine's."""
-    if launcher == "slurm" and devices.kind not in ("cpu", "cuda"):
-        return f"slurm places CPU processes or GPUs (cpu:N, 0,1, N, MxN, Mxcpu:N), not '{devices.text}'"
+    """Why a run placed by `launcher` cannot train on `devices` (a DeviceSpec), or None: Slurm and Ray place
+    CPU processes and GPUs, on one node or several (torchrun); TPUs and XLA are Kaggle's and this machine's."""
+    if launcher in ("slurm", "ray") and devices.kind not in ("cpu", "cuda"):
+        return f"{launcher} places CPU processes or GPUs (cpu:N, 0,1, N, MxN, Mxcpu:N), not '{devices.text}'"
     return None
 
 

@@ -88,7 +88,7 @@ def plan_problems(resolved: ResolvedRun, spec: JobSpec | None, launching: bool =
         problems += [f"plan.train_args.{key}: {args[key]!r} disagrees with job.{key} {job[key]!r} (the file was edited)"
                      for key in FROM_THE_JOB if key in args and key != "epochs" and args[key] != job[key]]
     return problems + device_problems(plan.devices, plan.launcher, plan.world_size, args.get("device"), launching,
-                                      resolved.job.placement)
+                                      resolved.job.placement, resolved.job.ray)
 
 
 def hyp_problems(values: dict[str, Any], where: str) -> list[str]:
@@ -102,10 +102,10 @@ def hyp_problems(values: dict[str, Any], where: str) -> list[str]:
 
 
 def device_problems(devices: str, launcher: str, world_size: int, device_arg: Any, launching: bool = True,
-                    placement: str | None = None) -> list[str]:
+                    placement: str | None = None, placed: dict | None = None) -> list[str]:
     """The device argument, launcher and world size the plan derives from its devices, and with `launching`
     whether this machine can start them (launch.unavailable: GPUs it lacks, a missing torch_xla; Slurm's
-    commands for a run placed there)."""
+    commands, or Ray and its cluster (`placed`: the job's `ray:`), for a run placed there)."""
     try:
         spec = parse_devices(devices)
     except DeviceSpecError as exc:
@@ -118,7 +118,7 @@ def device_problems(devices: str, launcher: str, world_size: int, device_arg: An
         problems.append(f"plan.launcher: {launcher!r} is not how {devices!r} is launched ({spec.backend!r})")
     if world_size != spec.world_size:
         problems.append(f"plan.world_size: {world_size} is not {devices!r}'s ({spec.world_size})")
-    missing = launch.unavailable(spec.backend, spec, placement) if launching else None
+    missing = launch.unavailable(spec.backend, spec, placement, placed) if launching else None
     if missing:
         problems.append(f"plan.devices: {missing}")
     return problems

@@ -82,3 +82,21 @@ def describe_oom_step(step: OomStep) -> str:
     return (f"CUDA out of memory{where}: retry {step.retry}, per-device batch {b0} -> {b1}, nbs {n0} -> {n1}, "
             f"accumulate {a0} -> {a1}, images per optimizer step {i0} -> {i1}; "
             f"restarting from {step.restart_from}")
+
+
+def plan_for_nodes_left(run_dir: Path, devices: str) -> str:
+    """Re-plan a run for the nodes a lost one left (a Ray placement: launch/ray_backend.py) through the scaler,
+    images per optimizer step kept as it decides, and write it into job.resolved.yaml (the next attempt's
+    start writes its resume order). Returns the line that says what changed and why. Raises UserError."""
+    resolved = load_resolved(run_dir)
+    old = resolved.plan
+    new = replan(resolved, devices=devices)
+    resolved.plan = new
+    save_resolved(run_dir, resolved)
+    changed = [f"{name} {getattr(old, name)} -> {getattr(new, name)}"
+               for name in ("batch", "batch_per_device", "nbs", "accumulate", "images_per_step")
+               if getattr(old, name) != getattr(new, name)]
+    reasons = list((new.scaling or {}).get("reasons") or [])
+    kept = "kept" if old.images_per_step == new.images_per_step else "changed"
+    return "; ".join([f"a node was lost: re-planned from {old.devices} to {new.devices} ({new.images_per_step} images "
+                      f"per optimizer step, {kept})", *changed, *reasons])

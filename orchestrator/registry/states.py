@@ -42,7 +42,8 @@ MOVES: dict[RunState, dict[RunState, str]] = {
         FAIL: "a resume's claim handed back",
         ST: "a resume's claim handed back",
         FIN: "its process vanished after the training process had finished it"},
-    R: {R: "another attempt starts (an OOM restart, the next Kaggle session or Slurm job)",
+    R: {R: "another attempt starts (an OOM restart, the next Kaggle session or Slurm job, a Ray run re-planned "
+            "for the nodes a lost one left)",
         FIN: "its training process finished every epoch",
         FAIL: "its training process failed",
         K: "stopped (Ctrl-C, kill, a Slurm requeue) or its process vanished",

@@ -106,13 +106,18 @@ class RunJob:
 
     @property
     def placement(self) -> str | None:
-        """Where the run's attempts start when not on this machine (`target.launcher`: slurm), else None."""
+        """Where the run's attempts start when not on this machine (`target.launcher`: slurm, ray), else None."""
         return (self.document.get("target") or {}).get("launcher")
 
     @property
     def slurm(self) -> dict[str, Any]:
         """A Slurm-placed run's allocation (the job's `slurm:` section; {}: the cluster's defaults)."""
         return dict(self.document.get("slurm") or {})
+
+    @property
+    def ray(self) -> dict[str, Any]:
+        """A Ray-placed run's cluster and loss budget (the job's `ray:` section; {}: RAY_ADDRESS, defaults)."""
+        return dict(self.document.get("ray") or {})
 
     @property
     def synth(self) -> dict[str, Any] | None:

@@ -83,16 +83,18 @@ def unsaved_note(unsaved: list[int]) -> str:
             f"results.csv rows: {REWOUND_RESULTS})")
 
 
-def order_next_attempt(run_id: str, run_dir: Path, reason: str) -> str:
-    """The run's next attempt on the same devices continues from its last whole checkpoint (a training its
-    deadline stopped: the resumable copy it kept, since the final validation strips last.pt), or starts again
-    from epoch 1 when it has none (an attempt lost before its first epoch ended). Returns the note."""
+def order_next_attempt(run_id: str, run_dir: Path, reason: str, previous_devices: str | None = None) -> str:
+    """The run's next attempt continues from its last whole checkpoint (a training its deadline stopped: the
+    resumable copy it kept, since the final validation strips last.pt), or starts again from epoch 1 when it
+    has none (an attempt lost before its first epoch ended). `previous_devices`: the last attempt's, when the
+    run was re-planned since (a Ray node lost). Returns the note."""
     run_dir = Path(run_dir)
     resolved = load_resolved(run_dir)
     paused = (run_dir / DEADLINE_STOP).is_file() and (run_dir / SESSION_RESUME).is_file()
     rewound = None if paused else rewind_damaged(run_id, run_dir, run_dir, restart_ok=True)
     done, epochs = completed_epochs(run_dir), resolved.plan.epochs
     unsaved = set_aside_unsaved_rows(run_dir, done)
-    write_order(run_dir, resolved, ResumeOrder(str(SESSION_RESUME if paused else LAST), "scratch", reason), done + 1)
+    write_order(run_dir, resolved, ResumeOrder(str(SESSION_RESUME if paused else LAST), "scratch", reason), done + 1,
+                previous_devices, replanned=previous_devices is not None)
     return "; ".join([f"{reason}: the next attempt continues from epoch {done + 1}/{epochs}",
                       *filter(None, [rewound, unsaved and unsaved_note(unsaved)])])

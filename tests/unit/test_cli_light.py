@@ -1,5 +1,6 @@
 """The light CLI paths (--help, plan, submit --dry-run, schema, the dashboard's server) must not import
-torch or ultralytics: they would cost seconds of start-up. Every task's plan included."""
+torch or ultralytics: they would cost seconds of start-up. Every task's plan included, and a run placed on
+Ray (its cluster a listening socket here: the plan only checks that something answers), without ray."""
 
 from __future__ import annotations
 
@@ -9,14 +10,18 @@ import sys
 from conftest import cli_env
 
 PROBE = r"""
-import sys
+import os, socket, sys
 from typer.testing import CliRunner
 from orchestrator.cli.app import app
 runner = CliRunner()
 tasks = [["plan", sys.argv[1], "--set", f"model={m}", "--json"]
          for m in ("yolo11n-seg.yaml", "yolo11n-pose.yaml", "yolo11n-obb.yaml", "yolo11n-cls.yaml")]
+head = socket.create_server(("127.0.0.1", 0))
+os.environ["RAY_ADDRESS"] = f"127.0.0.1:{head.getsockname()[1]}"
+on_ray = ["--launcher", "ray", "-d", "2xcpu:1", "--dry-run", "--json"]
 for args in (["--help"], ["plan", sys.argv[1], "-d", "cpu", "-d", "4", "--json"],
-             ["submit", sys.argv[1], "--dry-run", "--json"], ["schema"], ["train", "--help"], ["ui", "--help"], *tasks):
+             ["submit", sys.argv[1], "--dry-run", "--json"], ["schema"], ["train", "--help"], ["ui", "--help"], *tasks,
+             ["submit", sys.argv[1], *on_ray]):
     result = runner.invoke(app, args)
     assert result.exit_code == 0, (args, result.output)
 from orchestrator.ui.server import create_app, plotly_js  # the dashboard's server: starlette, uvicorn, no torch
@@ -24,7 +29,7 @@ from orchestrator.ui.store import Store
 import uvicorn
 create_app(Store("registry.db"), ".")
 assert plotly_js().is_file()
-heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "ultralytics", "torchvision", "cv2", "wandb"))
+heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "ultralytics", "torchvision", "cv2", "wandb", "ray"))
 print("HEAVY", heavy)
 """
 

@@ -1,0 +1,104 @@
+"""Ray for real (issue 62): a cluster of two nodes on this machine, each a raylet of its own with 1 CPU, in a
+network namespace where only loopback is (harness.services.RayCluster); `yolo-orch submit --launcher ray`
+runs inside it, as a user's shell on the head node would, with RAY_ADDRESS set and W&B as users have it
+(offline).
+
+A `2xcpu:1` run reserves both nodes (one bundle each) and trains to its end; the worker node killed after
+epoch 1 (its raylet and every process under it, as a lost machine) ends with the run finished on the node
+left, re-planned with its images per step kept, each epoch once; Ctrl-C leaves no rank and no reservation."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import DEFAULT_WANDB, TINY_JOB, read_events, started, wandb_epochs, write_job
+from orchestrator.harness.cli import cli_env, start_cli, submit_json
+from orchestrator.harness.runs import wait_first_epoch, wait_for
+from orchestrator.harness.services import RayCluster
+from orchestrator.rundir import load_resolved
+
+# one Ray cluster at a time on this machine (`ray stop` ends every raylet here): one test worker runs them all
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> RayCluster:
+    cluster = started(RayCluster, 2)
+    yield cluster
+    cluster.stop()
+
+
+def _job(tmp_path: Path, epochs: int, **changes) -> Path:
+    return write_job(tmp_path, TINY_JOB, epochs=epochs, target={"devices": "2xcpu:1", "launcher": "ray"},
+                     wandb=DEFAULT_WANDB, **changes)
+
+
+def _env(cluster: RayCluster, **extra: str) -> dict:
+    return cluster.env({"YOLO_ORCH_REGISTRY": "", **extra})
+
+
+def _epochs(run_dir: Path) -> list[int]:
+    return [e["epoch"] for e in read_events(run_dir) if e["event"] == "epoch"]
+
+
+def _cluster_free(cluster: RayCluster) -> dict:
+    """The cluster's placement groups and free CPUs, as a new driver sees them."""
+    code = ("import json, ray; ray.init(log_to_driver=False); "
+            "print(json.dumps({'groups': [g['state'] for g in ray.util.placement_group_table().values()], "
+            "'cpus': ray.available_resources().get('CPU', 0)}))")
+    out = subprocess.run([*cluster.prefix, str(Path(cluster.ray).parent / "python"), "-c", code],
+                         capture_output=True, text=True, env=cli_env(_env(cluster)), timeout=120)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_a_two_node_run_trains_to_its_end_on_both_nodes(cluster, tmp_path):
+    out = submit_json(_job(tmp_path, 2), cwd=tmp_path, env=_env(cluster), prefix=cluster.prefix)
+    run_dir = Path(out["run_dir"])
+    assert out["state"] == "finished", (run_dir / "train.log").read_text()[-3000:]
+    nodes = json.loads((run_dir / "ray" / "attempt-1.json").read_text())["nodes"]
+    assert len({n["node_id"] for n in nodes}) == 2  # one bundle on each node
+    assert _epochs(run_dir) == [1, 2] and wandb_epochs(run_dir) == [1, 2]
+    assert load_resolved(run_dir).plan.devices == "2xcpu:1"
+
+
+def test_a_lost_node_ends_with_the_run_finished_on_the_node_left_replanned(cluster, tmp_path):
+    """Epoch 2 is held 15 s at its start: the worker node dies after epoch 1 was saved, inside epoch 2; no
+    replacement comes within ray.replacement_wait (5 s here, the default's 120 s being for autoscalers)."""
+    job = _job(tmp_path, 3, ray={"replacement_wait": 5})
+    proc = start_cli("submit", job, "--json", cwd=tmp_path, prefix=cluster.prefix,
+                     env=_env(cluster, YOLO_ORCH_FAULT_SLEEP="epoch=2,seconds=15"))
+    run_dir = wait_first_epoch(tmp_path / "runs", proc)
+    cluster.kill_node(1)
+    out, err = proc.communicate(timeout=600)
+    cluster.add_node()  # for the tests after this one
+    result = json.loads(out)
+    log = (run_dir / "train.log").read_text()
+    assert result["state"] == "finished", err[-3000:] + log[-3000:]
+    resolved = load_resolved(run_dir)
+    kept = resolved.plan.images_per_step
+    assert (f"a node was lost: re-planned from 2xcpu:1 to 1xcpu:1 ({kept} images per optimizer step, kept)"
+            in log), log[-3000:]
+    assert resolved.plan.devices == "1xcpu:1" and resolved.plan.batch_per_device == 8  # was 4 on each of 2
+    assert resolved.resumes[-1].previous_devices == "2xcpu:1" and resolved.resumes[-1].replanned
+    assert _epochs(run_dir) == [1, 2, 3] and wandb_epochs(run_dir) == [1, 2, 3]
+    assert any(e["event"] == "replanned" for e in read_events(run_dir))
+    assert len(list((run_dir / "ray").glob("attempt-*.json"))) == 2
+
+
+def test_ctrl_c_stops_every_rank_and_frees_the_reservation(cluster, tmp_path):
+    job = _job(tmp_path, 5)
+    proc = start_cli("submit", job, cwd=tmp_path, prefix=cluster.prefix,
+                     env=_env(cluster, YOLO_ORCH_FAULT_SLEEP="epoch=2,seconds=60"))
+    run_dir = wait_first_epoch(tmp_path / "runs", proc)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-3000:]
+    ranks = subprocess.run(["pgrep", "-f", f"orchestrator.worker.* {run_dir}"], capture_output=True, text=True)
+    assert ranks.stdout == "", ranks.stdout
+    assert wait_for(lambda: _cluster_free(cluster)["cpus"] == 2.0, timeout=60), _cluster_free(cluster)
+    assert "CREATED" not in _cluster_free(cluster)["groups"]
