@@ -11,12 +11,13 @@ a row; a kill of the resume itself; SIGSTOP of one rank (the stall watchdog's ca
 run for longer than its stall timeout; a torn or corrupted events.jsonl tail and a damaged last.pt
 before the resume; the disk full during a checkpoint write (a small tmpfs, root). The sweeps'
 faults are chaos_sweep.py's (a PostgreSQL server of the campaign's own), the Slurm ones
-chaos_slurm.py's (a one-node cluster of its own: `scontrol requeue`, a time limit).
+chaos_slurm.py's (a one-node cluster of its own: `scontrol requeue`, a time limit), the Ray one
+chaos_ray.py's (a two-node cluster of its own in a network namespace: a node lost mid-run).
 
 Every run has the W&B default of the quickstart (`wandb:` with a project; the campaign's secret is the API
 key, W&B cannot be reached, so it logs offline). A fault counts only when the path it names ran (a second
 kill that came after the resume ended, a torn tail no resumed worker read): otherwise its kind is drawn
-again, and the report says so. PostgreSQL, Slurm and the tmpfs start when the first fault that needs them
+again, and the report says so. PostgreSQL, Slurm, Ray and the tmpfs start when the first fault that needs them
 is drawn; SIGTERM or Ctrl-C of the campaign stops its trainings and services.
 
 Invariants, each a line of the report: every run ends finished (resumes allowed); every epoch of every
@@ -40,6 +41,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+import chaos_ray
 import chaos_slurm
 import chaos_sweep
 from chaos_common import (EPOCHS, SECRET, Episode, finish, glued_records, resume_until_done, row_of, start_cli,
@@ -47,7 +49,8 @@ from chaos_common import (EPOCHS, SECRET, Episode, finish, glued_records, resume
 from orchestrator.harness import Unavailable
 from orchestrator.harness.processes import children, command_line, processes_naming, ranks_of, signal_pid
 from orchestrator.harness.runs import epoch_events
-from orchestrator.harness.services import PrivateServer, SlurmCluster, mount_small_disk, postgres_bin, unmount
+from orchestrator.harness.services import (PrivateServer, RayCluster, SlurmCluster, mount_small_disk, postgres_bin,
+                                          unmount)
 from orchestrator.rundir import EventTail, completed_epochs, resolved_or_none, trained_epochs
 from orchestrator.rundir.checkpoints import results_epochs
 
@@ -134,7 +137,7 @@ def damage_checkpoint(run_dir: Path, rng: random.Random, notes: list[str]) -> No
 
 RUN_KINDS = ("kill-worker", "kill-rank", "kill-submit", "kill-twice", "kill-resume", "stop-rank", "stop-run",
              "torn-events", "disk-full", "corrupt-checkpoint")
-KINDS = RUN_KINDS + chaos_sweep.KINDS + chaos_slurm.KINDS
+KINDS = RUN_KINDS + chaos_sweep.KINDS + chaos_slurm.KINDS + chaos_ray.KINDS
 NEEDS_RANKS = ("kill-rank", "stop-rank")
 
 
@@ -334,7 +337,8 @@ def draw_episodes(seed: int, kinds: tuple[str, ...]):
         if kind in chaos_sweep.KINDS:
             again = yield chaos_sweep.SweepEpisode(number, kind, rng.randint(1, 5))
             continue
-        devices = "cpu:2" if kind in NEEDS_RANKS or rng.random() < 0.3 else "cpu"
+        devices = chaos_ray.DEVICES if kind in chaos_ray.KINDS else "cpu:2" if kind in NEEDS_RANKS or \
+            rng.random() < 0.3 else "cpu"
         last = EPOCHS - 3 if kind in ("kill-twice", "kill-resume") else EPOCHS - 2 if kind == "stop-run" else EPOCHS - 1
         at = rng.randint(1, last)  # (room left for the second fault, or for the run to go on after a stop)
         again = yield Episode(number, kind, devices, at, round(rng.uniform(0.0, 0.8), 2))
@@ -358,8 +362,9 @@ class Services:
     of run faults starts no PostgreSQL, Slurm or tmpfs) and stopped at the end, however it ends."""
 
     def __init__(self, work: Path):
-        self.work, self._pg, self._cluster, self._disk = work, None, None, False
-        self.folders: list[Path] = []  # where the PostgreSQL server and the Slurm cluster lived (their processes name them)
+        self.work, self._pg, self._cluster, self._ray, self._disk = work, None, None, None, False
+        # where the PostgreSQL server and the Slurm and Ray clusters lived (their processes name them)
+        self.folders: list[Path] = []
 
     @property
     def pg(self):
@@ -375,18 +380,27 @@ class Services:
             self.folders.append(self._cluster.folder)
         return self._cluster
 
+    @property
+    def ray(self):
+        if self._ray is None:
+            self._ray = RayCluster(2)
+            self.folders.append(self._ray.folder)
+        return self._ray
+
     def small_disk(self) -> None:
         if not self._disk:
             mount_small_disk(self.work / SMALL_DISK, 300)
             self._disk = True
 
     def stop_daemons(self) -> None:
-        """PostgreSQL and Slurm stopped (again: a no-op), before the invariants: no process may survive."""
+        """PostgreSQL, Slurm and Ray stopped (again: a no-op), before the invariants: no process may survive."""
         if self._pg is not None:
             self._pg.remove()
         if self._cluster is not None:
             self._cluster.stop()
-        self._pg, self._cluster = None, None
+        if self._ray is not None:
+            self._ray.stop()
+        self._pg, self._cluster, self._ray = None, None, None
 
     def stop(self) -> None:
         """Everything started, stopped; the tmpfs last (the invariants read the runs on it)."""
@@ -442,6 +456,8 @@ def run_campaign(n: int, seed: int, kinds: tuple[str, ...], work: Path, say, ser
                 chaos_sweep.run_sweep_episode(work, services.pg, episode, start_cli, finish, rng)
             elif episode.kind in chaos_slurm.KINDS:
                 chaos_slurm.run_slurm_episode(work, services.cluster, episode, rng)
+            elif episode.kind in chaos_ray.KINDS:
+                chaos_ray.run_ray_episode(work, services.ray, episode)
             else:
                 if episode.kind == "disk-full":
                     services.small_disk()

@@ -1,4 +1,4 @@
-"""What the chaos campaign's parts share (bench/chaos.py, chaos_sweep.py, chaos_slurm.py): its episodes,
+"""What the chaos campaign's parts share (bench/chaos.py, chaos_sweep.py, chaos_slurm.py, chaos_ray.py): its episodes,
 its environment, the commands it started, a run's state as the registry and its events say it, and the
 user's part after a fault. Commands, processes, events and the one wait are the harness's
 (orchestrator/harness/)."""
@@ -46,9 +46,11 @@ class Episode:
 # ---------------------------------------------------------------- processes
 
 
-def cli(*args: str, work: Path, timeout: float = 600) -> subprocess.CompletedProcess:
-    """A command run to its end in the campaign's environment."""
-    return run_cli(*args, cwd=work, env=env_for(work), timeout=timeout)
+def cli(*args: str, work: Path, timeout: float = 600, prefix: tuple[str, ...] = (),
+        env: dict | None = None) -> subprocess.CompletedProcess:
+    """A command run to its end in the campaign's environment (`env`: another; `prefix`: what runs it, a
+    Ray cluster's network namespace)."""
+    return run_cli(*args, cwd=work, env=env or env_for(work), timeout=timeout, prefix=prefix)
 
 
 STARTED: list[subprocess.Popen] = []  # every command start_cli started (stop_started ends those left)
@@ -149,16 +151,16 @@ def finish(proc: subprocess.Popen, timeout: float = 300) -> None:
         proc.wait()
 
 
-def resume_until_done(work: Path, episode: Episode) -> None:
-    """What a user does after a fault: `yolo-orch resume RUN` while the run is not finished; a resume
-    that ends where it began is where a user gives up."""
+def resume_until_done(work: Path, episode: Episode, prefix: tuple[str, ...] = (), env: dict | None = None) -> None:
+    """What a user does after a fault: `yolo-orch resume RUN` while the run is not finished (where its cluster
+    is: `prefix`, `env`); a resume that ends where it began is where a user gives up."""
     wait_for(lambda: (row_of(work, episode.run_id) or {}).get("state") not in ("running", "queued"), timeout=60)
     for _ in range(MAX_RESUMES):
         row = row_of(work, episode.run_id) or {}
         episode.state = row.get("state")
         if episode.state == "finished":
             return
-        r = cli("resume", episode.run_id, "--json", work=work)
+        r = cli("resume", episode.run_id, "--json", work=work, prefix=prefix, env=env)
         episode.resumes += 1
         if r.returncode != 0:
             episode.notes.append(f"resume exit {r.returncode}: {(r.stderr.strip().splitlines() or [''])[-1][:300]}")

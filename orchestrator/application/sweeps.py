@@ -36,6 +36,7 @@ class SweepRequest:
     workers: int
     notes: list[str] = field(default_factory=list)  # said to the user before anything runs
     groups: list = field(default_factory=list)  # device_groups.DeviceGroup per worker (--devices-per-trial)
+    ray: dict | None = None  # the workers placed on a Ray cluster (`--launcher ray`): its settings (address)
 
 
 def check_flags(n_trials, timeout, epoch_budget, workers, devices_per_trial=None) -> None:
@@ -56,11 +57,15 @@ def check_flags(n_trials, timeout, epoch_budget, workers, devices_per_trial=None
 
 def prepare(sweep_file: Path, study: str | None = None, storage: str | None = None, n_trials: int | None = None,
             timeout: float | None = None, epoch_budget: int | None = None,
-            workers: int | None = None, devices_per_trial: int | None = None, here: bool = True) -> SweepRequest:
+            workers: int | None = None, devices_per_trial: int | None = None, here: bool = True,
+            ray: dict | None = None) -> SweepRequest:
     """Validate everything a sweep needs before it runs; UserError (exit 2) names each problem. `here`:
     the trials will run on this machine (not a --dry-run, not a Slurm array), so it must have their
-    devices."""
+    devices; `ray`: the workers run on a Ray cluster instead (its settings: `ray.address`), which must answer."""
     check_flags(n_trials, timeout, epoch_budget, workers, devices_per_trial)
+    if ray is not None and devices_per_trial:
+        raise UserError("--devices-per-trial: on Ray each worker reserves the base job's devices on a node of its "
+                        "own; give --workers instead")
     from orchestrator.plan import make_plan
     from orchestrator.runner import check_launchable
     from orchestrator.sweep.loader import load_sweep
@@ -70,15 +75,17 @@ def prepare(sweep_file: Path, study: str | None = None, storage: str | None = No
     spec = sweep.spec
     check_sampler_available(spec.sampler)
     base_plan = make_plan(sweep.base)
-    if here:
+    if ray is not None:
+        check_ray_workers(base_plan, ray)
+    elif here:
         check_launchable(base_plan)  # the base job must be runnable here
     url = check_url(storage) if storage else check_url(spec.storage, "storage") if spec.storage else \
         check_url(default_storage(sweep))
     request = SweepRequest(sweep, base_plan, url, n_trials or spec.budget.n_trials,
                            timeout if timeout is not None else spec.budget.timeout,
-                           epoch_budget or spec.budget.epochs, workers or spec.workers)
+                           epoch_budget or spec.budget.epochs, workers or spec.workers, ray=ray)
     per_trial = devices_per_trial or spec.devices_per_trial
-    if per_trial:
+    if per_trial and ray is None:  # (on Ray, each worker's devices are its actor's: Ray assigns them)
         pin_workers(request, per_trial, workers)
     if spec.sampler.name == "grid":
         size = 1
@@ -88,6 +95,20 @@ def prepare(sweep_file: Path, study: str | None = None, storage: str | None = No
             request.notes.append(f"grid has {size} points: n_trials {request.n_trials} -> {size}")
             request.n_trials = size
     return request
+
+
+def check_ray_workers(base_plan, ray: dict) -> None:
+    """Sweep workers on Ray: the cluster answers, and each trial trains on one node (the base job's devices)."""
+    from orchestrator.devices import parse_devices
+    from orchestrator.launch import ray_backend
+
+    missing = ray_backend.unavailable(ray)
+    if missing:
+        raise UserError(f"--launcher: {missing}")
+    devices = parse_devices(base_plan.devices)
+    if devices.nodes > 1 or devices.kind not in ("cpu", "cuda"):
+        raise UserError(f"--launcher: a sweep worker on Ray trains its trials on one node; the base job's devices "
+                        f"'{devices.text}' are not CPU processes or GPUs of one node")
 
 
 def pin_workers(request: SweepRequest, per_trial: int, workers: int | None) -> None:
@@ -118,7 +139,8 @@ def open_for_run(request: SweepRequest):
     spent = epochs_spent(study, trials)
     status = (f"study [bold]{sweep.study}[/] ({redact(request.url)}): "
               + (f"resuming with {done} trial(s) done, " if len(trials) - queued else "new, ")
-              + f"target {request.n_trials} complete+pruned; {request.workers} local worker(s)"
+              + f"target {request.n_trials} complete+pruned; {request.workers} "
+              + ("Ray" if request.ray is not None else "local") + " worker(s)"
               + (f", timeout {request.timeout:g} s" if request.timeout else "")
               + (f", epoch budget {request.epoch_budget} ({spent} spent)" if request.epoch_budget else ""))
     remaining = done < request.n_trials and not (request.epoch_budget and spent >= request.epoch_budget)
@@ -126,15 +148,39 @@ def open_for_run(request: SweepRequest):
 
 
 def start_workers(request: SweepRequest) -> list[tuple[subprocess.Popen, Path]]:
-    """K `python -m orchestrator.sweep.trial_loop` processes, each with its log file."""
+    """K `python -m orchestrator.sweep.trial_loop` processes, each with its log file: here, or each on a node
+    of the Ray cluster (launch/ray_workers.start_on_ray: a RayProcess, which the loop below waits on and stops
+    as it does a process)."""
+    commands = worker_commands(request)
+    for _, _, log in commands:
+        log.parent.mkdir(parents=True, exist_ok=True)
+    if request.ray is not None:
+        from orchestrator.devices import parse_devices
+        from orchestrator.launch import ray_backend, ray_workers
+        from orchestrator.sweep.study import ENV_STORAGE
+
+        on_node = [(cmd, {ENV_STORAGE: request.url, "PYTHONUNBUFFERED": "1"}, log) for cmd, _, log in commands]
+        bundle = ray_backend.bundle_of(parse_devices(request.base_plan.devices))
+        return list(zip(ray_workers.start_on_ray(request.ray, on_node, bundle), (log for *_, log in commands)))
+    started = []
+    for cmd, worker_env, log_path in commands:
+        with open(log_path, "ab", buffering=0) as log:
+            # same process group as this command: Ctrl-C or a kill of the group reaches the workers;
+            # each trial's training process has its own session and dies with its worker.
+            started.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                             env=worker_env), log_path))
+    return started
+
+
+def worker_commands(request: SweepRequest) -> list[tuple[list[str], dict[str, str], Path]]:
+    """Each worker's command, environment and log file."""
     from orchestrator.sweep.study import ENV_STORAGE
 
     sweep = request.sweep
     log_dir = sweep.study_dir / "workers"
-    log_dir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, ENV_STORAGE: request.url, "YOLO_ORCH_SWEEP_CLI": str(os.getpid()), "PYTHONUNBUFFERED": "1"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_ROOT), env.get("PYTHONPATH")]))
-    started = []
+    commands = []
     for i in range(request.workers):
         log_path = log_dir / f"{socket.gethostname()}-{os.getpid()}-w{i}.log"
         cmd = [sys.executable, "-m", "orchestrator.sweep.trial_loop", str(sweep.path), "--study", sweep.study,
@@ -150,12 +196,8 @@ def start_workers(request: SweepRequest) -> list[tuple[subprocess.Popen, Path]]:
             worker_env = {**env, **group.env()}
             if group.kind == "cpu":
                 cmd += ["--cpus", ",".join(map(str, group.ids))]
-        with open(log_path, "ab", buffering=0) as log:
-            # same process group as this command: Ctrl-C or a kill of the group reaches the workers;
-            # each trial's training process has its own session and dies with its worker.
-            started.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                             env=worker_env), log_path))
-    return started
+        commands.append((cmd, worker_env, log_path))
+    return commands
 
 
 def stop_workers(procs: list[subprocess.Popen]) -> None:

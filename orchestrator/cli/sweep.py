@@ -1,8 +1,9 @@
 """`yolo-orch sweep SWEEP.yaml [--n-trials N] [--timeout S] [--epoch-budget E] [--storage URL]
-[--study NAME] [--workers K] [--dry-run] [--json]`
+[--study NAME] [--workers K] [--launcher ray [--ray-address HOST:PORT]] [--dry-run] [--json]`
 
 Validates the sweep (exit 2 on bad input, nothing written), creates or resumes the study,
-starts K local worker processes (orchestrator/application/sweeps.py, sweep/trial_loop.py), shows progress, then writes
+starts K worker processes (orchestrator/application/sweeps.py, sweep/trial_loop.py), here or each on a node of a Ray
+cluster (`--launcher ray`), shows progress, then writes
 the report (summary table, best.yaml, plots, dashboard command). Imports optuna, never torch
 or ultralytics: training runs two processes down (worker -> training process). `--dry-run`
 stops after validation and shows the plan (orchestrator/sweep/preview.py): no optuna either."""
@@ -34,6 +35,10 @@ def sweep_cmd(
     workers: Optional[int] = typer.Option(None, "--workers", help="Local worker processes on this study."),
     devices_per_trial: Optional[int] = typer.Option(None, "--devices-per-trial", help="Pin each worker to its own "
                                                     "N GPUs or CPU cores: G visible devices run G/N workers."),
+    launcher: Optional[str] = typer.Option(None, "--launcher", help="ray: each worker on a node of a Ray cluster "
+                                           "(its trials train there; the storage must reach every node: PostgreSQL)."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="With --launcher ray: the cluster's "
+                                              "HOST:PORT (default: RAY_ADDRESS)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate and show the search space as the trials' "
                                  "devices get it; opens no storage, writes nothing."),
     json_out: bool = typer.Option(False, "--json", help="Print a machine-readable summary on stdout."),
@@ -42,7 +47,7 @@ def sweep_cmd(
     from orchestrator.application import sweeps
 
     request = sweeps.prepare(sweep_file, study_name, storage, n_trials, timeout, epoch_budget, workers,
-                             devices_per_trial, here=not dry_run)
+                             devices_per_trial, here=not dry_run, ray=_placement(launcher, ray_address, dry_run))
     console = human(json_out)
     for note in request.notes:
         console.print(f"[yellow]{note}[/]")
@@ -74,6 +79,24 @@ def sweep_cmd(
         console.print(f"[red]the study has {summary['done']} of {request.n_trials} trials; workers exited with "
                       f"{codes} (logs in {request.sweep.study_dir / 'workers'})[/]")
         raise typer.Exit(EXIT_FAILED)
+
+
+def _placement(launcher: str | None, ray_address: str | None, dry_run: bool) -> dict | None:
+    """The Ray settings of workers placed there (`--launcher ray`), None for workers here."""
+    from orchestrator.errors import UserError
+    from orchestrator.jobspec.ray import RaySettings
+
+    if launcher not in (None, "ray"):
+        raise UserError(f"--launcher: a sweep's workers run here or on Ray ('ray'), not {launcher!r}; on Slurm: "
+                        "`yolo-orch slurm SWEEP --workers K` (a job array)")
+    if ray_address is not None and launcher is None:
+        raise UserError("--ray-address: applies to --launcher ray")
+    if launcher is None or dry_run:
+        return None
+    try:
+        return RaySettings(address=ray_address).model_dump()
+    except ValueError as exc:
+        raise UserError(f"--ray-address: {ray_address!r} is not HOST:PORT") from exc
 
 
 def _dry_run(request, console, json_out: bool) -> None:

@@ -1,7 +1,7 @@
 """The real services the tests and campaigns start for themselves: a PostgreSQL server of their own (an
-outage is a stop), a Slurm cluster of one or two nodes on loopback (scripts/slurm_cluster.sh), a Ray cluster of two or more nodes in
-a network namespace of its own, a small tmpfs disk
-that fills up, a read-only bind mount. Each that cannot start here raises `Unavailable` (one line)."""
+outage is a stop), a Slurm cluster of one or two nodes on loopback (scripts/slurm_cluster.sh), a Ray cluster of
+two or more nodes in a network namespace of its own, a small tmpfs disk that fills up, a read-only bind mount.
+Each that cannot start here raises `Unavailable` (one line)."""
 
 from __future__ import annotations
 
@@ -232,7 +232,7 @@ class RayCluster:
     namespace of its own where only loopback is: every address Ray binds and dials there is 127.0.0.1 (outside
     one, Ray dials this machine's interface address, which these machines do not route). `prefix` runs a
     command inside it (`nsenter`): the CLI that places runs there and `ray` itself; `env(base)` adds
-    RAY_ADDRESS. `kill_node(i)` ends node i as a lost machine would: its raylet and every process under it (its
+    RAY_ADDRESS. `kill_node(i)` ends live node i (0: the head) as a lost machine would: its raylet and every process under it (its
     actors and their trainings) SIGKILLed at once; `add_node()` starts another; `stop()` removes it all."""
 
     HEAD_PORT = 6379
@@ -244,7 +244,7 @@ class RayCluster:
         self.ray = str(Path(sys.executable).parent / "ray")
         if not Path(self.ray).is_file() or shutil.which("unshare") is None or shutil.which("nsenter") is None:
             raise Unavailable("no Ray cluster here: ray (scripts/setup.sh test), unshare or nsenter is missing")
-        self.cpus, self.ports = cpus, []
+        self.cpus, self.ports, self.started = cpus, [], 0  # ports: the live nodes' raylet ports, head first
         self.folder = Path(tempfile.mkdtemp(prefix="ray-"))  # short: Ray's socket paths must fit 107 bytes
         self.holder = subprocess.Popen(["unshare", "-n", "sleep", "infinity"], start_new_session=True)
         self.prefix = ("nsenter", "-t", str(self.holder.pid), "-n")
@@ -282,7 +282,8 @@ class RayCluster:
         return done.stdout
 
     def _start(self, *args: str) -> None:
-        port = 6400 + len(self.ports)  # each node's raylet port: how kill_node finds it
+        port = 6400 + self.started  # each node's raylet port: how kill_node finds it
+        self.started += 1
         self._run(self.ray, "start", *args, f"--num-cpus={self.cpus}", f"--node-manager-port={port}",
                   "--disable-usage-stats", f"--temp-dir={self.folder}", timeout=180)
         self.ports.append(port)
@@ -293,8 +294,9 @@ class RayCluster:
     def kill_node(self, index: int) -> None:
         import psutil
 
+        port = self.ports.pop(index)  # the live nodes are numbered again: the head is 0
         raylets = [p for p in psutil.process_iter(["cmdline"])
-                   if f"--node_manager_port={self.ports[index]}" in (p.info["cmdline"] or [])]
+                   if f"--node_manager_port={port}" in (p.info["cmdline"] or [])]
         doomed = [*raylets, *(c for r in raylets for c in r.children(recursive=True))]
         for proc in doomed:
             try:

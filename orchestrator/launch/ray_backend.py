@@ -19,7 +19,8 @@ step kept: plan/replan.py) before the next attempt continues from the last whole
 failed on nodes still there is the run's failure, as on one machine (an OOM re-plans), unless
 `ray.max_failures` allows another attempt. Losses and failures are counted apart (Ray Train's FailureConfig).
 
-`ray` is imported only here and only when an attempt starts: `--help`, `plan` and `--dry-run` never load it."""
+`ray` is imported only here (and in ray_workers.py, a sweep's workers on the cluster) and only when an attempt
+starts: `--help`, `plan` and `--dry-run` never load it."""
 
 from __future__ import annotations
 
@@ -75,6 +76,19 @@ def unavailable(settings: dict) -> str | None:
     return None
 
 
+def interruptible(call, *args, **kwargs):
+    """`call(*args, **kwargs)`, a blocking ray call, from which a Ctrl-C's Interrupted (launch/process.py: the
+    runner's handler raises it) comes out as itself: raised while ray's C++ code ran, it arrives wrapped in a
+    SystemError."""
+    try:
+        return call(*args, **kwargs)
+    except SystemError as exc:
+        cause = exc.__cause__ or exc.__context__
+        if isinstance(cause, process.Interrupted):
+            raise cause from None
+        raise
+
+
 def bundle_of(devices: DeviceSpec) -> dict[str, float]:
     """What one node of the run reserves: its CPU processes, or its GPUs and a CPU for each."""
     if devices.kind == "cuda":
@@ -99,24 +113,38 @@ class NodeRunner:
     def __init__(self) -> None:
         self.proc: subprocess.Popen | None = None
 
-    def where(self) -> dict[str, Any]:
+    def where(self, probe: str, token: str) -> dict[str, Any]:
+        """This node: its address and Ray id, a free port (for the rendezvous, when it is node 0), and whether
+        it sees the file `probe` the runner wrote into the run folder (`token` in it): the shared storage."""
         import ray
 
-        with socket.socket() as s:  # a free port for the rendezvous, when this is node 0
+        with socket.socket() as s:
             s.bind(("", 0))
             port = s.getsockname()[1]
+        try:
+            reaches = Path(probe).read_text() == token
+        except OSError:
+            reaches = False
         return {"host": ray.util.get_node_ip_address(), "node_id": ray.get_runtime_context().get_node_id(),
-                "pid": os.getpid(), "port": port}
+                "pid": os.getpid(), "port": port, "reaches_runs": reaches}
 
-    def run(self, command: list[str], env: dict[str, str], log: str) -> int:
+    def run(self, command: list[str], env: dict[str, str], log: str, cwd: str) -> int:
+        """`command` in `cwd` (the submitting shell's folder, on the shared storage, as a local launch inherits
+        it: a job's relative `runs_dir` means the same folder on every node)."""
         command = [sys.executable, *command[1:]]  # this node's Python: the driver's path may not exist here
         with open(log, "ab") as out:
             self.proc = subprocess.Popen(command, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
+                                         stdin=subprocess.DEVNULL, start_new_session=True,
+                                         cwd=cwd if os.path.isdir(cwd) else None)
         return self.proc.wait()
 
     def stop(self, grace_s: float) -> int | None:
         return process.stop_group(self.proc, grace_s) if self.proc else None
+
+    def signal(self, signum: int) -> None:
+        """`signum` to the command's process group (a sweep worker's SIGTERM: its running trial fails cleanly)."""
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signum)
 
 
 @dataclass
@@ -152,7 +180,7 @@ class RayBackend:
         group = placement_group([bundle] * devices.nodes, strategy="STRICT_SPREAD" if devices.nodes > 1 else "PACK",
                                 name=f"yolo-orch-{resolved.run_id}")
         attempt = RayAttempt(self, run_dir, devices, group, epochs_before=completed_epochs(run_dir))
-        ready, _ = ray.wait([group.ready()], timeout=self.options.reserve_timeout)
+        ready, _ = interruptible(ray.wait, [group.ready()], timeout=self.options.reserve_timeout)
         if not ready:
             attempt.end(1, f"the Ray cluster at {cluster_address(self.settings)} did not give {devices.nodes} node(s) "
                            f"of {_resources(bundle)} within ray.reserve_timeout ({self.options.reserve_timeout} s); "
@@ -202,6 +230,8 @@ class RayAttempt:
     code: int | None = None
     note: str | None = None
     pid: int = 0  # no process on this machine: a stop goes through the actors
+    record: Path | None = None  # RUN/ray/attempt-N.json
+    started: float = 0.0
 
     def place(self, env: dict[str, str]) -> None:
         import ray
@@ -212,7 +242,12 @@ class RayAttempt:
         self.actors = [runner.options(num_cpus=bundle.get("CPU", 0), num_gpus=bundle.get("GPU", 0), max_concurrency=4,
                                       scheduling_strategy=PlacementGroupSchedulingStrategy(self.group, i)).remote()
                        for i in range(self.devices.nodes)]
-        self.places = ray.get([actor.where.remote() for actor in self.actors], timeout=300)
+        self.places = self._look_at_nodes()
+        blind = [f"node {r} ({p['host']})" for r, p in enumerate(self.places) if not p.pop("reaches_runs")]
+        if blind:
+            return self.end(1, f"the runs folder {self.run_dir.parent} is not on storage every node reaches "
+                               f"({', '.join(blind)} cannot read what this machine wrote there): put runs_dir on "
+                               "a filesystem every node mounts at the same path (NFS, a cloud file store)")
         master = f"{self.places[0]['host']}:{self.places[0]['port']}" if self.devices.nodes > 1 else None
         # a node has its own environment (its raylet's): the tool's, W&B's and MLflow's settings go with the
         # command, as sbatch exports the submitting shell's; the orchestrator's pid means nothing on another
@@ -220,20 +255,38 @@ class RayAttempt:
         forwarded = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED)}
         job_env = {**forwarded, **{k: v for k, v in env.items() if k not in (ENV_SUPERVISOR_PID, ENV_SUPERVISOR_START)}}
         log = str(self.run_dir / LOG)
-        self.runs = [actor.run.remote(node_command(self.run_dir, rank, master), job_env, log)
+        self.runs = [actor.run.remote(node_command(self.run_dir, rank, master), job_env, log, os.getcwd())
                      for rank, actor in enumerate(self.actors)]
         self._record()
         hosts = ", ".join(f"{p['host']} ({p['node_id'][:8]})" for p in self.places)
         say_in_log(self.run_dir, f"Ray: {self.devices.text} on {hosts}; Ctrl-C stops every rank and frees them")
 
-    def _record(self) -> None:
-        """RUN/ray/attempt-N.json: the nodes this attempt ran on (host, Ray node id, the actor's pid)."""
+    def _look_at_nodes(self) -> list[dict]:
+        """Each node's `where`, with a probe file this machine wrote into the run folder for them to read."""
+        import secrets
+
+        import ray
+
         folder = self.run_dir / RAY_DIR
         folder.mkdir(exist_ok=True)
-        number = len(list(folder.glob("attempt-*.json"))) + 1
+        token = secrets.token_hex(8)
+        probe = folder / f"reach-{token}"
+        write_text_atomic(probe, token)
+        try:
+            return interruptible(ray.get, [actor.where.remote(str(probe), token) for actor in self.actors], timeout=300)
+        finally:
+            probe.unlink(missing_ok=True)
+
+    def _record(self, **ending: Any) -> None:
+        """RUN/ray/attempt-N.json: the nodes this attempt ran on (host, Ray node id, the actor's pid) and, once
+        it ended, how (`lost`: the nodes lost and when)."""
+        folder = self.run_dir / RAY_DIR
+        if self.record is None:
+            self.record = folder / f"attempt-{len(list(folder.glob('attempt-*.json'))) + 1}.json"
+            self.started = time.time()
         nodes = [{"rank": rank, **place} for rank, place in enumerate(self.places)]
-        write_text_atomic(folder / f"attempt-{number}.json", json.dumps(
-            {"devices": self.devices.text, "started": time.time(), "nodes": nodes}, indent=1) + "\n")
+        write_text_atomic(self.record, json.dumps({"devices": self.devices.text, "started": self.started,
+                                                   "nodes": nodes, **ending}, indent=1) + "\n")
 
     def wait(self, timeout_s: float) -> int | None:
         if self.code is None:
@@ -248,12 +301,7 @@ class RayAttempt:
         pending = {ref: rank for rank, ref in enumerate(self.runs) if rank not in self.codes and rank not in self.lost}
         if not pending:
             return
-        try:
-            ready, _ = ray.wait(list(pending), num_returns=1, timeout=timeout_s)
-        except SystemError as exc:  # a Ctrl-C's Interrupted, raised while ray's C++ wait ran, comes out wrapped
-            if isinstance(exc.__cause__ or exc.__context__, process.Interrupted):
-                raise (exc.__cause__ or exc.__context__) from None
-            raise
+        ready, _ = interruptible(ray.wait, list(pending), num_returns=1, timeout=timeout_s)
         for ref in ready:
             try:
                 self.codes[pending[ref]] = ray.get(ref)
@@ -275,6 +323,8 @@ class RayAttempt:
 
     def _node_lost(self) -> None:
         backend, opts = self.backend, self.backend.options
+        now = time.time()
+        self._record(lost=[{"rank": r, "node_id": self.places[r]["node_id"], "time": now} for r in sorted(self.lost)])
         self._stop_nodes(grace_s=5)
         backend.node_losses += 1
         names = ", ".join(f"node {r} ({self.places[r]['host']}, {self.places[r]['node_id'][:8]})" for r in self.lost)

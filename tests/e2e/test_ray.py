@@ -5,7 +5,8 @@ runs inside it, as a user's shell on the head node would, with RAY_ADDRESS set a
 
 A `2xcpu:1` run reserves both nodes (one bundle each) and trains to its end; the worker node killed after
 epoch 1 (its raylet and every process under it, as a lost machine) ends with the run finished on the node
-left, re-planned with its images per step kept, each epoch once; Ctrl-C leaves no rank and no reservation."""
+left, re-planned with its images per step kept, each epoch once; Ctrl-C leaves no rank and no reservation; a
+sweep's two workers run one on each node."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DEFAULT_WANDB, TINY_JOB, read_events, started, wandb_epochs, write_job
-from orchestrator.harness.cli import cli_env, start_cli, submit_json
+from orchestrator.harness.cli import cli_env, run_cli, start_cli, submit_json
 from orchestrator.harness.runs import wait_first_epoch, wait_for
 from orchestrator.harness.services import RayCluster
 from orchestrator.rundir import load_resolved
@@ -102,3 +103,59 @@ def test_ctrl_c_stops_every_rank_and_frees_the_reservation(cluster, tmp_path):
     assert ranks.stdout == "", ranks.stdout
     assert wait_for(lambda: _cluster_free(cluster)["cpus"] == 2.0, timeout=60), _cluster_free(cluster)
     assert "CREATED" not in _cluster_free(cluster)["groups"]
+
+
+def test_a_sweeps_workers_run_on_the_cluster(cluster, tmp_path):
+    """Two workers, one on each node (each reserves the base job's one CPU), on the study's default SQLite
+    file (one machine here: PostgreSQL across machines); the two enqueued trials: one complete, one pruned."""
+    from conftest import write_sweep
+
+    sweep = write_sweep(tmp_path, budget={"n_trials": 2})
+    r = run_cli("sweep", sweep, "--launcher", "ray", "--workers", "2", "--json", cwd=tmp_path, env=_env(cluster),
+                prefix=cluster.prefix, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    summary = json.loads(r.stdout)
+    assert summary["worker_exit_codes"] == [0, 0] and summary["reached"], summary
+    assert "2 Ray worker(s)" in r.stderr
+    logs = list((tmp_path / "runs" / "sweeps").rglob("workers/*.log"))
+    assert len(logs) == 2 and all(log.stat().st_size for log in logs)
+    assert all(Path(t["run_dir"]).is_relative_to(tmp_path / "runs") for t in summary["trials"])  # the sweep's runs_dir
+
+
+def test_a_lost_node_replaced_within_the_wait_keeps_the_run_on_as_many_nodes(cluster, tmp_path):
+    """The worker node killed inside epoch 2 and another started at once (an autoscaler's replacement): within
+    ray.replacement_wait the cluster offers two nodes again, so the run goes on on 2xcpu:1, not re-planned."""
+    job = _job(tmp_path, 3, ray={"replacement_wait": 120})
+    proc = start_cli("submit", job, "--json", cwd=tmp_path, prefix=cluster.prefix,
+                     env=_env(cluster, YOLO_ORCH_FAULT_SLEEP="epoch=2,seconds=15"))
+    run_dir = wait_first_epoch(tmp_path / "runs", proc)
+    cluster.kill_node(1)
+    cluster.add_node()
+    out, err = proc.communicate(timeout=600)
+    log = (run_dir / "train.log").read_text()
+    assert json.loads(out)["state"] == "finished", err[-3000:] + log[-3000:]
+    assert "the cluster gave another" in log and "re-planned" not in log, log[-3000:]
+    assert load_resolved(run_dir).plan.devices == "2xcpu:1" and _epochs(run_dir) == [1, 2, 3]
+    second = json.loads((run_dir / "ray" / "attempt-2.json").read_text())["nodes"]
+    first = json.loads((run_dir / "ray" / "attempt-1.json").read_text())
+    assert first["lost"][0]["rank"] == 1 and first["lost"][0]["node_id"] not in {n["node_id"] for n in second}
+
+
+def test_a_sweep_worker_lost_with_its_node_has_its_trial_retried_by_the_other(cluster, tmp_path):
+    """Both trials hold 10 s at the start of epoch 2; the node of one worker is killed then: its trial ends FAIL
+    by its heartbeat, and the worker left runs the retry; the study reaches its two trials."""
+    from conftest import write_sweep
+
+    sweep = write_sweep(tmp_path, budget={"n_trials": 2})
+    proc = start_cli("sweep", sweep, "--launcher", "ray", "--workers", "2", "--json", cwd=tmp_path,
+                     prefix=cluster.prefix, env=_env(cluster, YOLO_ORCH_FAULT_SLEEP="epoch=2,seconds=10"))
+    assert wait_for(lambda: len([e for e in (tmp_path / "runs").glob("*/*/events.jsonl") if _epochs(e.parent)]) == 2,
+                    timeout=300)
+    cluster.kill_node(1)
+    out, err = proc.communicate(timeout=900)
+    cluster.add_node()
+    assert proc.returncode == 0, err[-3000:]
+    summary = json.loads(out)
+    assert summary["reached"] and sorted(summary["worker_exit_codes"]) == [0, 75], summary
+    failed = [t for t in summary["trials"] if t["state"] == "FAIL"]
+    assert len(failed) == 1 and any(t["retry_of"] == failed[0]["number"] for t in summary["trials"]), summary

@@ -1,0 +1,47 @@
+"""The chaos campaign's Ray fault (bench/chaos.py): a cluster of two raylets of 1 CPU on this machine, in a network
+namespace of its own (harness.services.RayCluster), started when the first such episode is drawn:
+
+- ray-node-loss: a `2xcpu:1` run placed on Ray (`submit --launcher ray`, W&B offline as users have it); at an
+  epoch and a delay drawn from the seed, the worker node is killed as a lost machine (its raylet and every
+  process under it). The run must finish on the node left, re-planned (`ray.replacement_wait` 5 s: no
+  replacement comes here), each epoch once. A node is added again after each episode. The user's part
+  afterwards: nothing, or `yolo-orch resume` (inside the namespace, where the cluster is) if the run stopped."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from chaos_common import STARTED, Episode, env_for, finish, resume_until_done, row_of, wait_point
+from orchestrator.harness.cli import start_cli
+from orchestrator.harness.services import RayCluster
+
+KINDS = ("ray-node-loss",)
+DEVICES = "2xcpu:1"
+
+
+def run_ray_episode(work: Path, cluster: RayCluster, episode: Episode) -> Episode:
+    started = time.time()
+    env = cluster.env(env_for(work))
+    proc = start_cli("submit", "job.yaml", "--json", "--devices", DEVICES, "--launcher", "ray", "--set",
+                     "ray.replacement_wait=5", cwd=work, env=env, outputs=work / "outputs", prefix=cluster.prefix)
+    STARTED.append(proc)
+    row = wait_point(work, started, episode.at_epoch, episode.delay_s, proc)
+    if row is None:
+        finish(proc, timeout=600)
+        episode.notes.append("the run did not start")
+        return episode
+    episode.run_id, episode.run_dir = row["id"], row["run_dir"]
+    alive = proc.poll() is None
+    if alive:
+        cluster.kill_node(1)
+        episode.notes.append(f"worker node killed after epoch {episode.at_epoch} + {episode.delay_s} s")
+    finish(proc, timeout=600)
+    cluster.add_node()
+    replanned = "a node was lost: re-planned" in (Path(row["run_dir"]) / "train.log").read_text(errors="replace")
+    episode.struck = alive and replanned  # (a run that ended before the kill did not meet it)
+    if episode.struck:
+        resume_until_done(work, episode, prefix=cluster.prefix, env=env)
+    episode.state = (row_of(work, episode.run_id) or {}).get("state")
+    episode.wall_s = round(time.time() - started, 1)
+    return episode
