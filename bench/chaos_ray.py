@@ -12,12 +12,31 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from chaos_common import STARTED, Episode, env_for, finish, resume_until_done, row_of, wait_point
+from chaos_common import STARTED, Episode, env_for, finish, resume_until_done, row_of
 from orchestrator.harness.cli import start_cli
+from orchestrator.harness.runs import epoch_events, wait_for
 from orchestrator.harness.services import RayCluster
 
 KINDS = ("ray-node-loss",)
 DEVICES = "2xcpu:1"
+
+
+def wait_placed(work: Path, since: float, at_epoch: int, delay: float, proc) -> dict | None:
+    """The row of the run `proc` placed on Ray, once it reached `at_epoch` plus `delay` (chaos_common.wait_point
+    waits for a worker pid: a placed run has none on this machine)."""
+    found: dict = {}
+
+    def reached() -> bool:
+        row = row_of(work)
+        if row is None or row["created_at"] < since or row["state"] != "running":
+            return proc.poll() is not None
+        found.update(row)
+        done = epoch_events(Path(row["run_dir"]))
+        return (max(done) if done else 0) >= at_epoch or proc.poll() is not None
+
+    wait_for(reached, timeout=300)
+    time.sleep(delay)
+    return dict(found) if found else None
 
 
 def run_ray_episode(work: Path, cluster: RayCluster, episode: Episode) -> Episode:
@@ -26,7 +45,7 @@ def run_ray_episode(work: Path, cluster: RayCluster, episode: Episode) -> Episod
     proc = start_cli("submit", "job.yaml", "--json", "--devices", DEVICES, "--launcher", "ray", "--set",
                      "ray.replacement_wait=5", cwd=work, env=env, outputs=work / "outputs", prefix=cluster.prefix)
     STARTED.append(proc)
-    row = wait_point(work, started, episode.at_epoch, episode.delay_s, proc)
+    row = wait_placed(work, started, episode.at_epoch, episode.delay_s, proc)
     if row is None:
         finish(proc, timeout=600)
         episode.notes.append("the run did not start")
