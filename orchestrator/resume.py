@@ -16,8 +16,6 @@ import json
 import os
 import signal
 import socket
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,14 +31,10 @@ from orchestrator.exports import failed_exports
 from orchestrator.registry import ACTIVE, RESUMABLE, Registry, Run, RunState
 from orchestrator.plan.recheck import recheck
 from orchestrator.plan.replan import replan
-from orchestrator.rundir import (EVENTS, LAST, RESOLVED, SUMMARY, EventTail, EventWriter, NodeOptions,
-                                 ResolvedRun, ResolvedRunError, ResumeOrder, RunPlan, completed_epochs,
-                                 end_torn_line, load_own_yaml, load_resolved, missing_epochs, process_alive,
-                                 run_summary, write_json_atomic)
-from orchestrator.rundir.checkpoints import set_aside_damaged_weights
+from orchestrator.rundir import (LAST, RESOLVED, SUMMARY, NodeOptions, ResolvedRun, ResolvedRunError, ResumeOrder,
+                                 RunPlan, completed_epochs, load_own_yaml, load_resolved, process_alive)
 from orchestrator.rundir.resume_order import rewind_damaged, set_aside_unsaved_rows, unsaved_note, write_order
-from orchestrator.runner import RunOutcome, child_env, export_finished, refuse_symlinks, supervise
-from orchestrator.urls import redact_text
+from orchestrator.runner import RunOutcome, close_as_finished, export_finished, refuse_symlinks, supervise
 
 
 @dataclass
@@ -60,7 +54,7 @@ class PreparedResume:
 def close_recorded_run(row: Run) -> RunOutcome | None:
     """A run killed or failed after its last epoch ended (during the final validation: a Slurm
     requeue near the end) has nothing left to train: close it as finished with the last epoch's
-    validation metrics. None when the row is not such a run."""
+    validation metrics (runner.close_as_finished), then its exports. None when the row is not such a run."""
     run_dir = Path(row.run_dir or "")
     if row.state not in RESUMABLE or not (run_dir / RESOLVED).is_file():
         return None
@@ -70,52 +64,17 @@ def close_recorded_run(row: Run) -> RunOutcome | None:
     if completed_epochs(recorded) < epochs:
         return None
     recheck_run(row.id, run_dir, resolved, launching=False)  # what closing runs is held to `plan`'s checks
-    if recorded == run_dir:  # a kill between the last epoch's last.pt and its event: the event, from its row
-        end_torn_line(run_dir / EVENTS)  # (the kill may have torn a line: the event must not be glued to it)
-        for epoch, metrics in missing_epochs(run_dir / EVENTS, epochs):
-            EventWriter(run_dir / EVENTS).emit("epoch", epoch=epoch, epochs=epochs, metrics=metrics, recovered=True)
-    last = [e for e in EventTail(recorded / EVENTS).read_new() if e.get("event") == "epoch"][-1:]
-    metrics = {k: v for k, v in (last[0]["metrics"] if last else {}).items() if k.startswith("metrics/")}
-    note = (f"all {epochs} epochs were recorded before it stopped (during the final validation of best.pt): "
-            "closed as finished; its metrics are the last epoch's validation")
-    damaged = set_aside_damaged_weights(recorded) if recorded == run_dir else None
-    if damaged:
-        note += f"; {damaged}"
-    summary = run_summary(run_dir, state=RunState.FINISHED, epochs=epochs, epochs_completed=epochs, metrics=metrics,
-                          started=row.started_at or time.time(), note=note)
-    write_json_atomic(run_dir / SUMMARY, summary)
-    exit_code = 0
-    if recorded == run_dir:  # closed as finishing closes a run: its trackers, then its exports
-        unclosed = close_trackers(run_dir)
-        summary, export_notes = export_finished(run_dir, json.loads((run_dir / SUMMARY).read_text()))
-        note = "; ".join([note, *filter(None, [unclosed]), *export_notes])
+    note = close_as_finished(run_dir, recorded, row.started_at)
+    summary, exit_code = json.loads((run_dir / SUMMARY).read_text()), 0
+    if recorded == run_dir:  # closed as finishing closes a run: its trackers (above), then its exports
+        summary, export_notes = export_finished(run_dir, summary)
+        note = "; ".join([note, *export_notes])
         exit_code = EXIT_EXPORT_FAILED if failed_exports(summary) else 0
     with Registry.of_run(run_dir) as registry:
         if not registry.move(row.id, RunState.FINISHED, expect=row.state, ended_at=time.time(),
-                             exit_code=exit_code, epochs_done=epochs, metrics=metrics, note=note):
+                             exit_code=exit_code, epochs_done=epochs, metrics=summary.get("metrics"), note=note):
             raise RunStateError(f"RUN: {row.id} changed state while it was being closed (a resume elsewhere?)")
     return RunOutcome(row.id, run_dir, RunState.FINISHED, exit_code, summary, note=note)
-
-
-CLOSE_TIMEOUT_S = 300  # starting three trackers and logging a run's epochs to each: seconds; a store that hangs
-
-
-def close_trackers(run_dir: Path) -> str | None:
-    """A run closed without training again still closes its trackers as finishing does: W&B and MLflow get the
-    epochs the killed attempt trained but never logged and are finished (MLflow's run FINISHED), TensorBoard's
-    file is caught up, each tracker's record goes into summary.json (worker/close_run.py, a short process of
-    the training side). Returns a note when that process failed (the run is finished all the same)."""
-    try:
-        done = subprocess.run([sys.executable, "-m", "orchestrator.worker.close_run", str(run_dir)],
-                              env={**os.environ, **child_env()}, capture_output=True, text=True,
-                              timeout=CLOSE_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        return f"its trackers were not closed within {CLOSE_TIMEOUT_S} s"
-    if done.returncode != 0:
-        lines = [line for line in done.stderr.splitlines() if line.strip()]
-        why = redact_text(lines[-1][:200]) if lines else f"exit {done.returncode}"
-        return f"its trackers were not closed ({why})"
-    return None
 
 
 def prepare(row: Run, devices: str | None = None, restart_ok: bool = False,

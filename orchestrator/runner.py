@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,9 +22,9 @@ from orchestrator.launch.slurm_backend import SLURM_DIR
 from orchestrator.rundir import (BEST, DEADLINE_STOP, ENV, ENV_SUPERVISOR_PID, ENV_SUPERVISOR_START, EVENTS,
                                  EXIT_NOT_RESUMABLE, EXIT_OOM, HEARTBEATS, LAST, LOG, RESOLVED, RESULTS, STACKS, SUMMARY,
                                  EventTail, EventWriter, OomStep, TrialLink, completed_epochs, dump_yaml, end_torn_line,
-                                 failure_cause,
-                                 load_resolved, say_in_log, new_run_id, process_identity, write_json_atomic,
-                                 write_text_atomic)
+                                 failure_cause, load_resolved, missing_epochs, run_summary, say_in_log, new_run_id,
+                                 process_identity, write_json_atomic, write_text_atomic)
+from orchestrator.rundir.checkpoints import set_aside_damaged_weights
 from orchestrator.data.cache import make_synth_data
 from orchestrator.plan import Plan
 from orchestrator.registry import Registry, RunState
@@ -30,6 +32,7 @@ from orchestrator.errors import EXIT_EXPORT_FAILED, UserError
 from orchestrator.exports import describe, failed_exports, run_exports
 from orchestrator.rundir.tracking import EXPORTS, MLFLOW_RECORD, TENSORBOARD
 from orchestrator.tracking import effective_mlflow, runs_root
+from orchestrator.urls import redact_text
 from orchestrator.wandb_mode import resolve_mode
 from orchestrator.watchdog import Stall, Watchdog, dump_stacks
 
@@ -179,7 +182,8 @@ def supervise(run_id: str, run_dir: Path, backend: Backend, oom_retries: int = 0
               on_event: Callable[[dict], None] = lambda e: None, poll_s: float = 0.5) -> RunOutcome:
     """Start attempts on the run's backend, tail its events, keep the registry row current. After a CUDA
     OOM, re-plan with half the per-device batch (same images per step) and restart, up to `oom_retries`;
-    after a session that ended at its limit with epochs left (a Kaggle session), start the next one."""
+    after an attempt that ended with epochs left (a Kaggle session or Slurm job at its limit, a Ray node lost:
+    re-planned for the nodes left), start the next one (_between_attempts)."""
     refuse_symlinks(run_dir)
     registry = Registry.of_run(run_dir)
     events_path = run_dir / EVENTS
@@ -198,17 +202,12 @@ def supervise(run_id: str, run_dir: Path, backend: Backend, oom_retries: int = 0
             notes.append(note)
             break
         if state != RunState.KILLED and code == EXIT_NEXT_SESSION:
-            shrunk = getattr(backend, "shrunk_to", None)  # a Ray node lost: the nodes left train on
-            if shrunk:
-                try:
-                    text = replan.plan_for_nodes_left(run_dir, shrunk)
-                except UserError as exc:
-                    notes.append("; ".join(exc.problems))
-                    break
-                EventWriter(events_path).emit("replanned", message=text, devices=shrunk)
-                say_in_log(run_dir, text, apart=True)
-                registry.update(run_id, devices=shrunk, note=text)
-            continue
+            stop_code, why = _between_attempts(backend, run_id, run_dir, registry)
+            if stop_code is None:
+                continue
+            code = stop_code
+            notes.append(why)
+            break
         if state == RunState.KILLED or code == 0 or not (code == EXIT_OOM or oom):
             if code == EXIT_NOT_RESUMABLE:
                 notes.append("the worker could not resume from weights/last.pt (see train.log)")
@@ -253,6 +252,69 @@ def supervise(run_id: str, run_dir: Path, backend: Backend, oom_retries: int = 0
                       metrics=(summary or {}).get("metrics"), note="; ".join(notes) or None)
     return RunOutcome(run_id, run_dir, state, exit_code, summary, events, recoveries, "; ".join(notes) or None,
                       epochs=load_resolved(run_dir).plan.epochs, epochs_done=epochs_done)
+
+
+def close_as_finished(run_dir: Path, recorded: Path, started_at: float | None) -> str:
+    """A run whose every epoch was recorded before it stopped (during the final validation of best.pt: a kill, a
+    Slurm requeue, a Ray node lost near the end) has nothing left to train: its summary is written as finished
+    with the last epoch's validation metrics, an epoch event its kill lost is written from results.csv, a damaged
+    weights file is set aside, and its trackers are closed. `recorded`: node 0's run folder (another node's own,
+    for a node of a multi-node run). Returns the note that says so; the exports are the caller's."""
+    epochs = load_resolved(run_dir).plan.epochs
+    if recorded == run_dir:  # a kill between the last epoch's last.pt and its event: the event, from its row
+        end_torn_line(run_dir / EVENTS)  # (the kill may have torn a line: the event must not be glued to it)
+        for epoch, metrics in missing_epochs(run_dir / EVENTS, epochs):
+            EventWriter(run_dir / EVENTS).emit("epoch", epoch=epoch, epochs=epochs, metrics=metrics, recovered=True)
+    last = [e for e in EventTail(recorded / EVENTS).read_new() if e.get("event") == "epoch"][-1:]
+    metrics = {k: v for k, v in (last[0]["metrics"] if last else {}).items() if k.startswith("metrics/")}
+    note = (f"all {epochs} epochs were recorded before it stopped (during the final validation of best.pt): "
+            "closed as finished; its metrics are the last epoch's validation")
+    damaged = set_aside_damaged_weights(recorded) if recorded == run_dir else None
+    summary = run_summary(run_dir, state=RunState.FINISHED, epochs=epochs, epochs_completed=epochs, metrics=metrics,
+                          started=started_at or time.time(), note="; ".join(filter(None, [note, damaged])))
+    write_json_atomic(run_dir / SUMMARY, summary)
+    unclosed = close_trackers(run_dir) if recorded == run_dir else None
+    return "; ".join(filter(None, [note, damaged, unclosed]))
+
+
+CLOSE_TIMEOUT_S = 300  # starting three trackers and logging a run's epochs to each: seconds; a store that hangs
+
+
+def close_trackers(run_dir: Path) -> str | None:
+    """A run closed without training again still closes its trackers as finishing does: W&B and MLflow get the
+    epochs the killed attempt trained but never logged and are finished (MLflow's run FINISHED), TensorBoard's
+    file is caught up, each tracker's record goes into summary.json (worker/close_run.py, a short process of
+    the training side). Returns a note when that process failed (the run is finished all the same)."""
+    try:
+        done = subprocess.run([sys.executable, "-m", "orchestrator.worker.close_run", str(run_dir)],
+                              env={**os.environ, **child_env()}, capture_output=True, text=True,
+                              timeout=CLOSE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return f"its trackers were not closed within {CLOSE_TIMEOUT_S} s"
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        why = redact_text(lines[-1][:200]) if lines else f"exit {done.returncode}"
+        return f"its trackers were not closed ({why})"
+    return None
+
+
+
+def _between_attempts(backend: Backend, run_id: str, run_dir: Path, registry: Registry) -> tuple[int | None, str]:
+    """After an attempt that left epochs to the next (a Kaggle session, a Slurm job, a Ray node lost): (None, "")
+    to start it; a run whose every epoch was recorded is closed as finished: (0, the note); a re-plan for the
+    nodes a lost one left that cannot be made stops the run: (1, why)."""
+    if completed_epochs(run_dir) >= load_resolved(run_dir).plan.epochs:  # stopped in its final validation
+        return 0, close_as_finished(run_dir, run_dir, registry.get(run_id).started_at)
+    shrunk = getattr(backend, "shrunk_to", None)  # a Ray node lost: the nodes left train on
+    if shrunk:
+        try:
+            text = replan.plan_for_nodes_left(run_dir, shrunk)
+        except UserError as exc:
+            return 1, "; ".join(exc.problems)
+        EventWriter(run_dir / EVENTS).emit("replanned", message=text, devices=shrunk)
+        say_in_log(run_dir, text, apart=True)
+        registry.update(run_id, devices=shrunk, note=text)
+    return None, ""
 
 
 def export_finished(run_dir: Path, summary: dict) -> tuple[dict, list[str]]:

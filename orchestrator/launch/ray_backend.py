@@ -328,7 +328,10 @@ class RayAttempt:
         self._stop_nodes(grace_s=5)
         backend.node_losses += 1
         names = ", ".join(f"node {r} ({self.places[r]['host']}, {self.places[r]['node_id'][:8]})" for r in self.lost)
-        run_id = load_resolved(self.run_dir).run_id
+        resolved = load_resolved(self.run_dir)
+        run_id = resolved.run_id
+        if completed_epochs(self.run_dir) >= resolved.plan.epochs:  # lost in the final validation: the runner
+            return self.end(EXIT_NEXT_SESSION)                        # closes it as finished, nothing to re-plan
         if backend.node_losses > opts.max_node_losses:
             return self.end(1, f"lost {names}: {backend.node_losses} nodes lost, more than ray.max_node_losses "
                                f"({opts.max_node_losses}); `yolo-orch resume {run_id}` continues the run")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -72,7 +73,7 @@ def test_a_lost_node_ends_with_the_run_finished_on_the_node_left_replanned(clust
     replacement comes within ray.replacement_wait (5 s here, the default's 120 s being for autoscalers)."""
     job = _job(tmp_path, 3, ray={"replacement_wait": 5})
     proc = start_cli("submit", job, "--json", cwd=tmp_path, prefix=cluster.prefix,
-                     env=_env(cluster, YOLO_ORCH_FAULT_SLEEP="epoch=2,seconds=15"))
+                     env=_env(cluster, YOLO_ORCH_FAULT_SLEEP="epoch=2,seconds=15,once=1"))
     run_dir = wait_first_epoch(tmp_path / "runs", proc)
     cluster.kill_node(1)
     out, err = proc.communicate(timeout=600)
@@ -127,7 +128,7 @@ def test_a_lost_node_replaced_within_the_wait_keeps_the_run_on_as_many_nodes(clu
     ray.replacement_wait the cluster offers two nodes again, so the run goes on on 2xcpu:1, not re-planned."""
     job = _job(tmp_path, 3, ray={"replacement_wait": 120})
     proc = start_cli("submit", job, "--json", cwd=tmp_path, prefix=cluster.prefix,
-                     env=_env(cluster, YOLO_ORCH_FAULT_SLEEP="epoch=2,seconds=15"))
+                     env=_env(cluster, YOLO_ORCH_FAULT_SLEEP="epoch=2,seconds=15,once=1"))
     run_dir = wait_first_epoch(tmp_path / "runs", proc)
     cluster.kill_node(1)
     cluster.add_node()
@@ -159,3 +160,49 @@ def test_a_sweep_worker_lost_with_its_node_has_its_trial_retried_by_the_other(cl
     assert summary["reached"] and sorted(summary["worker_exit_codes"]) == [0, 75], summary
     failed = [t for t in summary["trials"] if t["state"] == "FAIL"]
     assert len(failed) == 1 and any(t["retry_of"] == failed[0]["number"] for t in summary["trials"]), summary
+
+
+def test_a_training_that_fails_on_nodes_still_there_goes_on_within_ray_max_failures(cluster, tmp_path):
+    """One rank killed (SIGKILL) inside epoch 2, its node alive: a failure, not a loss; ray.max_failures 1 lets
+    the run go on from epoch 2 on the same two nodes."""
+    from orchestrator.harness.processes import processes_naming, signal_pid
+
+    job = _job(tmp_path, 3, ray={"max_failures": 1})
+    proc = start_cli("submit", job, "--json", cwd=tmp_path, prefix=cluster.prefix,
+                     env=_env(cluster, YOLO_ORCH_FAULT_SLEEP="epoch=2,seconds=15,once=1"))
+    run_dir = wait_first_epoch(tmp_path / "runs", proc)
+    ranks = [pid for pid in processes_naming(str(run_dir))
+             if "orchestrator.worker.ddp" in _cmdline(pid) and "torch.distributed.run" not in _cmdline(pid)]
+    assert len(ranks) == 2, [_cmdline(pid) for pid in processes_naming(str(run_dir))]
+    signal_pid(ranks[0], signal.SIGKILL)
+    out, err = proc.communicate(timeout=600)
+    log = (run_dir / "train.log").read_text()
+    assert json.loads(out)["state"] == "finished", err[-3000:] + log[-3000:]
+    assert "a training failed (exit" in log and "ray.max_failures 1/1" in log, log[-3000:]
+    assert load_resolved(run_dir).plan.devices == "2xcpu:1" and _epochs(run_dir) == [1, 2, 3]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
+    except OSError:
+        return ""
+
+
+def test_a_node_lost_in_the_final_validation_leaves_the_run_finished(cluster, tmp_path):
+    """Every epoch recorded, the final validation of best.pt held 20 s, the worker node killed then: nothing is
+    left to train, so the runner closes the run as finished by itself (no resume), as `resume` would."""
+    job = _job(tmp_path, 2, ray={"replacement_wait": 5})
+    proc = start_cli("submit", job, "--json", cwd=tmp_path, prefix=cluster.prefix,
+                     env=_env(cluster, YOLO_ORCH_FAULT_SLEEP_FINAL="seconds=20"))
+    runs = tmp_path / "runs"
+    assert wait_for(lambda: any(_epochs(e.parent) == [1, 2] for e in runs.glob("*/*/events.jsonl")), timeout=300)
+    time.sleep(3)  # inside the held final validation
+    cluster.kill_node(1)
+    out, err = proc.communicate(timeout=600)
+    cluster.add_node()
+    result = json.loads(out)
+    assert result["state"] == "finished", err[-3000:]
+    assert "all 2 epochs were recorded before it stopped" in result["summary"]["note"]
+    run_dir = Path(result["run_dir"])
+    assert _epochs(run_dir) == [1, 2] and wandb_epochs(run_dir) == [1, 2]

@@ -38,7 +38,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "watchdog": {"rundir"},
     "exports": {"rundir"},  # export after training: each format in a child process (worker/export.py)
     "runner": {"rundir", "data", "devices", "jobspec", "launch", "plan", "registry", "wandb_mode", "tracking",
-               "watchdog", "exports"},
+               "watchdog", "exports", "urls"},  # urls: no secret in the note of a tracker that would not close
     # closing a run as finishing does: its exports (exports) after its trackers
     "resume": {"rundir", "urls", "data", "devices", "jobspec", "launch", "plan", "registry", "runner", "exports"},
     # the pruning callback runs inside the training process, on the worker's epoch bookkeeping
