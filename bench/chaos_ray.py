@@ -4,7 +4,7 @@ namespace of its own (harness.services.RayCluster), started when the first such 
 - ray-node-loss: a `2xcpu:1` run placed on Ray (`submit --launcher ray`, W&B offline as users have it); at an
   epoch and a delay drawn from the seed, the worker node is killed as a lost machine (its raylet and every
   process under it). The run must finish on the node left, re-planned (`ray.replacement_wait` 5 s: no
-  replacement comes here), each epoch once. A node is added again after each episode. The user's part
+  replacement comes here), each epoch once; a node lost in the final validation leaves it closed as finished. A node is added again after each episode. The user's part
   afterwards: nothing, or `yolo-orch resume` (inside the namespace, where the cluster is) if the run stopped."""
 
 from __future__ import annotations
@@ -39,6 +39,14 @@ def wait_placed(work: Path, since: float, at_epoch: int, delay: float, proc) -> 
     return dict(found) if found else None
 
 
+def met_a_loss(run_dir: Path) -> bool:
+    """An attempt of the run saw a node lost (its record, RUN/ray/attempt-N.json): re-planned, or, in the final
+    validation, closed as finished."""
+    import json
+
+    return any(json.loads(record.read_text()).get("lost") for record in (run_dir / "ray").glob("attempt-*.json"))
+
+
 def run_ray_episode(work: Path, cluster: RayCluster, episode: Episode) -> Episode:
     started = time.time()
     env = cluster.env(env_for(work))
@@ -57,8 +65,7 @@ def run_ray_episode(work: Path, cluster: RayCluster, episode: Episode) -> Episod
         episode.notes.append(f"worker node killed after epoch {episode.at_epoch} + {episode.delay_s} s")
     finish(proc, timeout=600)
     cluster.add_node()
-    replanned = "a node was lost: re-planned" in (Path(row["run_dir"]) / "train.log").read_text(errors="replace")
-    episode.struck = alive and replanned  # (a run that ended before the kill did not meet it)
+    episode.struck = alive and met_a_loss(Path(row["run_dir"]))  # (a run that ended before the kill did not)
     if episode.struck:
         resume_until_done(work, episode, prefix=cluster.prefix, env=env)
     episode.state = (row_of(work, episode.run_id) or {}).get("state")
