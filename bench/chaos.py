@@ -544,6 +544,9 @@ def main(argv: list[str] | None = None) -> int:
         if set(kinds) & set(chaos_slurm.KINDS) and chaos_slurm.usable():
             raise SystemExit2(f"--kinds: the Slurm faults need a Slurm cluster of the campaign's own: "
                               f"{chaos_slurm.usable()} (or leave out {', '.join(chaos_slurm.KINDS)})")
+        if set(kinds) & set(chaos_ray.KINDS) and chaos_ray.usable():
+            raise SystemExit2(f"--kinds: the Ray fault needs a Ray cluster of the campaign's own: {chaos_ray.usable()} "
+                              f"(or leave out {', '.join(chaos_ray.KINDS)})")
         if set(kinds) & set(chaos_sweep.KINDS) and postgres_bin() is None:
             raise SystemExit2("--kinds: the sweep faults need a PostgreSQL server of the campaign's own, and there are "
                               "no PostgreSQL server binaries under /usr/lib/postgresql (apt-get install postgresql, or "
@@ -556,8 +559,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         report = campaign(args.faults, args.seed, kinds, work, say)
     except Unavailable as exc:
-        print(f"chaos: --kinds: the campaign could not start its Slurm cluster: {exc} (or leave out "
-              f"{', '.join(chaos_slurm.KINDS)})", file=sys.stderr)
+        print(f"chaos: --kinds: the campaign could not start its Slurm or Ray cluster: {exc} (or leave out "
+              f"{', '.join(chaos_slurm.KINDS + chaos_ray.KINDS)})", file=sys.stderr)
         return 2
     except (Terminated, KeyboardInterrupt) as exc:
         print(f"chaos: stopped ({exc or 'Ctrl-C'}); its trainings and services are stopped, its folder is {work}",

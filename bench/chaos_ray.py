@@ -71,3 +71,17 @@ def run_ray_episode(work: Path, cluster: RayCluster, episode: Episode) -> Episod
     episode.state = (row_of(work, episode.run_id) or {}).get("state")
     episode.wall_s = round(time.time() - started, 1)
     return episode
+
+
+def usable() -> str | None:
+    """Why this machine cannot run the campaign's Ray cluster (None: it can): ray, unshare and nsenter, and root
+    for a network namespace."""
+    import importlib.util
+    import os
+    import shutil
+
+    if importlib.util.find_spec("ray") is None:
+        return "ray is not installed (scripts/setup.sh test)"
+    if shutil.which("unshare") is None or shutil.which("nsenter") is None:
+        return "unshare or nsenter is missing (util-linux)"
+    return None if os.geteuid() == 0 else "a network namespace of its own needs root"
