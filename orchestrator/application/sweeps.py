@@ -102,6 +102,9 @@ def check_ray_workers(base_plan, ray: dict) -> None:
     from orchestrator.devices import parse_devices
     from orchestrator.launch import ray_backend
 
+    if base_plan.job.spec.target.launcher:
+        raise UserError(f"--launcher: the base job is placed on {base_plan.job.spec.target.launcher} "
+                        "(target.launcher); a sweep worker on Ray trains its trials on its own node")
     missing = ray_backend.unavailable(ray)
     if missing:
         raise UserError(f"--launcher: {missing}")

@@ -179,7 +179,7 @@ class RayBackend:
         bundle = bundle_of(devices)
         group = placement_group([bundle] * devices.nodes, strategy="STRICT_SPREAD" if devices.nodes > 1 else "PACK",
                                 name=f"yolo-orch-{resolved.run_id}")
-        attempt = RayAttempt(self, run_dir, devices, group, epochs_before=completed_epochs(run_dir))
+        attempt = RayAttempt(self, run_dir, devices, group)
         ready, _ = interruptible(ray.wait, [group.ready()], timeout=self.options.reserve_timeout)
         if not ready:
             attempt.end(1, f"the Ray cluster at {cluster_address(self.settings)} did not give {devices.nodes} node(s) "
@@ -221,7 +221,6 @@ class RayAttempt:
     run_dir: Path
     devices: DeviceSpec
     group: Any
-    epochs_before: int = 0
     actors: list = field(default_factory=list)
     places: list[dict] = field(default_factory=list)
     runs: list = field(default_factory=list)  # each node's training: an ObjectRef of its exit code
@@ -326,7 +325,7 @@ class RayAttempt:
         now = time.time()
         self._record(lost=[{"rank": r, "node_id": self.places[r]["node_id"], "time": now} for r in sorted(self.lost)])
         self._stop_nodes(grace_s=5)
-        backend.node_losses += 1
+        backend.node_losses += len(self.lost)
         names = ", ".join(f"node {r} ({self.places[r]['host']}, {self.places[r]['node_id'][:8]})" for r in self.lost)
         resolved = load_resolved(self.run_dir)
         run_id = resolved.run_id
