@@ -139,7 +139,8 @@ def test_a_lost_node_replaced_within_the_wait_keeps_the_run_on_as_many_nodes(clu
     assert load_resolved(run_dir).plan.devices == "2xcpu:1" and _epochs(run_dir) == [1, 2, 3]
     second = json.loads((run_dir / "ray" / "attempt-2.json").read_text())["nodes"]
     first = json.loads((run_dir / "ray" / "attempt-1.json").read_text())
-    assert first["lost"][0]["rank"] == 1 and first["lost"][0]["node_id"] not in {n["node_id"] for n in second}
+    # (the bundle on the killed node may be either rank: Ray orders a placement group's bundles by its own choice)
+    assert len(first["lost"]) == 1 and first["lost"][0]["node_id"] not in {n["node_id"] for n in second}
 
 
 def test_a_sweep_worker_lost_with_its_node_has_its_trial_retried_by_the_other(cluster, tmp_path):
