@@ -107,13 +107,16 @@ def glued_records(run_dir: Path) -> list[str]:
     return out
 
 
-def wait_point(work: Path, since: float, at_epoch: int, delay: float, proc: subprocess.Popen) -> dict | None:
-    """The row of the run `proc` started, once it reached `at_epoch` (0: its worker started) plus `delay`."""
+def wait_point(work: Path, since: float, at_epoch: int, delay: float, proc: subprocess.Popen,
+               placed: bool = False) -> dict | None:
+    """The row of the run `proc` started, once it reached `at_epoch` (0: its worker started) plus `delay`.
+    `placed`: the run trains elsewhere (on Ray) and has no worker pid here; its row running says it started."""
     found: dict = {}
 
     def reached() -> bool:
         row = row_of(work)
-        if row is None or row["created_at"] < since or not row.get("worker_pid"):
+        started = row is not None and (row["state"] == "running" if placed else row.get("worker_pid"))
+        if not started or row["created_at"] < since:
             return proc.poll() is not None
         found.update(row)
         done = epoch_events(Path(row["run_dir"]))

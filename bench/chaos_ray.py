@@ -4,39 +4,21 @@ namespace of its own (harness.services.RayCluster), started when the first such 
 - ray-node-loss: a `2xcpu:1` run placed on Ray (`submit --launcher ray`, W&B offline as users have it); at an
   epoch and a delay drawn from the seed, the worker node is killed as a lost machine (its raylet and every
   process under it). The run must finish on the node left, re-planned (`ray.replacement_wait` 5 s: no
-  replacement comes here), each epoch once; a node lost in the final validation leaves it closed as finished. A node is added again after each episode. The user's part
-  afterwards: nothing, or `yolo-orch resume` (inside the namespace, where the cluster is) if the run stopped."""
+  replacement comes here), each epoch once; a node lost in the final validation leaves it closed as finished.
+  A node is added again after each episode. The user's part afterwards: nothing, or `yolo-orch resume` (inside
+  the namespace, where the cluster is) if the run stopped."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
-from chaos_common import STARTED, Episode, env_for, finish, resume_until_done, row_of
+from chaos_common import STARTED, Episode, env_for, finish, resume_until_done, row_of, wait_point
 from orchestrator.harness.cli import start_cli
-from orchestrator.harness.runs import epoch_events, wait_for
 from orchestrator.harness.services import RayCluster
 
 KINDS = ("ray-node-loss",)
 DEVICES = "2xcpu:1"
-
-
-def wait_placed(work: Path, since: float, at_epoch: int, delay: float, proc) -> dict | None:
-    """The row of the run `proc` placed on Ray, once it reached `at_epoch` plus `delay` (chaos_common.wait_point
-    waits for a worker pid: a placed run has none on this machine)."""
-    found: dict = {}
-
-    def reached() -> bool:
-        row = row_of(work)
-        if row is None or row["created_at"] < since or row["state"] != "running":
-            return proc.poll() is not None
-        found.update(row)
-        done = epoch_events(Path(row["run_dir"]))
-        return (max(done) if done else 0) >= at_epoch or proc.poll() is not None
-
-    wait_for(reached, timeout=300)
-    time.sleep(delay)
-    return dict(found) if found else None
 
 
 def met_a_loss(run_dir: Path) -> bool:
@@ -53,7 +35,7 @@ def run_ray_episode(work: Path, cluster: RayCluster, episode: Episode) -> Episod
     proc = start_cli("submit", "job.yaml", "--json", "--devices", DEVICES, "--launcher", "ray", "--set",
                      "ray.replacement_wait=5", cwd=work, env=env, outputs=work / "outputs", prefix=cluster.prefix)
     STARTED.append(proc)
-    row = wait_placed(work, started, episode.at_epoch, episode.delay_s, proc)
+    row = wait_point(work, started, episode.at_epoch, episode.delay_s, proc, placed=True)
     if row is None:
         finish(proc, timeout=600)
         episode.notes.append("the run did not start")

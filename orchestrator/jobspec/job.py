@@ -204,7 +204,7 @@ class Target(Strict):
     @field_validator("launcher")
     @classmethod
     def _placeable(cls, value: Optional[str], info: ValidationInfo) -> Optional[str]:
-        """Slurm and Ray place CPU processes and GPUs (jobspec/slurm.py, ray.py: placement_problem)."""
+        """Slurm and Ray place CPU processes and GPUs (jobspec/slurm.placement_problem)."""
         problem = placement_problem(value, info.data["devices"]) if "devices" in info.data else None
         if problem:
             raise ValueError(problem)

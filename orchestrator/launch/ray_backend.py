@@ -89,6 +89,14 @@ def interruptible(call, *args, **kwargs):
         raise
 
 
+def node_env(env: dict[str, str]) -> dict[str, str]:
+    """What a command started on a node gets over its raylet's environment: the submitting shell's settings of
+    the tool, W&B and MLflow (as sbatch exports the submitting shell's), then `env`, less the orchestrator's pid,
+    which means nothing on another node (a node's command is stopped through its actor instead)."""
+    forwarded = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED)}
+    return {**forwarded, **{k: v for k, v in env.items() if k not in (ENV_SUPERVISOR_PID, ENV_SUPERVISOR_START)}}
+
+
 def bundle_of(devices: DeviceSpec) -> dict[str, float]:
     """What one node of the run reserves: its CPU processes, or its GPUs and a CPU for each."""
     if devices.kind == "cuda":
@@ -248,11 +256,7 @@ class RayAttempt:
                                f"({', '.join(blind)} cannot read what this machine wrote there): put runs_dir on "
                                "a filesystem every node mounts at the same path (NFS, a cloud file store)")
         master = f"{self.places[0]['host']}:{self.places[0]['port']}" if self.devices.nodes > 1 else None
-        # a node has its own environment (its raylet's): the tool's, W&B's and MLflow's settings go with the
-        # command, as sbatch exports the submitting shell's; the orchestrator's pid means nothing on another
-        # node: the attempt is stopped through its actors instead
-        forwarded = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED)}
-        job_env = {**forwarded, **{k: v for k, v in env.items() if k not in (ENV_SUPERVISOR_PID, ENV_SUPERVISOR_START)}}
+        job_env = node_env(env)
         log = str(self.run_dir / LOG)
         self.runs = [actor.run.remote(node_command(self.run_dir, rank, master), job_env, log, os.getcwd())
                      for rank, actor in enumerate(self.actors)]

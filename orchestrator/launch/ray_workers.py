@@ -9,7 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from orchestrator.launch.ray_backend import FORWARDED, NodeRunner, RayBackend, interruptible
+from orchestrator.launch.ray_backend import NodeRunner, RayBackend, interruptible, node_env
 
 
 class RayProcess:
@@ -73,8 +73,7 @@ def start_on_ray(settings: dict, commands: list[tuple[list[str], dict[str, str],
     runner = ray.remote(NodeRunner)
     started = []
     for command, env, log in commands:
-        forwarded = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED)}
         actor = runner.options(num_cpus=resources.get("CPU", 0), num_gpus=resources.get("GPU", 0),
                                max_concurrency=4, scheduling_strategy="SPREAD").remote()
-        started.append(RayProcess(actor, actor.run.remote(command, {**forwarded, **env}, str(log), os.getcwd())))
+        started.append(RayProcess(actor, actor.run.remote(command, node_env(env), str(log), os.getcwd())))
     return started

@@ -166,15 +166,16 @@ def test_a_sweep_worker_lost_with_its_node_has_its_trial_retried_by_the_other(cl
 def test_a_training_that_fails_on_nodes_still_there_goes_on_within_ray_max_failures(cluster, tmp_path):
     """One rank killed (SIGKILL) inside epoch 2, its node alive: a failure, not a loss; ray.max_failures 1 lets
     the run go on from epoch 2 on the same two nodes."""
-    from orchestrator.harness.processes import processes_naming, signal_pid
+    from orchestrator.harness.processes import command_line, processes_naming, signal_pid
 
     job = _job(tmp_path, 3, ray={"max_failures": 1})
     proc = start_cli("submit", job, "--json", cwd=tmp_path, prefix=cluster.prefix,
                      env=_env(cluster, YOLO_ORCH_FAULT_SLEEP="epoch=2,seconds=15,once=1"))
     run_dir = wait_first_epoch(tmp_path / "runs", proc)
-    ranks = [pid for pid in processes_naming(str(run_dir))
-             if "orchestrator.worker.ddp" in _cmdline(pid) and "torch.distributed.run" not in _cmdline(pid)]
-    assert len(ranks) == 2, [_cmdline(pid) for pid in processes_naming(str(run_dir))]
+    lines = {pid: command_line(pid) or "" for pid in processes_naming(str(run_dir))}
+    ranks = [pid for pid, line in lines.items()
+             if "orchestrator.worker.ddp" in line and "torch.distributed.run" not in line]
+    assert len(ranks) == 2, list(lines.values())
     signal_pid(ranks[0], signal.SIGKILL)
     out, err = proc.communicate(timeout=600)
     log = (run_dir / "train.log").read_text()
@@ -182,12 +183,6 @@ def test_a_training_that_fails_on_nodes_still_there_goes_on_within_ray_max_failu
     assert "a training failed (exit" in log and "ray.max_failures 1/1" in log, log[-3000:]
     assert load_resolved(run_dir).plan.devices == "2xcpu:1" and _epochs(run_dir) == [1, 2, 3]
 
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
-    except OSError:
-        return ""
 
 
 def test_a_node_lost_in_the_final_validation_leaves_the_run_finished(cluster, tmp_path):
