@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Scaling fidelity when FINE-TUNING (issue #33; results in docs/scaling.md section 7H): does a scaling
+"""Scaling fidelity when FINE-TUNING (issue #33; results in docs/scaling-campaigns.md section 7H): does a scaling
 policy keep a fine-tuning's outcome when the images per optimizer step grow k-fold?
 
 Most users start from pretrained weights and train their own data briefly. COCO weights cannot be

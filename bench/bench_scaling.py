@@ -51,7 +51,7 @@ POLICIES = ("none", "auto", "linear", "sqrt", "table", "lr0-sqrt", "auto-warmup-
 # Arms that are no policy of the scaler: (the policy, lr0's exponent of k, scaling.warmup). lr0-sqrt passes
 # lr0 x sqrt(k) and keeps the weight decay per epoch with the k-rules' warmup: `linear` on a reference with
 # lr0 x sqrt(k) and weight decay / sqrt(k); it is what `auto` passed for SGD from scratch on a GPU before
-# issue #48 (lr0 0.0283 at k = 8), trainable on any device (docs/scaling.md 7G4). The -warmup-kept arms are
+# issue #48 (lr0 0.0283 at k = 8), trainable on any device (docs/scaling-campaigns.md 7G4). The -warmup-kept arms are
 # the policy with the reference's warmup (scaling.warmup: keep).
 ARMS = {"lr0-sqrt": ("linear", 0.5, "auto"), "auto-warmup-kept": ("auto", 0.0, "keep"),
         "linear-warmup-kept": ("linear", 0.0, "keep")}

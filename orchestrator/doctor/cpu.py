@@ -1,5 +1,5 @@
 """The CPU's bfloat16 instructions: Ultralytics' MuSGD orthogonalises each update in bfloat16, which a
-CPU without them runs many times slower than float32 (measured: docs/scaling.md section 7G3)."""
+CPU without them runs many times slower than float32 (measured: docs/scaling-campaigns.md section 7G3)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from orchestrator.doctor.checks import PASS, WARN, Check
 
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # x86 flags in /proc/cpuinfo that give torch fast bfloat16 matmuls
 MUSGD_SLOWDOWN = ("a MuSGD epoch took 212 s on an AMD EPYC without them against about 21 s on an Intel Xeon with "
-                  "them (bfloat16 matmul 17x slower than float32 there; docs/scaling.md 7G3)")
+                  "them (bfloat16 matmul 17x slower than float32 there; docs/scaling-campaigns.md 7G3)")
 
 
 def cpuinfo_fields(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, str]:

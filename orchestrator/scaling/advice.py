@@ -12,7 +12,8 @@ from orchestrator.scaling import evidence
 from orchestrator.scaling import ultralytics_math as um
 from orchestrator.scaling.effective import fmt
 from orchestrator.scaling.policies import Rule
-from orchestrator.scaling.rules import DEVICE_RULE, K_POLICIES, POLICY_ARMS, WARMUP_FROM_K, WARMUP_MIN_EPOCHS
+from orchestrator.scaling.rules import (AUTO_RULES, DEVICE_RULE, K_POLICIES, OWN_KEYS, POLICY_ARMS, WARMUP_FROM_K,
+                                        WARMUP_MIN_EPOCHS, default_rule)
 from orchestrator.scaling.stats import Interval
 
 LINEAR_LIMIT_IMAGES = 8192  # linear scaling held up to ~8k images per step on ImageNet (Goyal et al.)
@@ -120,14 +121,32 @@ def wd_reason(rule: Rule) -> str:
 
 
 def decision_text(decision: evidence.Decision) -> str:
-    """Why auto takes its rule, with the measured gap it rests on, in one phrase."""
+    """Why auto takes its rule, in one phrase: the comparison that decided it (n, the interval the procedure
+    used, over how many machine kinds), the measured gap to the reference, the last epoch where it would
+    decide otherwise, and for MuSGD whether the row is its own."""
     if decision.row is None:
         return f"the family's default below the measured k ({evidence.SECTION})"
-    basis = "beat the default" if decision.basis == "measured" else "the family's default"
-    gap = f", {Interval.from_json(decision.row['gap']).text()} vs the reference" if decision.row["gap"] else ""
-    start = "fine-tuning" if decision.row["start"] == "pretrained" else "from scratch"
+    row = decision.row
+    default = default_rule(row["family"])
+    if decision.basis == "measured":
+        basis = f"beat the default ({row['rule']} - {default} {Interval.from_json(row['versus'][row['rule']]).text()})"
+    else:
+        basis = "the family's default" + _nearest_alternative(row, default)
+    gap = f", {Interval.from_json(row['gap']).text()} vs the reference" if row["gap"] else ""
+    start = "fine-tuning" if row["start"] == "pretrained" else "from scratch"
     where = f"{start} at k = {decision.k_measured:g}" + (", extrapolated beyond" if decision.extrapolated else "")
-    return f"{basis} ({where}{gap}; {evidence.SECTION})"
+    last = f"; rests on best.pt: on the last epoch, {row['on_last']['rule']}" if "on_last" in row else ""
+    mine = f"; {decision.pooled}" if decision.pooled else (f"; {row['family']}'s own pairs" if row["family"] in OWN_KEYS else "")
+    return f"{basis} ({where}{gap}{last}{mine}; {evidence.SECTION})"
+
+
+def _nearest_alternative(row: dict, default: str) -> str:
+    """'; no alternative beat it (X - default ...)': the one auto could pass with the largest lower bound."""
+    passable = {a: Interval.from_json(v) for a, v in row["versus"].items() if a in AUTO_RULES}
+    if not passable:
+        return ""
+    alt, iv = max(passable.items(), key=lambda item: (item[1].lo is not None, item[1].lo or 0.0))
+    return f"; no alternative beat it ({alt} - {default} {iv.text()})"
 
 
 def step_detail(rule: Rule) -> str:
@@ -145,7 +164,7 @@ def step_detail(rule: Rule) -> str:
                 f"added up over accumulation: the {t.opt} step grows with the micro-batches per step (x {growth:.4g}); "
                 f"lr0 x {lr:.4g} makes the mean-gradient step x {lr * growth:.4g}")
     return (f"lr0: Ultralytics' summed loss grows the {t.opt} gradient with the images per step (x {growth:.4g}), but "
-            f"its clip at norm {um.CLIP_MAX_NORM:g} bound on {evidence.CLIP_BOUND}: the step is lr0 x "
+            f"its clip at norm {um.CLIP_MAX_NORM:g} bound on {evidence.clip_bound()}: the step is lr0 x "
             f"{um.CLIP_MAX_NORM:g} long, so lr0 x {lr:.4g} makes the clipped step x {lr:.4g} and the movement per "
             f"epoch x {lr / k:.4g}")
 
@@ -169,9 +188,6 @@ def table_warning(rule: Rule, images: int, images_ref: int, auto_text: str) -> s
     )
 
 
-KEPT_WITH_STEPS = 960  # auto kept the outcome with 960 optimizer steps in all (2048 images, k = 4, 30 epochs)
-
-
 def few_steps_warning(eff: dict[str, Any], ref_eff: dict[str, Any], k: float) -> list[str]:
     """More images per step at the same epochs means k x fewer optimizer steps in all; below what was
     measured to be enough, say what was lost and offer the epochs that keep the reference's steps."""
@@ -180,13 +196,14 @@ def few_steps_warning(eff: dict[str, Any], ref_eff: dict[str, Any], k: float) ->
         return []
     epochs = eff["epochs"]
     steps, steps_ref = spe * epochs, spe_ref * epochs
-    if steps >= KEPT_WITH_STEPS:
+    kept_with = evidence.kept_with_steps()
+    if steps >= kept_with:
         return []
     keep = math.ceil(steps_ref / spe)
     few = evidence.few_steps()
     gap = Interval.from_json(few["gap"])
     return [
-        f"{steps:.0f} optimizer steps in all (the reference: {steps_ref:.0f}), fewer than the {KEPT_WITH_STEPS} with "
+        f"{steps:.0f} optimizer steps in all (the reference: {steps_ref:.0f}), fewer than the {kept_with} with "
         f"which auto was measured to keep the outcome. Measured with AdamW at k = 4: in {few['steps']} steps in all, "
         f"auto ended {-gap.mean:.3f} mAP50-95 below the reference's {few['reference']:.3f} (the gap: {gap.text()}); "
         f"trained {few['longer']['epochs']} epochs instead, so with the reference's number of steps again, it ended "
@@ -198,7 +215,7 @@ def _measured_loss(rule: Rule, k: float, start: str, task: str) -> tuple[list[ev
                                                                      evidence.Gap | None]:
     """The rows at k from this start; where the rule lost more than KEPT_GAP to the reference (pooled),
     its row and the best rule's (else None, None)."""
-    rows = [g for g in evidence.rows_at(rule.family, k, start, task) if not g.arm.longer]
+    rows = [g for g in evidence.rows_at(rule.family, k, start, task, rule.target.opt) if not g.arm.longer]
     mine = next((g for g in rows if g.arm == rule.applies), None)
     if mine is None or mine.gap.mean >= -evidence.KEPT_GAP:
         return rows, None, None
@@ -226,8 +243,9 @@ def finetune_warnings(rule: Rule, k: float, epochs: int, task: str = "detect") -
     if mine is not None:
         out.append(f"fine-tuning at k = {k:.4g}: {mine.text()}; " + _best_policy_text(mine, best) + "; "
                    + _longer_text("pretrained", rule.family, k, epochs))
-    if rule.family == "Adam" and rows and k >= 4:
-        out.append(f"measured: {evidence.FINETUNE_DIP}: do not judge this run by its first epochs")
+    dip = evidence.finetune_dip(k) if rule.family == "Adam" and rows else None
+    if dip:
+        out.append(f"measured: {dip}: do not judge this run by its first epochs")
     return out
 
 
@@ -294,7 +312,7 @@ def ema_and_clip_details(opt: str, eff: dict[str, Any], ref_eff: dict[str, Any],
                f"{um.EMA_TAU / spe_t:.3g} here" if spe_t and spe_r else "")
     return [f"images per step x {k:.4g}: Ultralytics' EMA of the weights updates once per optimizer step{horizon}; "
             "clip_grad_norm_(max_norm=10) acts on the summed gradient, whose norm grows with the images per step"
-            + (f": it bound on {evidence.CLIP_BOUND}, so the SGD step's length follows lr0 alone" if opt in um.SGD_FAMILY
+            + (f": it bound on {evidence.clip_bound()}, so the SGD step's length follows lr0 alone" if opt in um.SGD_FAMILY
                else f": the {opt} update ignores that scale")]
 
 

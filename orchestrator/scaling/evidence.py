@@ -11,22 +11,13 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.scaling.rules import DEFAULT_RULE, Arm
+from orchestrator.scaling.rules import DEFAULT_RULE, OWN_KEYS, Arm
 from orchestrator.scaling.stats import Interval
 
 EVIDENCE = Path(__file__).with_name("evidence.json")
 KEPT_GAP = 0.02  # within this of the reference's mean final mAP50-95, a policy "kept" the outcome (issue #33)
 METRICS = {"classify": "top-1", "segment": "mask mAP50-95", "semantic": "mIoU", "depth": "delta1"}
-SECTION = "docs/scaling.md 7I"
-# Ultralytics clips the gradient norm at 10 before every step. Measured per epoch over whole trainings
-# (worker/grad_norm.py; detect, SGD, yolo11n, 2048 images at 64 px; the `clipping` of each saved run):
-# it bound on 96-100 % of the steps at 8 images per step and on every step at 64, fine-tuning included.
-CLIP_BOUND = ("96-100 % of the steps measured at 8 to 64 images per step (SGD, detect, from scratch and fine-tuning; "
-              "docs/scaling.md 7G, 7H)")
-FINETUNE_DIP = ("fine-tuning with AdamW at k = 4 and 8, every policy's validation mAP50-95 stayed at 0-0.3 for the first "
-                "5-6 epochs (under warmup) while the reference's rose to 0.5, and caught up after")
-
-
+SECTION = "docs/scaling.md 7I, 7J"
 @functools.cache
 def load() -> dict:
     return json.loads(EVIDENCE.read_text())
@@ -60,9 +51,12 @@ def gaps(family: str, k: float, rule: str, task: str = "detect", start: str = "s
     return [g for g in rows if g.start == start] or rows
 
 
-def rows_at(family: str, k: float, start: str, task: str = "detect") -> list[Gap]:
-    """Every arm's gap at this k from this start (the task's own rows, else detect's)."""
-    return _task_rows([g for g in gaps_all() if (g.family, g.start) == (family, start) and abs(g.k - k) < 1e-9], task)
+def rows_at(family: str, k: float, start: str, task: str = "detect", optimizer: str | None = None) -> list[Gap]:
+    """Every arm's gap at this k from this start (the task's own rows, else detect's); an optimizer with a key
+    of its own (7J point 2) takes its own rows where the evidence made them."""
+    def at(key: str) -> list[Gap]:
+        return _task_rows([g for g in gaps_all() if (g.family, g.start) == (key, start) and abs(g.k - k) < 1e-9], task)
+    return (at(optimizer) if OWN_KEYS.get(optimizer) == family else []) or at(family)
 
 
 def _task_rows(rows: list, task: str, task_of=lambda row: row.task) -> list:
@@ -77,25 +71,43 @@ def gaps_text(rows: list[Gap]) -> str:
 
 @dataclass(frozen=True)
 class Decision:
-    """auto's rule at a target's k: the measured row it follows (k_measured), and how (basis)."""
+    """auto's rule at a target's k: the measured row it follows (k_measured), and how (basis); for an optimizer
+    that may have a key of its own (MuSGD), whether that row is its own (`pooled`: how it is not)."""
 
     arm: Arm
     basis: str  # "measured", "default", "default, not measured here"
     k_measured: float | None  # the measured k whose row this is; None below every measured k
     extrapolated: bool
     row: dict | None
+    pooled: str | None = None  # "not measured for MuSGD", "pooled with SGD": why MuSGD takes its family's row
 
 
-def decision(task: str, start: str, family: str, k: float) -> Decision:
+def decision(task: str, start: str, family: str, k: float, optimizer: str | None = None) -> Decision:
     """auto's rule by the procedure's step 5: the task's own rows, else detect's; below the smallest
-    measured k the default, between two the lower one's rule, beyond the largest its rule (extrapolated)."""
+    measured k the default, between two the lower one's rule, beyond the largest its rule (extrapolated).
+    An optimizer with a key of its own (7J point 2) takes its own row where the evidence made one."""
     rows = _task_rows([d for d in load()["decisions"] if (d["start"], d["family"]) == (start, family)], task,
                       lambda d: d["task"])
+    own = optimizer if OWN_KEYS.get(optimizer) == family else None
+    if own:
+        mine = {(d["task"], d["k"]): d for d in load()["decisions"] if (d["start"], d["family"]) == (start, own)}
+        rows = [mine.get((d["task"], d["k"]), d) for d in rows]
     below = [d for d in rows if d["k"] <= k + 1e-9]
     if not below:
         return Decision(Arm(DEFAULT_RULE[family]), "default, below the measured k", None, False, None)
     row = max(below, key=lambda d: d["k"])
-    return Decision(Arm.parse(row["rule"]), row["basis"], row["k"], k > max(d["k"] for d in rows) + 1e-9, row)
+    return Decision(Arm.parse(row["rule"]), row["basis"], row["k"], k > max(d["k"] for d in rows) + 1e-9, row,
+                    _pooled(own, row))
+
+
+def _pooled(own: str | None, row: dict) -> str | None:
+    """Why an optimizer with a key of its own follows its family's row here (None: its own row, or no such
+    optimizer)."""
+    if own is None or row["family"] == own:
+        return None
+    if "musgd" in row:
+        return f"pooled with {row['family']}: its own pairs here did not differ ({SECTION})"
+    return f"not measured for {own} here: the {row['family']} family's row"
 
 
 def longer(start: str, family: str, k: float) -> list[Gap]:
@@ -104,8 +116,40 @@ def longer(start: str, family: str, k: float) -> list[Gap]:
             and g.arm.longer and g.task == "detect"]
 
 
+def clip_bound() -> str:
+    """How often Ultralytics' clip at norm 10 bound, as measured per training (worker/grad_norm.py; the
+    `clipping` of each saved run): '98.5-100 % of the steps in each of 102 trainings at 8 to 64 images per step'."""
+    c = load()["figures"]["clip"]
+    lo, hi = c["images_per_step"]
+    return (f"{c['min']:.1%}-{c['max']:.0%} of the steps in each of the {c['trainings']} SGD-family detect trainings "
+            f"measured at {lo} to {hi} images per step, from scratch and fine-tuning (docs/scaling-campaigns.md 7G, 7H)")
+
+
+def kept_with_steps() -> int:
+    """The fewest optimizer steps in all with which auto's rule kept a detect reference from scratch."""
+    return load()["figures"]["kept_with_steps"]
+
+
+DIP_SHARE = 0.5  # an early dip worth a warning: the first epochs' best below half the reference's at that epoch
+
+
+def finetune_dip(k: float) -> str | None:
+    """Where Adam-family fine-tuning at the measured k at or below this one stayed far below the reference in
+    its first epochs (the warmup the k-rules lengthen), what was measured; None where it did not."""
+    d = load()["figures"]["finetune_dip"]
+    measured = [int(m) for m in d["by_k"] if int(m) <= k + 1e-9]
+    if not measured:
+        return None
+    at = d["by_k"][str(max(measured))]
+    if at["max"] >= DIP_SHARE * d["reference"]:
+        return None
+    return (f"fine-tuning with AdamW at k = {max(measured)}, auto's rule's validation mAP50-95 stayed at or below "
+            f"{at['max']:.2f} in the first {d['epochs']} epochs of each of {at['trainings']} trainings, while the "
+            f"reference's was {d['reference']:.2f} at epoch {d['epochs']} (docs/scaling-campaigns.md 7H)")
+
+
 def few_steps() -> dict:
-    """The few-step regime (docs/scaling.md 7C): AdamW auto at k = 4 on 256 images, its optimizer steps in
+    """The few-step regime (docs/scaling-campaigns.md 7C): AdamW auto at k = 4 on 256 images, its optimizer steps in
     all, the reference's mean and auto's at 4x the epochs."""
     return load()["few_steps"]
 

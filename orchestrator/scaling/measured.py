@@ -12,8 +12,10 @@ tool. Differences are paired (same seed, same machine, same optimizer) and poole
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
 import json
+import re
 import sys
 from collections import defaultdict
 from dataclasses import replace
@@ -26,37 +28,32 @@ from orchestrator.scaling.rules import ARMS, AUTO_RULES, DEFAULT_RULE, POLICY_AR
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "docs" / "img"
 EVIDENCE = Path(__file__).with_name("evidence.json")
-DOC = REPO / "docs" / "scaling.md"
-BEGIN, END = "<!-- measured: begin (python -m orchestrator.scaling.measured --write) -->", "<!-- measured: end -->"
 
-# The saved results that are evidence, and the machine of files older than the per-row `machine` field
-SOURCES = {
-    "bench_scaling_adamw_cpu.json": "CPU, 2 cores (2026-11-24)",
-    "bench_scaling_sgd_h100.json": "NVIDIA H100",
-    "bench_scaling_sgd_cpu.json": "CPU, 2 cores (2026-11-24)",
-    "bench_scaling_classify_cpu.json": "CPU, 2 cores (2026-11-24)",
-    "bench_scaling_segment_cpu.json": "CPU, 2 cores (2026-11-25)",
-    "bench_scaling_semantic_h200.json": "",
-    "bench_scaling_depth_h200.json": "",
-    "bench_scaling_k8_adamw_cpu.json": "",
-    "bench_scaling_k8_musgd_cpu.json": "",
-    "bench_scaling_k8_sgd_cpu.json": "",
-    "bench_scaling_sgd_k8_h200.json": "NVIDIA H200; Intel(R) Xeon(R) Processor (family 6, model 207), 16 cores",
-    "bench_scaling_sgd_k8_linear_h200.json": "",
-    "bench_scaling_sgd_k8_h200_s2-7.json": "",
-    "bench_scaling_sgd_k8_none_h200_s2-4.json": "",
-    "bench_scaling_k8_sgd_cpu_s3-5.json": "",
-    "bench_finetune_h200.json": "NVIDIA H200",
-    "bench_finetune_warmup_cpu.json": "",
-    "bench_finetune_warmup_sgd_k8_cpu.json": "",
-    "bench_scaling_k8_sgd_cpu_ref_s3-5.json": "",
+# The saved results that are evidence (the machine each training ran on is read from the file: machine_kind)
+SOURCES = (
+    "bench_scaling_adamw_cpu.json", "bench_scaling_sgd_h100.json", "bench_scaling_sgd_cpu.json",
+    "bench_scaling_classify_cpu.json", "bench_scaling_segment_cpu.json", "bench_scaling_semantic_h200.json",
+    "bench_scaling_depth_h200.json", "bench_scaling_k8_adamw_cpu.json", "bench_scaling_k8_musgd_cpu.json",
+    "bench_scaling_k8_sgd_cpu.json", "bench_scaling_sgd_k8_h200.json", "bench_scaling_sgd_k8_linear_h200.json",
+    "bench_scaling_sgd_k8_h200_s2-7.json", "bench_scaling_sgd_k8_none_h200_s2-4.json",
+    "bench_scaling_k8_sgd_cpu_s3-5.json", "bench_finetune_h200.json", "bench_finetune_warmup_cpu.json",
+    "bench_finetune_warmup_sgd_k8_cpu.json", "bench_scaling_k8_sgd_cpu_ref_s3-5.json",
+)
+# Every decision is taken by the procedure of docs/scaling.md 7J, declared in this commit, after most of the
+# saved results were seen: the results added after it (a test checks the list against git's history)
+DECLARED = "999d1be"
+AFTER_DECLARATION = frozenset()
+# The saved results of the fidelity benches that are no evidence of a rule, and why (a test checks that every
+# bench_scaling*/bench_finetune* file in docs/img is in SOURCES, FEW_STEPS or here)
+LEFT_OUT = {
+    "bench_scaling_ddp_cpu.json": "DDP against one process at equal images per step (7D): no rule differs between its arms",
 }
 
 
 def load_trainings(folder: Path = RESULTS) -> tuple[list[dict], dict[str, str]]:
     """Every finished training of the SOURCES present, one dict each, and each file's sha256."""
     rows, digests = [], {}
-    for name, machine in SOURCES.items():
+    for name in SOURCES:
         path = folder / name
         if not path.exists():
             continue
@@ -70,10 +67,23 @@ def load_trainings(folder: Path = RESULTS) -> tuple[list[dict], dict[str, str]]:
         for run in saved["runs"]:
             if run.get("final") is None or "same_training_as" in run or "passed" not in run:
                 continue  # unfinished, or reported under its first label
-            rows.append({**run, "setup": setup, "source": name, "machine": run.get("machine") or machine,
+            rows.append({**run, "setup": setup, "source": name, "machine": machine_kind(saved, run, name),
                          "optimizer": run["passed"].get("optimizer") or run["optimizer"],
                          "labels": [run["policy"], *aliases[run["optimizer"], run["k"], run["seed"], run["policy"]]]})
     return rows, digests
+
+
+def machine_kind(saved: dict, run: dict, name: str) -> str:
+    """The kind of machine a training ran on, as its file says (7J groups and pairs by it): the GPU it names
+    (its host's CPU does not make another kind), else the CPU's model, family and model number (the bench's
+    `machine` of each row, less the cores); a file older than that field names no CPU model: a kind of its own."""
+    text = run.get("machine") or f"{saved.get('device', '')} {saved.get('note', '')}"
+    gpu = re.search(r"NVIDIA [A-Z]+\d+", text)
+    if gpu:
+        return gpu.group(0)
+    if run.get("machine"):
+        return re.sub(r", \d+ cores$", "", run["machine"])
+    return f"CPU, model not recorded ({name})"
 
 
 def _setup(saved: dict) -> str:
@@ -173,67 +183,148 @@ def _gaps(runs: dict, ref: dict) -> dict:
             for w in ("best", "last")}
 
 
-def compare(arms: dict, a: str, b: str, which: str = "best", kind: str | None = None) -> stats.Interval | None:
-    """arm a minus arm b, paired by (setup, optimizer, machine, seed), pooled; on one kind of device if given."""
-    diffs = _diffs(arms, a, b, which, kind)
-    return stats.mean_interval(diffs) if diffs else None
+def compare(arms: dict, a: str, b: str, which: str = "best", kind: str | None = None,
+            optimizers: frozenset[str] | None = None) -> stats.Interval | None:
+    """arm a minus arm b, paired by (setup, optimizer, machine, seed), grouped by machine kind (7J point 1); on
+    one kind of device, or for some optimizers of the family, if given."""
+    groups = _diffs(arms, a, b, which, kind, optimizers)
+    return stats.machine_interval(list(groups.values())) if groups else None
 
 
-def _diffs(arms: dict, a: str, b: str, which: str = "best", kind: str | None = None) -> list[float]:
-    """arm a minus arm b, one value per (setup, optimizer, machine, seed) both have; on one kind of device if given."""
-    return [score(arms[a][key], which) - score(arms[b][key], which) for key in arms.get(a, {})
-            if key in arms.get(b, {}) and (kind is None or device_kind(key[2]) == kind)]
+def _diffs(arms: dict, a: str, b: str, which: str = "best", kind: str | None = None,
+           optimizers: frozenset[str] | None = None) -> dict[str, list[float]]:
+    """arm a minus arm b per machine kind, one value per (setup, optimizer, machine, seed) both have."""
+    out = defaultdict(list)
+    for key, row in arms.get(a, {}).items():
+        other = arms.get(b, {}).get(key)
+        if other and (kind is None or device_kind(key[2]) == kind) and (optimizers is None or key[1] in optimizers):
+            out[key[2]].append(score(row, which) - score(other, which))
+    return out
 
 
 def comparisons(pairs: dict) -> list[dict]:
-    """Every pair of arms measured at one (task, start, family, k), pooled, with the per-kind
-    differences and their interaction (GPU minus CPU) where both kinds have two pairs or more."""
+    """Every pair of arms measured at one (task, start, family, k), pooled over machines and the family's
+    optimizers, with the GPU-minus-CPU and the MuSGD-minus-SGD interactions where both sides have two pairs."""
     out = []
     for (task, start, fam, k), arms in sorted(pairs.items()):
         names = _arm_order(arms)
-        for i, a in enumerate(names[1:], 1):
-            for b in names[:i]:
-                pooled = compare(arms, a, b)
-                if pooled is None:
-                    continue
-                row = {"task": task, "start": start, "family": fam, "k": k, "arm": a, "versus": b,
-                       "best": pooled.as_json(), "last": compare(arms, a, b, "last").as_json()}
-                row.update(_interaction(arms, a, b))
-                out.append(row)
+        for key, optimizers in _views(fam, arms):
+            for i, a in enumerate(names[1:], 1):
+                for b in names[:i]:
+                    pooled = compare(arms, a, b, optimizers=optimizers)
+                    if pooled is None:
+                        continue
+                    row = {"task": task, "start": start, "family": key, "k": k, "arm": a, "versus": b,
+                           "best": pooled.as_json(), "last": compare(arms, a, b, "last", optimizers=optimizers).as_json()}
+                    if optimizers is None:
+                        row.update(_interaction(arms, a, b, "by_kind", "interaction", DEVICE_SIDES))
+                        row.update(_interaction(arms, a, b, "by_optimizer", "musgd_interaction", MUSGD_SIDES))
+                    out.append(row)
     return out
 
 
-def _interaction(arms: dict, a: str, b: str) -> dict:
-    by_kind = {kind: _diffs(arms, a, b, kind=kind) for kind in ("gpu", "cpu")}
-    if min(len(v) for v in by_kind.values()) < 2:
+def _views(fam: str, arms: dict) -> list[tuple[str, frozenset[str] | None]]:
+    """The keys a cell is decided under, each with the optimizers whose pairs it takes: the family pooled, or
+    where MuSGD gets its own key (7J point 2) SGD's pairs and MuSGD's apart."""
+    if fam == "SGD" and (musgd := _musgd_test(arms)) and musgd["own_key"]:
+        return [("SGD", SGD_ONLY), ("MuSGD", MUSGD)]
+    return [(fam, None)]
+
+
+# the two sides of each interaction: (name, the pairs it takes); the first minus the second
+DEVICE_SIDES = (("gpu", {"kind": "gpu"}), ("cpu", {"kind": "cpu"}))
+MUSGD, SGD_ONLY = frozenset({"MuSGD"}), frozenset({"SGD"})
+MUSGD_SIDES = (("MuSGD", {"optimizers": MUSGD}), ("SGD", {"optimizers": SGD_ONLY}))
+
+
+def _interaction(arms: dict, a: str, b: str, by: str, name: str, sides: tuple) -> dict:
+    """a - b on one side minus on the other, as the difference of the two machine-grouped estimates, standard
+    error the root of the sum of their squares, +-1.96 (7J point 2); nothing where a side has fewer than two
+    pairs. The device's (`by_kind`) also keeps 7I's declared test, Welch's on the pairs (`interaction`), the
+    one its step 6 gates on; the grouped form is `interaction_grouped` beside it."""
+    est = {side: compare(arms, a, b, **filt) for side, filt in sides}
+    if any(iv is None or iv.n < 2 for iv in est.values()):
         return {}
-    return {"by_kind": {kind: stats.mean_interval(v).as_json() for kind, v in by_kind.items()},
-            "interaction": stats.difference_interval(by_kind["gpu"], by_kind["cpu"]).as_json()}
+    first, second = est.values()
+    grouped = stats.estimate_difference(first, second).as_json()
+    if by != "by_kind":
+        return {by: {side: iv.as_json() for side, iv in est.items()}, name: grouped}
+    pairs = [[d for ds in _diffs(arms, a, b, **filt).values() for d in ds] for _, filt in sides]
+    return {by: {side: iv.as_json() for side, iv in est.items()},
+            name: stats.difference_interval(*pairs).as_json(), "interaction_grouped": grouped}
 
 
 def decisions(pairs: dict) -> list[dict]:
-    """auto's rule at each measured (task, start, family, k), by the declared procedure (docs/scaling.md 7):
-    the family's default rule unless an alternative auto can apply beat it in the pooled paired comparison
-    (best.pt, same seed and machine) with a 95 % interval above 0; then the best such alternative."""
+    """auto's rule at each measured (task, start, family, k), by the declared procedure (docs/scaling.md 7I and
+    7J); in an SGD-family cell where MuSGD's own pairs differ (7J point 2), MuSGD's own row beside SGD's."""
     out = []
     for (task, start, fam, k), arms in sorted(pairs.items()):
-        default = DEFAULT_RULE[fam]
-        versus = {alt: compare(arms, alt, default) for alt in arms if alt not in ("reference", default)}
-        beat = {alt: iv for alt, iv in versus.items() if iv and iv.lo is not None and iv.lo > 0 and alt in AUTO_RULES}
-        rule = max(beat, key=lambda alt: beat[alt].mean) if beat else default
-        gap = compare(arms, rule, "reference")
-        out.append({"task": task, "start": start, "family": fam, "k": k, "rule": rule,
-                    "basis": "measured" if beat else ("default" if default in arms else "default, not measured here"),
-                    "gap": gap.as_json() if gap else None,
-                    "versus": {alt: iv.as_json() for alt, iv in sorted(versus.items()) if iv}})
+        musgd = _musgd_test(arms) if fam == "SGD" else None
+        for key, optimizers in _views(fam, arms):
+            row = {"task": task, "start": start, "family": key, "k": k, **_decide(arms, fam, optimizers)}
+            out.append({**row, "musgd": musgd} if musgd is not None and key == fam else row)
     return out
+
+
+def _decide(arms: dict, fam: str, optimizers: frozenset[str] | None = None) -> dict:
+    """The rule from these pairs: the default unless an arm auto can pass beat it with an interval above 0;
+    of several, the largest lower bound (ties within 0.001: the simpler rule; 7J point 3). best.pt decides;
+    where the last epoch would decide otherwise, `on_last` says how (point 4)."""
+    default = DEFAULT_RULE[fam]
+    rule, versus = _choose(arms, default, "best", optimizers)
+    last, versus_last = _choose(arms, default, "last", optimizers)
+    gap = compare(arms, rule, "reference", optimizers=optimizers)
+    basis = "measured" if rule != default else "default" if _has(arms, default, optimizers) else "default, not measured here"
+    row = {"rule": rule, "basis": basis, "gap": gap.as_json() if gap else None,
+           "versus": {alt: iv.as_json() for alt, iv in sorted(versus.items())},
+           "trainings": _provenance(arms, [default, *(a for a in versus if a in AUTO_RULES)], optimizers)}
+    if last != rule:
+        row["on_last"] = {"rule": last, "versus": versus_last[last].as_json() if last in versus_last else None}
+    return row
+
+
+def _provenance(arms: dict, names: list[str], optimizers: frozenset[str] | None) -> dict:
+    """How many of the trainings a decision compared were run after the procedure's declaration."""
+    rows = [r for a in names for key, r in arms.get(a, {}).items() if optimizers is None or key[1] in optimizers]
+    return {"all": len(rows), "after_declaration": sum(r["source"] in AFTER_DECLARATION for r in rows)}
+
+
+def _choose(arms: dict, default: str, which: str, optimizers: frozenset[str] | None) -> tuple[str, dict]:
+    versus = {alt: iv for alt in arms if alt not in ("reference", default)
+              and (iv := compare(arms, alt, default, which, optimizers=optimizers))}
+    passing = {alt: iv for alt, iv in versus.items() if alt in AUTO_RULES and iv.above_zero}
+    if not passing:
+        return default, versus
+    top = max(iv.lo for iv in passing.values())
+    return min((alt for alt, iv in passing.items() if iv.lo >= top - 0.001), key=AUTO_RULES.index), versus
+
+
+def _has(arms: dict, arm: str, optimizers: frozenset[str] | None) -> bool:
+    return any(optimizers is None or key[1] in optimizers for key in arms.get(arm, {}))
+
+
+def _musgd_test(arms: dict) -> dict | None:
+    """7J point 2: does MuSGD get its own key in this SGD-family cell? (a) MuSGD's own pairs put an arm auto
+    can pass above `linear` with an interval above 0, or (b) the MuSGD x SGD interaction on an arm minus
+    `linear` excludes 0. None where MuSGD has no pairs here (the cell keeps the pooled decision)."""
+    default = DEFAULT_RULE["SGD"]
+    own = {alt: iv for alt in arms if alt in AUTO_RULES and alt != default
+           and (iv := compare(arms, alt, default, optimizers=MUSGD))}
+    if not own:
+        return None
+    interaction = {alt: inter for alt in own if (inter := _interaction(arms, alt, default, "by_optimizer",
+                                                                       "musgd_interaction", MUSGD_SIDES))}
+    above = any(iv.above_zero for iv in own.values())
+    differs = any(stats.Interval.from_json(x["musgd_interaction"]).excludes_zero for x in interaction.values())
+    return {"own_key": above or differs, "alternatives": {alt: iv.as_json() for alt, iv in sorted(own.items())},
+            "interaction": {alt: x["musgd_interaction"] for alt, x in sorted(interaction.items())}}
 
 
 FEW_STEPS = ("bench_scaling_fewsteps_cpu.json", "bench_scaling_fewsteps_long_cpu.json")
 
 
 def few_steps(folder: Path = RESULTS) -> dict:
-    """The few-step regime (docs/scaling.md 7C): AdamW `auto` at k = 4 on 256 images against its reference
+    """The few-step regime (docs/scaling-campaigns.md 7C): AdamW `auto` at k = 4 on 256 images against its reference
     (paired), its optimizer steps in all, and the same at 4x the epochs (no reference trained that long)."""
     saved, longer = (json.loads((folder / name).read_text()) for name in FEW_STEPS)
     runs = saved["runs"]
@@ -246,87 +337,78 @@ def few_steps(folder: Path = RESULTS) -> dict:
                        "mean": round(sum(r["final"] for r in longer["runs"]) / len(longer["runs"]), 4)}}
 
 
+def figures(rows: list[dict], decided: list[dict]) -> dict:
+    """The measured figures the plan's reasons quote (evidence.py), from the saved trainings: how often the
+    clip bound, the fewest optimizer steps with which auto's rule kept the reference from scratch, and the
+    Adam-family fine-tuning's early epochs against the reference's."""
+    return {"clip": _clip(rows), "kept_with_steps": _kept_with_steps(rows, decided), "finetune_dip": _dip(rows)}
+
+
+def _clip(rows: list[dict]) -> dict:
+    """The share of optimizer steps Ultralytics' clip bound in each SGD-family detect training that measured it."""
+    seen = []
+    for r in rows:
+        c = r.get("clipping")
+        c = ast.literal_eval(c) if isinstance(c, str) else c  # the first files kept it as Python's text of a dict
+        if c and c.get("fraction") is not None and family_of(r["optimizer"]) == "SGD" and r["setup"].startswith("detect|"):
+            seen.append((c["fraction"], r["effective"]["images_per_step"]))
+    return {"trainings": len(seen), "min": min(f for f, _ in seen), "max": max(f for f, _ in seen),
+            "images_per_step": [min(i for _, i in seen), max(i for _, i in seen)]}
+
+
+def _kept_with_steps(rows: list[dict], decided: list[dict]) -> int:
+    """The fewest optimizer steps in all of a detect training from scratch whose cell's decided rule ended
+    within KEPT_GAP of the reference (evidence.KEPT_GAP: the plan warns below it)."""
+    from orchestrator.scaling.evidence import KEPT_GAP
+
+    kept = {(d["family"], d["k"], d["rule"]) for d in decided if (d["task"], d["start"]) == ("detect", "scratch")
+            and d["gap"] and d["gap"]["mean"] >= -KEPT_GAP}
+    return round(min(r["effective"]["optimizer_steps_per_epoch"] * int(r["setup"].split("|")[4]) for r in rows
+                     if r["setup"].startswith("detect|scratch") and (family_of(r["optimizer"]), r["k"], r["arm"]) in kept))
+
+
+def _dip(rows: list[dict], epochs: int = 5) -> dict:
+    """Adam-family fine-tuning under auto's rule (linear) at each k: the highest validation of its first
+    `epochs` epochs (the k-rules' warmup), against the reference's mean at that epoch."""
+    tune = [r for r in rows if r["setup"].startswith("detect|pretrained") and family_of(r["optimizer"]) == "Adam"]
+    ref = [r["curve"][epochs - 1] for r in tune if r["k"] == 1]
+    out = {"epochs": epochs, "reference": round(sum(ref) / len(ref), 3), "by_k": {}}
+    for k in sorted({r["k"] for r in tune if r["k"] > 1}):
+        early = [max(r["curve"][:epochs]) for r in tune if r["k"] == k and r["arm"] == DEFAULT_RULE["Adam"]]
+        out["by_k"][str(k)] = {"max": round(max(early), 3), "trainings": len(early)}
+    return out
+
+
 def build(folder: Path = RESULTS) -> dict:
     """The evidence file's content: the sources' digests, the cells, the comparisons, auto's decisions."""
     rows, digests = load_trainings(folder)
     digests.update({name: hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in FEW_STEPS})
-    pairs = _pairs(name_arms(rows))
+    named = name_arms(rows)
+    pairs = _pairs(named)
+    decided = decisions(pairs)
     return {"generated_by": "python -m orchestrator.scaling.measured --write", "sources": digests,
-            "cells": cells(pairs), "comparisons": comparisons(pairs), "decisions": decisions(pairs),
-            "few_steps": few_steps(folder)}
-
-
-def _iv(d: dict | None) -> str:
-    return stats.Interval.from_json(d).text() if d else "-"
-
-
-def summary(evidence: dict) -> list[str]:
-    """What the procedure decided, in sentences: where an alternative replaced the default, and the device
-    interactions whose interval excludes 0."""
-    moved = [f"{d['task']} {d['start']} {d['family']}-family at k = {d['k']}: {d['rule']} "
-             f"({d['rule']} - {DEFAULT_RULE[d['family']]} {_iv(d['versus'][d['rule']])})"
-             for d in evidence["decisions"] if d["basis"] == "measured"]
-    device = [f"{c['task']} {c['start']} {c['family']} k = {c['k']} {c['arm']} - {c['versus']}: "
-              f"{_iv(c['interaction'])}" for c in evidence["comparisons"] if "interaction" in c
-              and c["interaction"]["ci95"] and (c["interaction"]["ci95"][0] > 0 or c["interaction"]["ci95"][1] < 0)]
-    return ["**Decided**: the family's default everywhere but " + ("; ".join(moved) or "nowhere") + ".",
-            "**Device x policy interactions with an interval excluding 0**: " + ("; ".join(device) or "none") + "."]
-
-
-def render(evidence: dict) -> str:
-    """docs/scaling.md's generated tables: auto's decisions, the device interactions, every cell."""
-    lines = summary(evidence) + ["", "auto's rule per measured cell (the procedure above; paired differences of "
-                                 "best.pt's mAP50-95, or top-1 for classify, with 95 % intervals):", "",
-             "| task | start | family | k | auto | basis | auto - reference | alternatives - the default |",
-             "|---|---|---|---|---|---|---|---|"]
-    for d in evidence["decisions"]:
-        alts = "; ".join(f"{a} {_iv(v)}" for a, v in d["versus"].items()) or "-"
-        lines.append(f"| {d['task']} | {d['start']} | {d['family']} | {d['k']} | **{d['rule']}** | {d['basis']} | "
-                     f"{_iv(d['gap'])} | {alts} |")
-    lines += ["", "Device x policy interactions (the paired difference on GPUs minus on CPUs, where each kind has "
-              "two pairs or more):", "", "| task | start | family | k | arms | GPU | CPU | GPU - CPU |",
-              "|---|---|---|---|---|---|---|---|"]
-    for c in evidence["comparisons"]:
-        if "interaction" in c:
-            lines.append(f"| {c['task']} | {c['start']} | {c['family']} | {c['k']} | {c['arm']} - {c['versus']} | "
-                         f"{_iv(c['by_kind']['gpu'])} | {_iv(c['by_kind']['cpu'])} | {_iv(c['interaction'])} |")
-    lines += ["", "Every cell (per machine; seeds as best.pt / last epoch):", "",
-              "| task | start | optimizer | k | arm | machine | n | mean best.pt | mean last | gap to reference "
-              "(best.pt) | seeds |", "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for c in evidence["cells"]:
-        seeds = ", ".join(f"{s}: {b:.3f}/{last:.3f}" for s, (b, last) in c["seeds"].items())
-        lines.append(f"| {c['task']} | {c['start']} | {c['optimizer']} | {c['k']} | {c['arm']} | {c['machine']} | "
-                     f"{c['best']['n']} | {c['best']['mean']:.3f} | {c['last']['mean']:.3f} | "
-                     f"{_iv(c.get('gap_best'))} | {seeds} |")
-    return "\n".join(lines)
-
-
-def replace_tables(doc: str, evidence: dict) -> str:
-    """doc with the text between the BEGIN and END markers replaced by render(evidence)."""
-    if BEGIN not in doc or END not in doc:
-        raise SystemExit(f"{DOC}: the markers {BEGIN!r} and {END!r} are missing")
-    head, rest = doc.split(BEGIN, 1)
-    return head + BEGIN + "\n" + render(evidence) + "\n" + END + rest.split(END, 1)[1]
+            "declared": DECLARED, "cells": cells(pairs), "comparisons": comparisons(pairs), "decisions": decided,
+            "few_steps": few_steps(folder), "figures": figures(named, decided)}
 
 
 def main(argv: list[str] | None = None) -> int:
+    from orchestrator.scaling import report
+
     ap = argparse.ArgumentParser(prog="python -m orchestrator.scaling.measured", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--write", action="store_true", help="write evidence.json and docs/scaling.md's tables")
-    ap.add_argument("--check", action="store_true", help="exit 1 where either differs from the saved results")
+    ap.add_argument("--write", action="store_true", help="write evidence.json and the docs' generated blocks")
+    ap.add_argument("--check", action="store_true", help="exit 1 where any differs from the saved results")
     args = ap.parse_args(argv)
     built = build()
-    evidence = json.dumps(built, indent=1) + "\n"
-    doc = DOC.read_text()
-    new_doc = replace_tables(doc, built)
-    stale = [str(p.relative_to(REPO)) for p, old, new in ((EVIDENCE, _read(EVIDENCE), evidence), (DOC, doc, new_doc))
-             if old != new]
+    outputs = {EVIDENCE: json.dumps(built, indent=1) + "\n", **report.generated(built)}
+    stale = {p: new for p, new in outputs.items() if _read(p) != new}
     if args.write:
-        EVIDENCE.write_text(evidence)
-        DOC.write_text(new_doc)
-        print("wrote " + ", ".join(stale) if stale else "up to date")
+        for path, text in stale.items():
+            path.write_text(text)
+        print("wrote " + ", ".join(str(p.relative_to(REPO)) for p in stale) if stale else "up to date")
         return 0
     if stale:
-        print("stale (run python -m orchestrator.scaling.measured --write): " + ", ".join(stale), file=sys.stderr)
+        print("stale (run python -m orchestrator.scaling.measured --write): "
+              + ", ".join(str(p.relative_to(REPO)) for p in stale), file=sys.stderr)
         return 1
     return 0
 

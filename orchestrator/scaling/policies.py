@@ -130,7 +130,7 @@ class Auto:
     name = "auto"
 
     def decide(self, t: Target) -> Rule:
-        decision = evidence.decision(t.task, t.start, t.family, float(t.k_images))
+        decision = evidence.decision(t.task, t.start, t.family, float(t.k_images), t.opt)
         arm = decision.arm
         chosen: Policy = Stock() if arm.rule == Stock.name else KRule(arm.rule, arm.keep_warmup)
         return replace(chosen.decide(t), name=self.name, decision=decision)

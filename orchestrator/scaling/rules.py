@@ -3,7 +3,7 @@ step grow k-fold (lr0 x k**e, per optimizer family), what it does to the optimiz
 to the warmup, and how a saved training is named by the rule it trained with (measured.py).
 
 Families: Ultralytics' detection loss is a SUM over the images of a step, so an SGD-family gradient
-grows with k at a fixed lr0 (and the clip at norm 10 then binds, docs/scaling.md 7G); an Adam-family
+grows with k at a fixed lr0 (and the clip at norm 10 then binds, docs/scaling-campaigns.md 7G); an Adam-family
 update ignores the gradient's scale. Exponents are of the PASSED lr0 in those terms.
 """
 
@@ -20,7 +20,7 @@ K_RULES = {
     "linear": {"SGD": 0.0, "Adam": 1.0},  # the mean-gradient step x k (Goyal et al. 2017)
     "sqrt": {"SGD": -0.5, "Adam": 0.5},  # the mean-gradient step x sqrt(k) (Malladi et al. 2022 for Adam)
     "lr0-sqrt": {"SGD": 0.5, "Adam": 0.5},  # the clipped SGD step x sqrt(k): auto's rule for SGD before issue #48
-    "lr0 x k": {"SGD": 1.0, "Adam": 1.0},  # an early SGD candidate (docs/scaling.md 7B)
+    "lr0 x k": {"SGD": 1.0, "Adam": 1.0},  # an early SGD candidate (docs/scaling-campaigns.md 7B)
 }
 POLICIES = ("auto", "linear", "sqrt", "table", "none")  # what scaling.policy may name
 # the policies that take the images per step stock Ultralytics takes with the reference's nbs (the others
@@ -33,6 +33,8 @@ K_POLICIES = ("auto", "linear", "sqrt")
 ARMS = ("none", "linear", "sqrt", "table", "lr0-sqrt", "lr0 x k")
 POLICY_ARMS = ("none", "linear", "sqrt", "table")  # what a user can name as scaling.policy besides auto
 DEFAULT_RULE = {"SGD": "linear", "Adam": "linear"}  # auto's rule unless the evidence rejects it (measured.py)
+# an optimizer the evidence may decide apart from its family (docs/scaling.md 7J point 2), and that family
+OWN_KEYS = {"MuSGD": "SGD"}
 WARMUP_FROM_K = 4.0  # the k-rules lengthen a shorter warmup to WARMUP_MIN_EPOCHS from this k (Goyal et al. 2017)
 WARMUP_MIN_EPOCHS = 5.0  # Goyal et al. 2017: gradual warmup over 5 epochs for large minibatches
 WARMUP_KEPT = " (warmup kept)"  # an arm's suffix: a k-rule with the reference's warmup (scaling.warmup: keep)
@@ -74,6 +76,11 @@ class Arm:
 AUTO_ARMS = (*(Arm(r) for r in ("none", "linear", "sqrt", "lr0-sqrt")),
              *(Arm(r, keep_warmup=True) for r in ("linear", "sqrt", "lr0-sqrt")))
 AUTO_RULES = tuple(a.label for a in AUTO_ARMS)  # as evidence.json spells them
+
+
+def default_rule(key: str) -> str:
+    """The default rule of a family, or of an optimizer with a key of its own (its family's)."""
+    return DEFAULT_RULE[OWN_KEYS.get(key, key)]
 
 
 def family_of(optimizer: str) -> str:

@@ -20,7 +20,7 @@ def test_a_cpu_without_bfloat16_instructions_warns_for_musgd_with_the_fix(tmp_pa
     check = check_cpu_bf16(_cpuinfo(tmp_path, ZEN3))
     assert check.status == "warn"
     assert check.detail.startswith("AMD EPYC has no bfloat16 instructions (avx512_bf16 or amx_bf16): MuSGD")
-    assert "212 s" in check.detail and "docs/scaling.md 7G3" in check.detail
+    assert "212 s" in check.detail and "docs/scaling-campaigns.md 7G3" in check.detail
     assert "hyp: {optimizer: SGD}" in check.fix
     assert check.data == {"model": "AMD EPYC", "bf16_flags": []}
 

@@ -59,8 +59,8 @@ def test_a_job_that_starts_from_weights_is_planned_as_fine_tuning(tmp_path):
         assert r.returncode == 0, r.stderr
         return next(x for x in json.loads(r.stdout)[0]["reasons"] if x.startswith("lr0"))
 
-    assert "auto takes lr0-sqrt (warmup kept), lr0 x 2.828 = k^0.5: beat the default (fine-tuning at k = 8, " in \
-        lr0_reason(model="w.pt")
+    assert "lr0 x 2.828 = k^0.5: beat the default (lr0-sqrt" in lr0_reason(model="w.pt")
+    assert ") (fine-tuning at k = 8, " in lr0_reason(model="w.pt")
     assert "(fine-tuning at k = 8" in lr0_reason(overrides={"pretrained": "w.pt"})
     assert "from scratch" in lr0_reason(model="w.pt", overrides={"pretrained": False})
     assert "from scratch" in lr0_reason()

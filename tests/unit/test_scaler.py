@@ -8,9 +8,11 @@ import sys
 
 import pytest
 
+from orchestrator.scaling import evidence
 from orchestrator.scaling import ultralytics_math as um
 from orchestrator.scaling.effective import effective_values
 from orchestrator.scaling.scaler import scale
+from orchestrator.scaling.rules import Arm
 from orchestrator.scaling.stats import Interval
 from orchestrator.scaling.types import ReferenceHyp, ScalingError, TargetHardware
 from orchestrator.devices import parse_devices
@@ -123,7 +125,8 @@ def test_four_to_eight_gpus_at_32_per_gpu_scales_by_the_decided_sgd_rule():
     lr_line = reason(r, "lr0")
     assert lr_line.startswith("lr0 0.01 kept: auto takes linear, lr0 x 1 = k^0 (Ultralytics sums the loss over the "
                               "images of a step, so the SGD step already grows with the images per step: the same lr0 "
-                              "is the linear rule): the family's default (from scratch at k = 4, ")
+                              "is the linear rule): the family's default; no alternative beat it (lr0-sqrt - linear ")
+    assert "(from scratch at k = 4, " in lr_line
     # nbs raised to the images per step: Ultralytics' wd factor 256*1/256 = 1; weight decay per epoch kept:
     # steps / 4, lr0 x 1, so the optimizer's weight decay x 4
     assert r.passed["nbs"] == 256 and r.effective["accumulate"] == 1
@@ -469,7 +472,7 @@ def test_ema_clip_and_bias_warmup_warnings():
     r = scale(ref, tgt("cpu", batch=64))  # k = 4
     ema = next(w for w in r.details if "EMA" in w)  # an explanation (plan --explain), not a warning
     assert "spans 15.6 epochs at the reference and 62.5 here" in ema
-    assert "it bound on 96-100 % of the steps" in ema and "the SGD step's length follows lr0 alone" in ema
+    assert f"it bound on {evidence.clip_bound()}" in ema and "the SGD step's length follows lr0 alone" in ema
     adam = scale(dataclasses.replace(ref, optimizer="AdamW", lr0=0.04), tgt("cpu", batch=64))  # lr0 0.16 > 0.1
     assert adam.passed["lr0"] == pytest.approx(0.16)
     assert any("bias lr now rises instead of falling" in w for w in adam.warnings)
@@ -546,8 +549,6 @@ FT_SGD = ReferenceHyp(optimizer="SGD", batch=8, nbs=8, epochs=10, pretrained=Tru
 
 def _decided(task: str, start: str, family: str, k: float) -> dict:
     """evidence.json's decision row (the file the procedure generated from the saved results)."""
-    from orchestrator.scaling import evidence
-
     return next(d for d in evidence.load()["decisions"] if (d["task"], d["start"], d["family"], d["k"]) ==
                 (task, start, family, k))
 
@@ -571,9 +572,10 @@ def test_auto_passes_the_same_values_on_every_device_at_the_same_images_per_step
 
 
 def test_auto_takes_the_rule_the_evidence_decided_and_quotes_its_row():
-    """SGD from scratch at k = 8: linear (the family's default; lr0-sqrt did not beat it, pooled over the
-    CPUs and the H200); SGD fine-tuning at k = 8: lr0 x sqrt(k) with the reference's warmup, which beat it
-    (G5). The reason quotes the decision row's own interval, as evidence.json holds it."""
+    """SGD from scratch at k = 8: linear (the family's default; lr0-sqrt did not beat it over the CPUs and the
+    H200); SGD fine-tuning at k = 8: lr0 x sqrt(k), which beat it (H, G5; with the reference's warmup or the
+    rule's, whichever has the larger lower bound, 7J). The reason quotes the decision row's own intervals, as
+    evidence.json holds them."""
     scratch = scale(SGD_K8_REF, tgt("0", batch=64))
     row = _decided("detect", "scratch", "SGD", 8)
     assert row["rule"] == "linear" and scratch.passed["lr0"] == 0.01 and scratch.passed["warmup_epochs"] == 5.0
@@ -581,10 +583,14 @@ def test_auto_takes_the_rule_the_evidence_decided_and_quotes_its_row():
     assert f"(from scratch at k = 8, {Interval.from_json(row['gap']).text()} vs the reference" in reason(scratch, "lr0")
     tune = scale(FT_SGD, tgt("cpu", batch=64))
     row = _decided("detect", "pretrained", "SGD", 8)
-    assert row["rule"] == "lr0-sqrt (warmup kept)" and row["basis"] == "measured"
-    assert tune.passed["lr0"] == pytest.approx(0.01 * 8 ** 0.5) and tune.passed["warmup_epochs"] == 3.0
+    arm = Arm.parse(row["rule"])
+    assert arm.rule == "lr0-sqrt" and row["basis"] == "measured"
+    assert tune.passed["lr0"] == pytest.approx(0.01 * 8 ** 0.5)
+    assert tune.passed["warmup_epochs"] == (3.0 if arm.keep_warmup else 5.0)
     assert tune.effective["weight_decay"] == pytest.approx(0.0005 * 8 ** 0.5)  # the decay per epoch kept
-    assert "auto takes lr0-sqrt (warmup kept), lr0 x 2.828 = k^0.5: beat the default" in reason(tune, "lr0")
+    decided = Interval.from_json(row["versus"][row["rule"]]).text()
+    assert f"auto takes {arm.label}, lr0 x 2.828 = k^0.5: beat the default ({arm.label} - linear {decided})" \
+        in reason(tune, "lr0")
 
 
 def test_auto_between_and_beyond_the_measured_k():
@@ -614,8 +620,6 @@ def test_a_rule_that_lost_to_the_reference_names_the_best_measured_rule():
 def test_fine_tuning_quotes_what_more_epochs_did():
     """SGD fine-tuning at k = 8: no rule kept the 10-epoch reference; the warning gives the best rule's gap and
     what the rules trained for 20 epochs measured, with the epochs to set."""
-    from orchestrator.scaling import evidence
-
     gap = next(w for w in scale(FT_SGD, tgt("cpu", batch=64)).warnings if w.startswith("fine-tuning at k = 8"))
     decided = _decided("detect", "pretrained", "SGD", 8)["rule"]
     row = next(g for g in evidence.rows_at("SGD", 8, "pretrained") if g.arm.label == decided)  # auto's rule there
@@ -661,7 +665,7 @@ def test_scaling_warmup_keep_keeps_the_references_warmup_and_says_so():
 
 
 def test_sgd_fine_tuning_at_k4_takes_stock_ultralytics_values_where_they_beat_the_default():
-    """The fine-tuning warmup campaign (docs/scaling.md G5) with the H200's rows: for SGD at k = 4, linear with
+    """The fine-tuning warmup campaign (docs/scaling-campaigns.md G5) with the H200's rows: for SGD at k = 4, linear with
     the reference's warmup (which is stock Ultralytics' values) beat linear with an interval above 0."""
     row = _decided("detect", "pretrained", "SGD", 4)
     assert row["rule"] == "none" and row["basis"] == "measured" and row["versus"]["none"]["ci95"][0] > 0
@@ -671,4 +675,5 @@ def test_sgd_fine_tuning_at_k4_takes_stock_ultralytics_values_where_they_beat_th
     assert [r.effective[k] for k in keys] == [pytest.approx(stock.effective[k]) for k in keys]
     assert r.passed["warmup_epochs"] == 3.0
     assert reason(r, "lr0").startswith("lr0 0.01 kept: auto takes stock Ultralytics' values here: beat the default "
+                                       f"(none - linear {Interval.from_json(row['versus']['none']).text()}) "
                                        "(fine-tuning at k = 4, ")

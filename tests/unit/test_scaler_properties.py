@@ -112,9 +112,9 @@ MEAN_STEP_EXPONENT = {"linear": {"SGD": 1.0, "Adam": 1.0}, "sqrt": {"SGD": 0.5, 
 def step_exponent(policy: str, family: str, optimizer: str, ref: ReferenceHyp, target: TargetHardware,
                   k: float) -> float:
     """MEAN_STEP_EXPONENT of the policy; auto's is that of the rule its decision table names for the job's
-    task, start, family and k (docs/scaling.md 7I), whatever the device."""
+    task, start, family (or MuSGD's own key, 7J) and k (docs/scaling.md 7I), whatever the device."""
     if policy == "auto":
-        policy = evidence.decision(ref.task, ref.start, family, k).arm.label
+        policy = evidence.decision(ref.task, ref.start, family, k, optimizer).arm.label
     return MEAN_STEP_EXPONENT[policy][family]
 
 
