@@ -62,23 +62,31 @@ def job_script(job_file: Path, devices: str | None, sets: list[str], opts) -> st
 
 
 def sweep_array(sweep_file: Path, workers: int | None, storage: str | None, opts) -> str:
-    """Validated as `yolo-orch sweep` validates it; the storage must be a server every node reaches,
-    without a password in the script (libpq reads ~/.pgpass or PGPASSWORD on the nodes)."""
-    from sqlalchemy.engine import make_url
-
+    """Validated as `yolo-orch sweep` validates it, on a server every node reaches (server_storage)."""
     from orchestrator.launch.slurm import sweep_array_script
-    from orchestrator.urls import redact_url
-    from orchestrator.application import sweeps
 
-    request = sweeps.prepare(sweep_file, storage=storage, workers=1, here=False)  # the nodes have the devices
-    url = make_url(request.url)
-    if url.get_backend_name() == "sqlite":
-        raise UserError(f"--storage: array tasks may run on other nodes: the study needs a database server every "
-                        f"node reaches (postgresql://user@host:5432/db), not {request.url}")
-    if redact_url(request.url) != request.url:  # a password, ?password=, sslpassword=, a token...
-        raise UserError(f"--storage: {redact_url(request.url)} holds a password or another secret, which the "
-                        "script would carry in clear text; put it in ~/.pgpass or PGPASSWORD on the nodes and leave "
-                        "it out of the URL")
+    request = server_storage(sweep_file, storage, "array tasks")
     sweep = request.sweep
     return sweep_array_script(sweep.study, Path(sweep_file).resolve(), workers or sweep.spec.workers, request.url,
                               request.base_plan.devices, opts)
+
+
+def server_storage(sweep_file: Path, storage: str | None, who: str):
+    """The sweep request (application.sweeps.prepare) for workers that run elsewhere (`who`: Slurm's array
+    tasks, Kubernetes pods): its storage must be a server every one of them reaches, without a password in
+    the script or manifest (libpq reads ~/.pgpass or PGPASSWORD where they run)."""
+    from sqlalchemy.engine import make_url
+
+    from orchestrator.urls import redact_url
+    from orchestrator.application import sweeps
+
+    request = sweeps.prepare(sweep_file, storage=storage, workers=1, here=False)  # the workers have the devices
+    url = make_url(request.url)
+    if url.get_backend_name() == "sqlite":
+        raise UserError(f"--storage: {who} may run on other machines: the study needs a database server every one "
+                        f"reaches (postgresql://user@host:5432/db), not {request.url}")
+    if redact_url(request.url) != request.url:  # a password, ?password=, sslpassword=, a token...
+        raise UserError(f"--storage: {redact_url(request.url)} holds a password or another secret, which the "
+                        "script would carry in clear text; put it in ~/.pgpass or PGPASSWORD where the workers run "
+                        "and leave it out of the URL")
+    return request

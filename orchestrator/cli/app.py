@@ -10,7 +10,7 @@ import sys
 import typer
 
 from orchestrator import __version__
-from orchestrator.cli import data, plan, schema, slurm, submit, train
+from orchestrator.cli import data, k8s, plan, schema, slurm, submit, train
 from orchestrator.cli import sweep as sweep_cli
 from orchestrator.cli import kaggle as kaggle_cli
 from orchestrator.cli import doctor as doctor_cli, resume as resume_cli, runs as runs_cli, ui as ui_cli
@@ -48,7 +48,7 @@ def _root(
     pass
 
 
-for module in (submit, train, plan, schema, data, slurm):
+for module in (submit, train, plan, schema, data, slurm, k8s):
     module.register(app)
 for module in (runs_cli, resume_cli, doctor_cli, ui_cli):  # registry, resume, doctor, dashboard (docs/operations.md)
     module.register(app)

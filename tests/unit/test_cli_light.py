@@ -21,7 +21,7 @@ os.environ["RAY_ADDRESS"] = f"127.0.0.1:{head.getsockname()[1]}"
 on_ray = ["--launcher", "ray", "-d", "2xcpu:1", "--dry-run", "--json"]
 for args in (["--help"], ["plan", sys.argv[1], "-d", "cpu", "-d", "4", "--json"],
              ["submit", sys.argv[1], "--dry-run", "--json"], ["schema"], ["train", "--help"], ["ui", "--help"], *tasks,
-             ["submit", sys.argv[1], *on_ray]):
+             ["submit", sys.argv[1], *on_ray], ["k8s", sys.argv[1], "--image", "r/i:1", "--set", "model=yolo11n.yaml"]):
     result = runner.invoke(app, args)
     assert result.exit_code == 0, (args, result.output)
 from orchestrator.ui.server import create_app, plotly_js  # the dashboard's server: starlette, uvicorn, no torch
