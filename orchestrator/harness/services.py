@@ -17,7 +17,7 @@ from orchestrator.harness import Unavailable
 from orchestrator.harness.cli import REPO
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -39,7 +39,7 @@ class PrivateServer:
         if self.bin is None:
             raise Unavailable("no PostgreSQL server binaries under /usr/lib/postgresql (apt-get install postgresql)")
         self.folder = Path(tempfile.mkdtemp(prefix="yolo-orch-pg-"))
-        self.data, self.sock, self.port = self.folder / "pgdata", self.folder / "pgsock", _free_port()
+        self.data, self.sock, self.port = self.folder / "pgdata", self.folder / "pgsock", free_port()
         self._as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
         self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
         try:
@@ -113,7 +113,7 @@ class MlflowServer:
     def __init__(self, folder: Path, timeout: float = 120, store: str | None = None):
         import sys
 
-        self.folder, self.port, self.timeout = Path(folder), _free_port(), timeout
+        self.folder, self.port, self.timeout = Path(folder), free_port(), timeout
         self.folder.mkdir(parents=True, exist_ok=True)
         self.url = f"http://127.0.0.1:{self.port}"
         self.command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri",
@@ -161,7 +161,7 @@ class TensorBoardServer:
         import time
         import urllib.request
 
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host",
                                       "127.0.0.1", "--port", str(self.port)], stdout=subprocess.DEVNULL,
