@@ -23,6 +23,12 @@ def load() -> dict:
     return json.loads(EVIDENCE.read_text())
 
 
+def forget() -> None:
+    """Read evidence.json again at the next look (measured --write has just written it)."""
+    load.cache_clear()
+    gaps_all.cache_clear()
+
+
 @dataclass(frozen=True)
 class Gap:
     """One arm's paired difference to the reference at (task, start, family, k), pooled over machines."""
