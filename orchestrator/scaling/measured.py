@@ -38,12 +38,12 @@ SOURCES = (
     "bench_scaling_sgd_k8_h200_s2-7.json", "bench_scaling_sgd_k8_none_h200_s2-4.json",
     "bench_scaling_k8_sgd_cpu_s3-5.json", "bench_finetune_h200.json", "bench_finetune_warmup_cpu.json",
     "bench_finetune_warmup_sgd_k8_cpu.json", "bench_scaling_k8_sgd_cpu_ref_s3-5.json",
-    "bench_scaling_k8_musgd_more_cpu.json",
+    "bench_scaling_k8_musgd_more_cpu.json", "bench_finetune_musgd_k8_cpu.json",
 )
 # Every decision is taken by the procedure of docs/scaling.md 7J, declared in this commit, after most of the
 # saved results were seen: the results added after it (a test checks the list against git's history)
 DECLARED = "999d1be"
-AFTER_DECLARATION = frozenset({"bench_scaling_k8_musgd_more_cpu.json"})
+AFTER_DECLARATION = frozenset({"bench_scaling_k8_musgd_more_cpu.json", "bench_finetune_musgd_k8_cpu.json"})
 # The saved results of the fidelity benches that are no evidence of a rule, and why (a test checks that every
 # bench_scaling*/bench_finetune* file in docs/img is in SOURCES, FEW_STEPS or here)
 LEFT_OUT = {
@@ -217,8 +217,8 @@ def comparisons(pairs: dict) -> list[dict]:
                         continue
                     row = {"task": task, "start": start, "family": key, "k": k, "arm": a, "versus": b,
                            "best": pooled.as_json(), "last": compare(arms, a, b, "last", optimizers=optimizers).as_json()}
+                    row.update(_interaction(arms, a, b, "by_kind", "interaction", DEVICE_SIDES, optimizers))
                     if optimizers is None:
-                        row.update(_interaction(arms, a, b, "by_kind", "interaction", DEVICE_SIDES))
                         row.update(_interaction(arms, a, b, "by_optimizer", "musgd_interaction", MUSGD_SIDES))
                     out.append(row)
     return out
@@ -238,11 +238,15 @@ MUSGD, SGD_ONLY = frozenset({"MuSGD"}), frozenset({"SGD"})
 MUSGD_SIDES = (("MuSGD", {"optimizers": MUSGD}), ("SGD", {"optimizers": SGD_ONLY}))
 
 
-def _interaction(arms: dict, a: str, b: str, by: str, name: str, sides: tuple) -> dict:
+def _interaction(arms: dict, a: str, b: str, by: str, name: str, sides: tuple,
+                 optimizers: frozenset[str] | None = None) -> dict:
     """a - b on one side minus on the other, as the difference of the two machine-grouped estimates, standard
     error the root of the sum of their squares, +-1.96 (7J point 2); nothing where a side has fewer than two
     pairs. The device's (`by_kind`) also keeps 7I's declared test, Welch's on the pairs (`interaction`), the
-    one its step 6 gates on; the grouped form is `interaction_grouped` beside it."""
+    one its step 6 gates on; the grouped form is `interaction_grouped` beside it. `optimizers`: the view's (a
+    device interaction on SGD's pairs alone where MuSGD has its own key)."""
+    if optimizers is not None:
+        sides = tuple((side, {"optimizers": optimizers, **filt}) for side, filt in sides)
     est = {side: compare(arms, a, b, **filt) for side, filt in sides}
     if any(iv is None or iv.n < 2 for iv in est.values()):
         return {}
@@ -250,7 +254,7 @@ def _interaction(arms: dict, a: str, b: str, by: str, name: str, sides: tuple) -
     grouped = stats.estimate_difference(first, second).as_json()
     if by != "by_kind":
         return {by: {side: iv.as_json() for side, iv in est.items()}, name: grouped}
-    pairs = [[d for ds in _diffs(arms, a, b, **filt).values() for d in ds] for _, filt in sides]
+    pairs = [[d for ds in _diffs(arms, a, b, **filt).values() for d in ds] for _, filt in sides]  # 7I: ungrouped
     return {by: {side: iv.as_json() for side, iv in est.items()},
             name: stats.difference_interval(*pairs).as_json(), "interaction_grouped": grouped}
 
