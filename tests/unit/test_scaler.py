@@ -677,3 +677,18 @@ def test_sgd_fine_tuning_at_k4_takes_stock_ultralytics_values_where_they_beat_th
     assert reason(r, "lr0").startswith("lr0 0.01 kept: auto takes stock Ultralytics' values here: beat the default "
                                        f"(none - linear {Interval.from_json(row['versus']['none']).text()}) "
                                        "(fine-tuning at k = 4, ")
+
+
+def test_musgd_takes_its_own_row_where_its_pairs_differed_from_sgds():
+    """7J point 2: from scratch at k = 8 MuSGD's own pairs put lr0-sqrt above linear, so auto passes MuSGD lr0 x
+    sqrt(8) while SGD keeps linear at the same images per step, and the reason says whose pairs decided."""
+    row = _decided("detect", "scratch", "MuSGD", 8)
+    arm = Arm.parse(row["rule"])
+    musgd = scale(ReferenceHyp(optimizer="MuSGD", batch=8, nbs=8, momentum=0.9), tgt("cpu", batch=64))
+    sgd = scale(SGD_K8_REF, tgt("cpu", batch=64))
+    assert musgd.passed["lr0"] == pytest.approx(0.01 * 8 ** {"lr0-sqrt": 0.5, "linear": 0.0}[arm.rule])
+    assert sgd.passed["lr0"] == 0.01 and "MuSGD's own pairs" in reason(musgd, "lr0")
+    # a cell without MuSGD rows of its own: SGD's row, and the plan says MuSGD was not measured there
+    tune4 = scale(ReferenceHyp(optimizer="MuSGD", batch=8, nbs=8, momentum=0.9, epochs=10, pretrained=True),
+                  tgt("cpu", batch=32))
+    assert "not measured for MuSGD here" in reason(tune4, "lr0")
