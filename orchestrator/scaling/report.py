@@ -8,7 +8,7 @@ from pathlib import Path
 
 from orchestrator.scaling import stats
 from orchestrator.scaling.rules import OWN_KEYS, default_rule
-from orchestrator.scaling.ultralytics_math import AUTO_ITERATIONS_THRESHOLD
+from orchestrator.scaling.ultralytics_math import AUTO_ITERATIONS_THRESHOLD, CLIP_MAX_NORM
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "scaling.md"
@@ -58,7 +58,7 @@ def guide(evidence: dict) -> str:
               f"- MuSGD (what `optimizer=auto` trains above {AUTO_ITERATIONS_THRESHOLD:,} iterations) takes its own row where its own pairs "
               "differed from SGD's (7J point 2); elsewhere SGD's, and the plan says whether MuSGD was measured there.",
               f"- The device is not in the key: {_device_words(evidence)}",
-              f"- The clip at norm 10 bound on {_clip_words(evidence)}; the plan warns below "
+              f"- The clip at norm {CLIP_MAX_NORM:g} bound on {_clip_words(evidence)}; the plan warns below "
               f"{evidence['figures']['kept_with_steps']} optimizer steps in all, the fewest with which auto's rule kept a "
               "reference from scratch."]
     return "\n".join(lines)
@@ -73,15 +73,12 @@ r = scale(ReferenceHyp(optimizer="SGD", batch=16, lr0=0.01),
 
 
 def example() -> str:
-    """The scaler called from Python, with what it returns (run here, so the text is what it says today)."""
+    """The scaler called from Python, with what it returns: EXAMPLE is run here, so the text is what it says today."""
     import textwrap
 
-    from orchestrator.devices import parse_devices
-    from orchestrator.scaling.scaler import scale
-    from orchestrator.scaling.types import ReferenceHyp, TargetHardware
-
-    r = scale(ReferenceHyp(optimizer="SGD", batch=16, lr0=0.01),
-              TargetHardware(parse_devices("8"), batch_per_device=32), policy="auto")
+    namespace: dict = {}
+    exec(EXAMPLE, namespace)  # this module's own constant: the code the docs show is the code that ran
+    r = namespace["r"]
     effective = {k: r.effective[k] for k in ("world_size", "batch_per_device", "accumulate", "images_per_step",
                                              "weight_decay", "lr0")}
     wrap = lambda text: textwrap.fill(text, 100, initial_indent="#  ", subsequent_indent="#  ")  # noqa: E731
@@ -101,18 +98,18 @@ def _guide_row(d: dict) -> str:
         why = "the default; nothing beat it"
     else:
         why = "the default, not measured here"
-    t = d.get("trainings", {"after_declaration": 0, "all": 0})
+    t = d["trainings"]
     return (f"| {optimizer_words(d)} | {START_WORDS[d['start']]} | {d['k']} | **{rule}** | {_lr0_words(d)} | "
             f"{why} | {_iv(d['gap'])} | {t['after_declaration']} of {t['all']} |")
 
 
 def _lr0_words(d: dict) -> str:
     """What the rule does to lr0 at this k (rules.K_RULES; `none` keeps it, the warmup kept or lengthened)."""
-    from orchestrator.scaling.rules import K_RULES, WARMUP_FROM_K, Arm
+    from orchestrator.scaling.rules import K_RULES, WARMUP_FROM_K, WARMUP_MIN_EPOCHS, Arm
 
     arm, family = Arm.parse(d["rule"]), OWN_KEYS.get(d["family"], d["family"])
     warmup = "the reference's warmup" if arm.keep_warmup or arm.rule == "none" or d["k"] < WARMUP_FROM_K \
-        else "warmup >= 5 epochs"
+        else f"warmup >= {WARMUP_MIN_EPOCHS:g} epochs"
     if arm.rule == "none":
         return f"lr0 x 1, Ultralytics' own weight decay, {warmup}"
     factor = d["k"] ** K_RULES[arm.rule][family]
