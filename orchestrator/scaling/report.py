@@ -125,9 +125,9 @@ def _device_words(evidence: dict) -> str:
     welch = [c for c in evidence["comparisons"] if "interaction" in c]
     excl = [c for c in welch if stats.Interval.from_json(c["interaction"]).excludes_zero]
     grouped = [c for c in welch if stats.Interval.from_json(c["interaction_grouped"]).excludes_zero]
-    return (f"of {len(welch)} GPU-minus-CPU interactions, {len(excl)} exclude 0 by section 7I's Welch test and "
-            f"{len(grouped)} as the difference of the machine-grouped estimates; none was reproduced by a run that "
-            "switches a mechanism (7I step 6), so no rule differs by device.")
+    return (f"of {len(welch)} GPU-minus-CPU interactions, the interval of {len(excl)} excludes 0 by section 7I's "
+            f"Welch test and of {len(grouped)} as the difference of the machine-grouped estimates; none was reproduced "
+            "by a run that switches a mechanism (7I step 6), so no rule differs by device.")
 
 
 def _clip_words(evidence: dict) -> str:
