@@ -124,8 +124,13 @@ def longer(start: str, family: str, k: float) -> list[Gap]:
 
 def clip_bound() -> str:
     """How often Ultralytics' clip at norm 10 bound, as measured per training (worker/grad_norm.py; the
-    `clipping` of each saved run): '98.5-100 % of the steps in each of 102 trainings at 8 to 64 images per step'."""
-    c = load()["figures"]["clip"]
+    `clipping` of each saved run)."""
+    return clip_text(load()["figures"]["clip"])
+
+
+def clip_text(c: dict) -> str:
+    """'98.5%-100% of the steps in each of the 132 SGD-family detect trainings measured at 8 to 64 images per
+    step, ...' from evidence.json's figures (measured._clip)."""
     lo, hi = c["images_per_step"]
     return (f"{c['min']:.1%}-{c['max']:.0%} of the steps in each of the {c['trainings']} SGD-family detect trainings "
             f"measured at {lo} to {hi} images per step, from scratch and fine-tuning (docs/scaling-campaigns.md 7G, 7H)")

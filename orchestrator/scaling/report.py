@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchestrator.scaling import stats
+from orchestrator.scaling.evidence import clip_text
 from orchestrator.scaling.rules import OWN_KEYS, default_rule
 from orchestrator.scaling.ultralytics_math import AUTO_ITERATIONS_THRESHOLD, CLIP_MAX_NORM
 
@@ -41,25 +42,28 @@ def guide(evidence: dict) -> str:
     """docs/scaling.md's first page: what auto passes per optimizer, start and measured k, and what decided it."""
     lines = [
         f"`scaling.policy: auto` (the default) passes one rule per optimizer family, start and k (the target's images "
-        f"per optimizer step over the reference's), decided from every saved training by the procedure of section 7J, "
-        f"declared in commit {evidence['declared']} after most of these trainings had been seen: the last column says "
-        "how many of the trainings behind each row ran after it. Intervals are 95 %, paired by seed, over the machine "
-        "kinds the pairs ran on (7J point 1); best.pt decides.", "",
-        "| optimizer | start | k | auto's rule | what it passes | decided by | auto - reference | trainings run after the "
-        "declaration |",
+        "per optimizer step over the reference's), decided from every saved training by the procedure of section "
+        f"7J, declared in commit {evidence['declared']} after most of these trainings had been seen: the last column "
+        "says how many of the trainings behind each row ran after it. Intervals are 95 %, paired by seed, over the "
+        "machine kinds the pairs ran on (7J point 1); best.pt decides.", "",
+        "| optimizer | start | k | auto's rule | what it passes | decided by | auto - reference | trainings run "
+        "after the declaration |",
         "|---|---|---|---|---|---|---|---|"]
     for d in evidence["decisions"]:
         if d["task"] == "detect":
             lines.append(_guide_row(d))
-    lines += ["", "- Between two measured k: the lower one's rule; below the smallest: the default (`linear`); beyond the "
-              "largest: its rule, and the plan says it extrapolates.",
-              "- Other tasks: their own rows where measured (section 7I's table: " + _other_tasks(evidence) + "), else "
+    figures = evidence["figures"]
+    lines += ["",
+              "- Between two measured k: the lower one's rule; below the smallest: the default (`linear`); beyond "
+              "the largest: its rule, and the plan says it extrapolates.",
+              f"- Other tasks: their own rows where measured (section 7I's table: {_other_tasks(evidence)}), else "
               "detect's.",
-              f"- MuSGD (what `optimizer=auto` trains above {AUTO_ITERATIONS_THRESHOLD:,} iterations) takes its own row where its own pairs "
-              "differed from SGD's (7J point 2); elsewhere SGD's, and the plan says whether MuSGD was measured there.",
+              f"- MuSGD (what `optimizer=auto` trains above {AUTO_ITERATIONS_THRESHOLD:,} iterations) takes its own "
+              "row where its own pairs differed from SGD's (7J point 2); elsewhere SGD's, and the plan says whether "
+              "MuSGD was measured there.",
               f"- The device is not in the key: {_device_words(evidence)}",
-              f"- The clip at norm {CLIP_MAX_NORM:g} bound on {_clip_words(evidence)}; the plan warns below "
-              f"{evidence['figures']['kept_with_steps']} optimizer steps in all, the fewest with which auto's rule kept a "
+              f"- The clip at norm {CLIP_MAX_NORM:g} bound on {clip_text(figures['clip'])}; the plan warns below "
+              f"{figures['kept_with_steps']} optimizer steps in all, the fewest with which auto's rule kept a "
               "reference from scratch."]
     return "\n".join(lines)
 
@@ -128,13 +132,6 @@ def _device_words(evidence: dict) -> str:
     return (f"of {len(welch)} GPU-minus-CPU interactions, the interval of {len(excl)} excludes 0 by section 7I's "
             f"Welch test and of {len(grouped)} as the difference of the machine-grouped estimates; none was reproduced "
             "by a run that switches a mechanism (7I step 6), so no rule differs by device.")
-
-
-def _clip_words(evidence: dict) -> str:
-    c = evidence["figures"]["clip"]
-    lo, hi = c["images_per_step"]
-    return (f"{c['min']:.1%}-{c['max']:.0%} of the steps of each of {c['trainings']} SGD-family trainings "
-            f"({lo} to {hi} images per step)")
 
 
 def readme(evidence: dict) -> str:
