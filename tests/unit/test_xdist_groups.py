@@ -43,3 +43,12 @@ def test_a_group_runs_on_one_test_process(tmp_path: Path) -> None:
     assert "6 passed" in done.stdout
     workers = setups.read_text().split()
     assert len(workers) == 1, f"the module fixture was made on {workers}: xdist_group is ignored"
+
+
+def test_no_two_test_modules_share_a_basename():
+    """The suite's folders are no packages: pytest imports each module by its basename, and a second module of the
+    same name fails the whole run at collection ("import file mismatch"), as tests/e2e/test_k8s.py beside
+    tests/unit/test_k8s.py once did in a fresh-clone CI."""
+    modules = [p for p in Path(__file__).resolve().parents[1].rglob("test_*.py") if "__pycache__" not in p.parts]
+    names = [p.name for p in modules]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
