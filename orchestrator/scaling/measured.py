@@ -210,7 +210,7 @@ def comparisons(pairs: dict) -> list[dict]:
     out = []
     for (task, start, fam, k), arms in sorted(pairs.items()):
         names = _arm_order(arms)
-        for key, optimizers in _views(fam, arms):
+        for key, optimizers in _views(fam, _musgd_test(arms) if fam == "SGD" else None):
             for i, a in enumerate(names[1:], 1):
                 for b in names[:i]:
                     pooled = compare(arms, a, b, optimizers=optimizers)
@@ -225,10 +225,10 @@ def comparisons(pairs: dict) -> list[dict]:
     return out
 
 
-def _views(fam: str, arms: dict) -> list[tuple[str, frozenset[str] | None]]:
+def _views(fam: str, musgd: dict | None) -> list[tuple[str, frozenset[str] | None]]:
     """The keys a cell is decided under, each with the optimizers whose pairs it takes: the family pooled, or
     where MuSGD gets its own key (7J point 2) SGD's pairs and MuSGD's apart."""
-    if fam == "SGD" and (musgd := _musgd_test(arms)) and musgd["own_key"]:
+    if musgd and musgd["own_key"]:
         return [("SGD", SGD_ONLY), ("MuSGD", MUSGD)]
     return [(fam, None)]
 
@@ -266,7 +266,7 @@ def decisions(pairs: dict) -> list[dict]:
     out = []
     for (task, start, fam, k), arms in sorted(pairs.items()):
         musgd = _musgd_test(arms) if fam == "SGD" else None
-        for key, optimizers in _views(fam, arms):
+        for key, optimizers in _views(fam, musgd):
             row = {"task": task, "start": start, "family": key, "k": k, **_decide(arms, fam, optimizers)}
             out.append({**row, "musgd": musgd} if musgd is not None and key == fam else row)
     return out

@@ -183,6 +183,11 @@ def replace_block(text: str, name: str, block: str, path: Path) -> str:
     return head + begin + "\n" + block + "\n" + end + rest.split(end, 1)[1]
 
 
+def _ivs(named: dict) -> str:
+    """'lr0-sqrt +0.020 [...], n = 9, 3 machines; none ...': each named interval, '-' for none."""
+    return "; ".join(f"{name} {_iv(iv)}" for name, iv in named.items()) or "-"
+
+
 def _iv(d: dict | None) -> str:
     return stats.Interval.from_json(d).text() if d else "-"
 
@@ -219,9 +224,8 @@ def render(evidence: dict) -> str:
              "| task | start | family | k | auto | basis | auto - reference | alternatives - the default |",
              "|---|---|---|---|---|---|---|---|"]
     for d in evidence["decisions"]:
-        alts = "; ".join(f"{a} {_iv(v)}" for a, v in d["versus"].items()) or "-"
         lines.append(f"| {d['task']} | {d['start']} | {d['family']} | {d['k']} | **{d['rule']}** | {d['basis']} | "
-                     f"{_iv(d['gap'])} | {alts} |")
+                     f"{_iv(d['gap'])} | {_ivs(d['versus'])} |")
     lines += ["", "MuSGD's own pairs in the SGD family's cells (7J point 2: its own key where an alternative beat "
               "`linear` on them, or the MuSGD - SGD interaction excludes 0):", "",
               "| task | start | k | own key | alternatives - linear, MuSGD alone | MuSGD - SGD interaction |",
@@ -230,8 +234,7 @@ def render(evidence: dict) -> str:
         if "musgd" in d:
             m = d["musgd"]
             lines.append(f"| {d['task']} | {d['start']} | {d['k']} | {'yes' if m['own_key'] else 'no'} | "
-                         + "; ".join(f"{a} {_iv(v)}" for a, v in m["alternatives"].items()) + " | "
-                         + ("; ".join(f"{a} {_iv(v)}" for a, v in m["interaction"].items()) or "-") + " |")
+                         f"{_ivs(m['alternatives'])} | {_ivs(m['interaction'])} |")
     lines += ["", "Device x policy interactions (the paired difference on GPUs minus on CPUs, where each kind has "
               "two pairs or more; Welch's on the pairs, 7I step 6, and the difference of the grouped estimates):", "",
               "| task | start | family | k | arms | GPU | CPU | GPU - CPU (Welch) | GPU - CPU (grouped) |",

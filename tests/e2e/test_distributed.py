@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ import pytest
 import yaml
 
 from conftest import REPO, TINY_JOB, cli_env, processes_mentioning, run_cli, write_job
+from orchestrator.harness.services import free_port
 
 # one test process runs the module, so its module-scoped trainings are made once (tests/unit/test_xdist_groups.py)
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("distributed")]
@@ -133,12 +133,6 @@ def test_rank0_callback_fires_once_per_epoch(ddp_run):
     assert start["world_size"] == 2 and start["batch"] == 16
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _alive(procs) -> list:
     out = []
     for p in procs:
@@ -220,7 +214,7 @@ def _tree_safe(pid: int) -> list:
 def test_two_nodes_on_localhost(tmp_path):
     """`2xcpu:1`: two orchestrators (node ranks 0 and 1), one torchrun each, static rendezvous."""
     job = write_job(tmp_path, target={"devices": "2xcpu:1"})
-    endpoint = f"127.0.0.1:{_free_port()}"
+    endpoint = f"127.0.0.1:{free_port()}"
     probe = {PROBE_ENV: str(tmp_path / "probe")}
     node1 = subprocess.Popen([sys.executable, "-m", "orchestrator", "submit", str(job), "--json",
                               "--node-rank", "1", "--rdzv-endpoint", endpoint], cwd=tmp_path, env=cli_env(probe),
@@ -275,7 +269,7 @@ def test_sync_bn_equals_one_batchnorm_over_the_global_batch(tmp_path):
     """GlooSyncBatchNorm in 2 gloo processes == nn.BatchNorm2d on the concatenated batch: outputs,
     input gradients, weight/bias gradients (summed over ranks) and running statistics."""
     script = REPO / "tests" / "helpers" / "helpers_sync_bn.py"
-    out = subprocess.run([sys.executable, str(script), str(tmp_path), str(_free_port())], env=cli_env(),
+    out = subprocess.run([sys.executable, str(script), str(tmp_path), str(free_port())], env=cli_env(),
                          capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     assert "SYNC_BN_OK" in out.stdout
@@ -296,7 +290,7 @@ def test_a_two_node_run_killed_mid_training_resumes_on_both_nodes(tmp_path):
     new rendezvous (a new allocation), resume: node 1's run reads node 0's checkpoint (its sibling
     run directory, as on a shared filesystem), and epochs 2 and 3 train once."""
     job = write_job(tmp_path, epochs=3, target={"devices": "2xcpu:1"})
-    nodes = _both_nodes(job, tmp_path, f"127.0.0.1:{_free_port()}", {"YOLO_ORCH_FAULT_SLEEP": "epoch=2,seconds=300"})
+    nodes = _both_nodes(job, tmp_path, f"127.0.0.1:{free_port()}", {"YOLO_ORCH_FAULT_SLEEP": "epoch=2,seconds=300"})
     node0_dir = tmp_path / "runs" / "tiny" / "mn-node0"
     deadline = time.time() + 300
     while not (node0_dir / "events.jsonl").exists() or '"event": "epoch"' not in (node0_dir / "events.jsonl").read_text():
@@ -308,7 +302,7 @@ def test_a_two_node_run_killed_mid_training_resumes_on_both_nodes(tmp_path):
     deadline = time.time() + 60  # the ranks end themselves when their orchestrator is gone (about a second)
     while processes_mentioning(str(tmp_path / "runs")) and time.time() < deadline:
         time.sleep(0.2)
-    nodes = _both_nodes(job, tmp_path, f"127.0.0.1:{_free_port()}", {})
+    nodes = _both_nodes(job, tmp_path, f"127.0.0.1:{free_port()}", {})
     outs = [p.communicate(timeout=600) for p in nodes]
     for p, (out, err) in zip(nodes, outs):
         assert p.returncode == 0, err[-3000:]
