@@ -45,6 +45,13 @@ SOURCES = (
 DECLARED = "999d1be"
 AFTER_DECLARATION = frozenset({"bench_scaling_k8_musgd_more_cpu.json", "bench_finetune_musgd_k8_cpu.json",
                                "bench_finetune_sgd_k8_30ep_cpu.json"})
+# docs/scaling.md 7K: the departures from the default 7J took as of its declaration, by cell (task, start,
+# family or own key, k), each confirmed or rejected on fresh runs alone: the results first committed after
+# CONFIRM_DECLARED (FRESH; a test checks the list against git's history)
+HYPOTHESES = {("detect", "pretrained", "SGD", 4): "none", ("detect", "pretrained", "SGD", 8): "lr0-sqrt (warmup kept)",
+              ("detect", "pretrained", "MuSGD", 8): "lr0-sqrt (warmup kept)", ("detect", "scratch", "MuSGD", 8): "lr0-sqrt"}
+FRESH_SEEDS = (10, 11, 12, 13, 14, 15)
+FRESH: frozenset[str] = frozenset()
 # The saved results of the fidelity benches that are no evidence of a rule, and why (a test checks that every
 # bench_scaling*/bench_finetune* file in docs/img is in SOURCES, FEW_STEPS or here)
 LEFT_OUT = {
