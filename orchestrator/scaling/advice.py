@@ -12,8 +12,7 @@ from orchestrator.scaling import evidence
 from orchestrator.scaling import ultralytics_math as um
 from orchestrator.scaling.effective import fmt
 from orchestrator.scaling.policies import Rule
-from orchestrator.scaling.rules import (AUTO_RULES, DEVICE_RULE, K_POLICIES, OWN_KEYS, POLICY_ARMS, WARMUP_FROM_K,
-                                        WARMUP_MIN_EPOCHS, default_rule)
+from orchestrator.scaling.rules import DEVICE_RULE, K_POLICIES, OWN_KEYS, POLICY_ARMS, WARMUP_FROM_K, WARMUP_MIN_EPOCHS
 from orchestrator.scaling.stats import Interval
 
 LINEAR_LIMIT_IMAGES = 8192  # linear scaling held up to ~8k images per step on ImageNet (Goyal et al.)
@@ -127,26 +126,13 @@ def decision_text(decision: evidence.Decision) -> str:
     if decision.row is None:
         return f"the family's default below the measured k ({evidence.SECTION})"
     row = decision.row
-    default = default_rule(row["family"])
-    if decision.basis == "measured":
-        basis = f"beat the default ({row['rule']} - {default} {Interval.from_json(row['versus'][row['rule']]).text()})"
-    else:
-        basis = "the family's default" + _nearest_alternative(row, default)
+    basis = evidence.basis_text(row)
     gap = f", {Interval.from_json(row['gap']).text()} vs the reference" if row["gap"] else ""
     start = "fine-tuning" if row["start"] == "pretrained" else "from scratch"
     where = f"{start} at k = {decision.k_measured:g}" + (", extrapolated beyond" if decision.extrapolated else "")
     last = f"; rests on best.pt: on the last epoch, {row['on_last']['rule']}" if "on_last" in row else ""
     mine = f"; {decision.pooled}" if decision.pooled else (f"; {row['family']}'s own pairs" if row["family"] in OWN_KEYS else "")
     return f"{basis} ({where}{gap}{last}{mine}; {evidence.SECTION})"
-
-
-def _nearest_alternative(row: dict, default: str) -> str:
-    """'; no alternative beat it (X - default ...)': the one auto could pass with the largest lower bound."""
-    passable = {a: Interval.from_json(v) for a, v in row["versus"].items() if a in AUTO_RULES}
-    if not passable:
-        return ""
-    alt, iv = max(passable.items(), key=lambda item: (item[1].lo is not None, item[1].lo or 0.0))
-    return f"; no alternative beat it ({alt} - {default} {iv.text()})"
 
 
 def step_detail(rule: Rule) -> str:

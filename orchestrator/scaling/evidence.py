@@ -1,6 +1,6 @@
 """What the scaling-fidelity benchmarks measured, as `auto` and the plan read it: evidence.json, which
 `python -m orchestrator.scaling.measured --write` builds from the saved results (docs/img/bench_*.json)
-by the procedure of docs/scaling.md section 7I. No number here is typed by hand: a test fails when the
+by the procedures of docs/scaling.md section 7 (7J explores every saved run, 7K confirms on fresh ones). No number here is typed by hand: a test fails when the
 saved results and evidence.json disagree.
 """
 
@@ -11,13 +11,14 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.scaling.rules import DEFAULT_RULE, OWN_KEYS, Arm
+from orchestrator.scaling.confirm import CONFIRMED, REJECTED
+from orchestrator.scaling.rules import AUTO_RULES, DEFAULT_RULE, OWN_KEYS, Arm, default_rule
 from orchestrator.scaling.stats import Interval
 
 EVIDENCE = Path(__file__).with_name("evidence.json")
 KEPT_GAP = 0.02  # within this of the reference's mean final mAP50-95, a policy "kept" the outcome (issue #33)
 METRICS = {"classify": "top-1", "segment": "mask mAP50-95", "semantic": "mIoU", "depth": "delta1"}
-SECTION = "docs/scaling.md 7I, 7J"
+SECTION = "docs/scaling.md 7J, 7K"
 @functools.cache
 def load() -> dict:
     return json.loads(EVIDENCE.read_text())
@@ -81,7 +82,7 @@ class Decision:
     that may have a key of its own (MuSGD), whether that row is its own (`pooled`: how it is not)."""
 
     arm: Arm
-    basis: str  # "measured", "default", "default, not measured here"
+    basis: str  # confirm.CONFIRMED, REJECTED, AWAITING, "default", "default, not measured here"
     k_measured: float | None  # the measured k whose row this is; None below every measured k
     extrapolated: bool
     row: dict | None
@@ -112,8 +113,39 @@ def _pooled(own: str | None, row: dict) -> str | None:
     if own is None or row["family"] == own:
         return None
     if "musgd" in row:
-        return f"pooled with {row['family']}: its own pairs here did not differ ({SECTION})"
+        why = "no hypothesis of its own declared here" if row["musgd"]["own_key"] else "its own pairs here did not differ"
+        return f"pooled with {row['family']}: {why} ({SECTION})"
     return f"not measured for {own} here: the {row['family']} family's row"
+
+
+def basis_text(row: dict) -> str:
+    """What decided a row, in one phrase (the plan's reason and the first page quote it): the fresh pairs that
+    confirmed or rejected its hypothesis (7K), 7J's choice while it awaits them, or the prior with what 7J's
+    exploration of every saved run found beside it."""
+    default = default_rule(row["family"])
+    c = row.get("confirmation")
+    if c is None:
+        return "the family's default" + _nearest_alternative(row) + (
+            f"; 7J alone would pass {row['explored']}" if "explored" in row else "")
+    fresh = f"{c['hypothesis']} - {c['versus']} {Interval.from_json(c['best']).text()}" if c["best"] else ""
+    if row["basis"] == CONFIRMED:
+        return f"confirmed on fresh runs ({fresh})"
+    if row["basis"] == REJECTED:
+        prior = "the family's default" if row["rule"] == default else f"the {OWN_KEYS[row['family']]} row's rule"
+        return f"{prior}: {c['hypothesis']} failed on fresh runs ({fresh})"
+    seen = Interval.from_json(row["versus"][c["hypothesis"]]).text() if c["hypothesis"] in row["versus"] else "-"
+    return (f"awaiting confirmation on fresh runs ({fresh or 'none yet'}); 7J's choice from trainings mostly seen "
+            f"before any declaration ({c['hypothesis']} - {c['versus']} {seen})")
+
+
+def _nearest_alternative(row: dict) -> str:
+    """'; in 7J's exploration no alternative beat it (X - default ...)': the one auto could pass with the
+    largest lower bound."""
+    passable = {a: Interval.from_json(v) for a, v in row["versus"].items() if a in AUTO_RULES}
+    if not passable:
+        return ""
+    alt, iv = max(passable.items(), key=lambda item: (item[1].lo is not None, item[1].lo or 0.0))
+    return f"; in 7J's exploration no alternative beat it ({alt} - {default_rule(row['family'])} {iv.text()})"
 
 
 def longer(start: str, family: str, k: float) -> list[Gap]:

@@ -21,7 +21,8 @@ from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
 
-from orchestrator.scaling import stats
+from orchestrator.scaling import confirm, stats
+from orchestrator.scaling.pairing import compare, diffs, score
 from orchestrator.tasks import MEAN_LOSS_TASKS
 from orchestrator.scaling.rules import ARMS, AUTO_RULES, DEFAULT_RULE, POLICY_ARMS, Arm, arm_of, family_of
 
@@ -40,14 +41,10 @@ SOURCES = (
     "bench_finetune_warmup_sgd_k8_cpu.json", "bench_scaling_k8_sgd_cpu_ref_s3-5.json",
     "bench_scaling_k8_musgd_more_cpu.json", "bench_finetune_musgd_k8_cpu.json", "bench_finetune_sgd_k8_30ep_cpu.json",
 )
-# Every decision is taken by the procedure of docs/scaling.md 7J, declared in this commit, after most of the
-# saved results were seen: the results added after it (a test checks the list against git's history)
-DECLARED = "999d1be"
-AFTER_DECLARATION = frozenset({"bench_scaling_k8_musgd_more_cpu.json", "bench_finetune_musgd_k8_cpu.json",
-                               "bench_finetune_sgd_k8_30ep_cpu.json"})
-# docs/scaling.md 7K: the departures from the default 7J took as of its declaration, by cell (task, start,
-# family or own key, k), each confirmed or rejected on fresh runs alone: the results first committed after
-# CONFIRM_DECLARED (FRESH; a test checks the list against git's history)
+# docs/scaling.md 7K, declared in commit DECLARED: the departures from the default 7J took as of then, by cell
+# (task, start, family or own key, k), each confirmed or rejected (confirm.py) on fresh seeds alone, in the
+# results first committed after DECLARED (FRESH; a test checks the list against git's history)
+DECLARED = "40a145e"
 HYPOTHESES = {("detect", "pretrained", "SGD", 4): "none", ("detect", "pretrained", "SGD", 8): "lr0-sqrt (warmup kept)",
               ("detect", "pretrained", "MuSGD", 8): "lr0-sqrt (warmup kept)", ("detect", "scratch", "MuSGD", 8): "lr0-sqrt"}
 FRESH_SEEDS = (10, 11, 12, 13, 14, 15)
@@ -102,10 +99,6 @@ def _setup(saved: dict) -> str:
     return f"{t.get('task', 'detect')}|{start}|{t['images']}|{t['imgsz']}|{t['epochs']}|{t['reference']['batch']}"
 
 
-def device_kind(machine: str) -> str:
-    return "gpu" if "NVIDIA" in machine else "cpu"
-
-
 def name_arms(rows: list[dict]) -> list[dict]:
     """Each training with its arm, from its passed values against its setup's reference (k = 1)."""
     refs = {(r["setup"], r["optimizer"]): r for r in rows if r["k"] == 1}
@@ -131,11 +124,6 @@ def _arm(r: dict, ref: dict) -> Arm | None:
 
 def _ratio(row: dict, ref: dict, key: str, where: str) -> float:
     return row[where][key] / ref[where][key]
-
-
-def score(row: dict, which: str) -> float:
-    """best: the validation of best.pt (the bench's `final`); last: the last epoch's validation."""
-    return row["final"] if which == "best" else row["curve"][-1]
 
 
 def _key(row: dict) -> tuple:
@@ -192,32 +180,13 @@ def _gaps(runs: dict, ref: dict) -> dict:
             for w in ("best", "last")}
 
 
-def compare(arms: dict, a: str, b: str, which: str = "best", kind: str | None = None,
-            optimizers: frozenset[str] | None = None) -> stats.Interval | None:
-    """arm a minus arm b, paired by (setup, optimizer, machine, seed), grouped by machine kind (7J point 1); on
-    one kind of device, or for some optimizers of the family, if given."""
-    groups = _diffs(arms, a, b, which, kind, optimizers)
-    return stats.machine_interval(list(groups.values())) if groups else None
-
-
-def _diffs(arms: dict, a: str, b: str, which: str = "best", kind: str | None = None,
-           optimizers: frozenset[str] | None = None) -> dict[str, list[float]]:
-    """arm a minus arm b per machine kind, one value per (setup, optimizer, machine, seed) both have."""
-    out = defaultdict(list)
-    for key, row in arms.get(a, {}).items():
-        other = arms.get(b, {}).get(key)
-        if other and (kind is None or device_kind(key[2]) == kind) and (optimizers is None or key[1] in optimizers):
-            out[key[2]].append(score(row, which) - score(other, which))
-    return out
-
-
 def comparisons(pairs: dict) -> list[dict]:
     """Every pair of arms measured at one (task, start, family, k), pooled over machines and the family's
     optimizers, with the GPU-minus-CPU and the MuSGD-minus-SGD interactions where both sides have two pairs."""
     out = []
     for (task, start, fam, k), arms in sorted(pairs.items()):
         names = _arm_order(arms)
-        for key, optimizers in _views(fam, _musgd_test(arms) if fam == "SGD" else None):
+        for key, optimizers in _views((task, start, fam, k)):
             for i, a in enumerate(names[1:], 1):
                 for b in names[:i]:
                     pooled = compare(arms, a, b, optimizers=optimizers)
@@ -232,10 +201,11 @@ def comparisons(pairs: dict) -> list[dict]:
     return out
 
 
-def _views(fam: str, musgd: dict | None) -> list[tuple[str, frozenset[str] | None]]:
+def _views(cell: tuple) -> list[tuple[str, frozenset[str] | None]]:
     """The keys a cell is decided under, each with the optimizers whose pairs it takes: the family pooled, or
-    where MuSGD gets its own key (7J point 2) SGD's pairs and MuSGD's apart."""
-    if musgd and musgd["own_key"]:
+    where MuSGD has a hypothesis of its own (7K point 2; 7J point 2 found it) SGD's pairs and MuSGD's apart."""
+    task, start, fam, k = cell
+    if fam == "SGD" and (task, start, "MuSGD", k) in HYPOTHESES:
         return [("SGD", SGD_ONLY), ("MuSGD", MUSGD)]
     return [(fam, None)]
 
@@ -262,18 +232,19 @@ def _interaction(arms: dict, a: str, b: str, by: str, name: str, sides: tuple,
     grouped = stats.estimate_difference(first, second).as_json()
     if by != "by_kind":
         return {by: {side: iv.as_json() for side, iv in est.items()}, name: grouped}
-    pairs = [[d for ds in _diffs(arms, a, b, **filt).values() for d in ds] for _, filt in sides]  # 7I: ungrouped
+    pairs = [[d for ds in diffs(arms, a, b, **filt).values() for d in ds] for _, filt in sides]  # 7I: ungrouped
     return {by: {side: iv.as_json() for side, iv in est.items()},
             name: stats.difference_interval(*pairs).as_json(), "interaction_grouped": grouped}
 
 
 def decisions(pairs: dict) -> list[dict]:
-    """auto's rule at each measured (task, start, family, k), by the declared procedure (docs/scaling.md 7I and
-    7J); in an SGD-family cell where MuSGD's own pairs differ (7J point 2), MuSGD's own row beside SGD's."""
+    """7J's exploration: the rule its procedure (docs/scaling.md 7I, 7J) takes from every saved run at each
+    measured (task, start, family, k), MuSGD's own row beside SGD's where it has a hypothesis (7K point 2) and
+    the MuSGD test of 7J point 2 beside SGD's row; confirm.apply turns it into auto's rules (7K)."""
     out = []
     for (task, start, fam, k), arms in sorted(pairs.items()):
         musgd = _musgd_test(arms) if fam == "SGD" else None
-        for key, optimizers in _views(fam, musgd):
+        for key, optimizers in _views((task, start, fam, k)):
             row = {"task": task, "start": start, "family": key, "k": k, **_decide(arms, fam, optimizers)}
             out.append({**row, "musgd": musgd} if musgd is not None and key == fam else row)
     return out
@@ -289,17 +260,10 @@ def _decide(arms: dict, fam: str, optimizers: frozenset[str] | None = None) -> d
     gap = compare(arms, rule, "reference", optimizers=optimizers)
     basis = "measured" if rule != default else "default" if _has(arms, default, optimizers) else "default, not measured here"
     row = {"rule": rule, "basis": basis, "gap": gap.as_json() if gap else None,
-           "versus": {alt: iv.as_json() for alt, iv in sorted(versus.items())},
-           "trainings": _provenance(arms, [default, *(a for a in versus if a in AUTO_RULES)], optimizers)}
+           "versus": {alt: iv.as_json() for alt, iv in sorted(versus.items())}}
     if last != rule:
         row["on_last"] = {"rule": last, "versus": versus_last[last].as_json() if last in versus_last else None}
     return row
-
-
-def _provenance(arms: dict, names: list[str], optimizers: frozenset[str] | None) -> dict:
-    """How many of the trainings a decision compared were run after the procedure's declaration."""
-    rows = [r for a in names for key, r in arms.get(a, {}).items() if optimizers is None or key[1] in optimizers]
-    return {"all": len(rows), "after_declaration": sum(r["source"] in AFTER_DECLARATION for r in rows)}
 
 
 def _choose(arms: dict, default: str, which: str, optimizers: frozenset[str] | None) -> tuple[str, dict]:
@@ -398,7 +362,7 @@ def build(folder: Path = RESULTS) -> dict:
     digests.update({name: hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in FEW_STEPS})
     named = name_arms(rows)
     pairs = _pairs(named)
-    decided = decisions(pairs)
+    decided = confirm.apply(decisions(pairs), pairs, _pairs([r for r in named if r["source"] in FRESH]), HYPOTHESES)
     return {"generated_by": "python -m orchestrator.scaling.measured --write", "sources": digests,
             "declared": DECLARED, "cells": cells(pairs), "comparisons": comparisons(pairs), "decisions": decided,
             "few_steps": few_steps(folder), "figures": figures(named, decided)}

@@ -7,8 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchestrator.scaling import stats
-from orchestrator.scaling.evidence import clip_text
-from orchestrator.scaling.rules import OWN_KEYS, default_rule
+from orchestrator.scaling.confirm import AWAITING, CONFIRMED, MIN_PAIRS, REJECTED
+from orchestrator.scaling.evidence import basis_text, clip_text
+from orchestrator.scaling.rules import OWN_KEYS
 from orchestrator.scaling.ultralytics_math import AUTO_ITERATIONS_THRESHOLD, CLIP_MAX_NORM
 
 REPO = Path(__file__).resolve().parents[2]
@@ -33,25 +34,28 @@ FAMILY_WORDS = {"SGD": "SGD, MuSGD", "MuSGD": "MuSGD", "Adam": "AdamW, Adam, Ada
 START_WORDS = {"scratch": "from scratch", "pretrained": "fine-tuning"}
 
 
-def optimizer_words(d: dict) -> str:
-    """Who follows a decision row: its family, less MuSGD where MuSGD has a row of its own there."""
-    return "SGD" if d.get("musgd", {}).get("own_key") else FAMILY_WORDS[d["family"]]
+def optimizer_words(d: dict, decisions: list[dict]) -> str:
+    """Who follows a decision row: its family, less an optimizer with a row of its own in the same cell."""
+    own = [o for o, fam in OWN_KEYS.items() if fam == d["family"] and any(
+        (x["task"], x["start"], x["family"], x["k"]) == (d["task"], d["start"], o, d["k"]) for x in decisions)]
+    return d["family"] if own else FAMILY_WORDS[d["family"]]
 
 
 def guide(evidence: dict) -> str:
     """docs/scaling.md's first page: what auto passes per optimizer, start and measured k, and what decided it."""
     lines = [
-        f"`scaling.policy: auto` (the default) passes one rule per optimizer family, start and k (the target's images "
-        "per optimizer step over the reference's), decided from every saved training by the procedure of section "
-        f"7J, declared in commit {evidence['declared']} after most of these trainings had been seen: the last column "
-        "says how many of the trainings behind each row ran after it. Intervals are 95 %, paired by seed, over the "
-        "machine kinds the pairs ran on (7J point 1); best.pt decides.", "",
-        "| optimizer | start | k | auto's rule | what it passes | decided by | auto - reference | trainings run "
-        "after the declaration |",
-        "|---|---|---|---|---|---|---|---|"]
+        "`scaling.policy: auto` (the default) passes one rule per optimizer family, start and k (the target's images "
+        "per optimizer step over the reference's): the family's default, `linear`, except where a departure from it "
+        f"was confirmed on fresh runs by the procedure of section 7K, declared in commit {evidence['declared']} "
+        "before those runs. Its hypotheses are the departures 7J took from every saved training, most of them "
+        f"seen before any procedure was written; each stands on at least {MIN_PAIRS} fresh seed pairs alone, and "
+        "keeps 7J's choice while it awaits them. Intervals are 95 %, paired by seed, over the machine kinds the "
+        "pairs ran on (7J point 1); best.pt decides. The gap to the reference is over every saved training.", "",
+        "| optimizer | start | k | auto's rule | what it passes | decided by | auto - reference |",
+        "|---|---|---|---|---|---|---|"]
     for d in evidence["decisions"]:
         if d["task"] == "detect":
-            lines.append(_guide_row(d))
+            lines.append(_guide_row(d, evidence["decisions"]))
     figures = evidence["figures"]
     lines += ["",
               "- Between two measured k: the lower one's rule; below the smallest: the default (`linear`); beyond "
@@ -59,8 +63,8 @@ def guide(evidence: dict) -> str:
               f"- Other tasks: their own rows where measured (section 7I's table: {_other_tasks(evidence)}), else "
               "detect's.",
               f"- MuSGD (what `optimizer=auto` trains above {AUTO_ITERATIONS_THRESHOLD:,} iterations) takes its own "
-              "row where its own pairs differed from SGD's (7J point 2); elsewhere SGD's, and the plan says whether "
-              "MuSGD was measured there.",
+              "row where 7J found its pairs differed from SGD's (7J point 2) and 7K holds a hypothesis for it; "
+              "elsewhere SGD's, and the plan says whether MuSGD was measured there.",
               f"- The device is not in the key: {_device_words(evidence)}",
               f"- The clip at norm {CLIP_MAX_NORM:g} bound on {clip_text(figures['clip'])}; the plan warns below "
               f"{figures['kept_with_steps']} optimizer steps in all, the fewest with which auto's rule kept a "
@@ -93,18 +97,10 @@ def example() -> str:
                       "r.details    # the mechanisms behind them (`yolo-orch plan --explain`), e.g.", wrap(detail), "```"])
 
 
-def _guide_row(d: dict) -> str:
-    default = default_rule(d["family"])
-    rule = d["rule"]
-    if d["basis"] == "measured":
-        why = f"beat {default}: {_iv(d['versus'][rule])}"
-    elif d["basis"] == "default":
-        why = "the default; nothing beat it"
-    else:
-        why = "the default, not measured here"
-    t = d["trainings"]
-    return (f"| {optimizer_words(d)} | {START_WORDS[d['start']]} | {d['k']} | **{rule}** | {_lr0_words(d)} | "
-            f"{why} | {_iv(d['gap'])} | {t['after_declaration']} of {t['all']} |")
+def _guide_row(d: dict, decisions: list[dict]) -> str:
+    why = "the default, not measured here" if d["basis"] == "default, not measured here" else basis_text(d)
+    return (f"| {optimizer_words(d, decisions)} | {START_WORDS[d['start']]} | {d['k']} | **{d['rule']}** | "
+            f"{_lr0_words(d)} | {why} | {_iv(d['gap'])} |")
 
 
 def _lr0_words(d: dict) -> str:
@@ -137,20 +133,21 @@ def _device_words(evidence: dict) -> str:
 def readme(evidence: dict) -> str:
     """The README's scaling paragraph: auto against the reference and stock Ultralytics at the largest k,
     the machines, and what was declared first."""
-    after = sum(d["trainings"]["after_declaration"] for d in evidence["decisions"])
-    total = sum(d["trainings"]["all"] for d in evidence["decisions"])
-    scratch = [_versus_stock(evidence, d) for d in evidence["decisions"]
-               if (d["task"], d["start"], d["k"]) == ("detect", "scratch", 8)]
-    tune = [f"{_short(d)} **{d['rule']}** {_iv(d['gap'])}" for d in evidence["decisions"]
+    decisions = evidence["decisions"]
+    judged = [d["basis"] for d in decisions if "confirmation" in d]
+    scratch = [_versus_stock(evidence, d) for d in decisions if (d["task"], d["start"], d["k"]) == ("detect", "scratch", 8)]
+    tune = [f"{_short(d, decisions)} **{d['rule']}** {_iv(d['gap'])}" for d in decisions
             if (d["task"], d["start"], d["k"]) == ("detect", "pretrained", 8)]
     return (
         "- **Scaling fidelity** (yolo11n and other tasks' models on generated data; every saved training, paired by "
         f"seed, 95 % intervals over the machine kinds: {machine_words(evidence)}; docs/scaling.md opens with the page "
         "generated from them): `auto` takes one rule per optimizer family, start and k, the same on every device. "
         "From scratch at 8x the images per optimizer step, against the reference: " + "; ".join(scratch)
-        + ". Fine-tuning at 8x: " + "; ".join(tune) + f". The procedure that decides (docs/scaling.md 7J, commit "
-        f"{evidence['declared']}) was declared after most of these runs were seen: {after} of the {total} trainings "
-        "behind the decisions ran after it.")
+        + ". Fine-tuning at 8x: " + "; ".join(tune) + f". The procedure that decides (docs/scaling.md 7K, commit "
+        f"{evidence['declared']}) was declared before its runs and decides from them alone: of the {len(judged)} "
+        "departures from the default that 7J took from trainings mostly seen before any declaration, "
+        f"{judged.count(CONFIRMED)} confirmed on fresh seeds, {judged.count(REJECTED)} rejected and "
+        f"{judged.count(AWAITING)} awaiting their runs; the default, `linear`, was chosen after the early runs were seen.")
 
 
 def machine_words(evidence: dict) -> str:
@@ -163,14 +160,14 @@ def machine_words(evidence: dict) -> str:
     return ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
-def _short(d: dict) -> str:
-    return {"Adam": "AdamW", "MuSGD": "MuSGD"}.get(d["family"], optimizer_words(d).replace(", ", " and "))
+def _short(d: dict, decisions: list[dict]) -> str:
+    return {"Adam": "AdamW", "MuSGD": "MuSGD"}.get(d["family"], optimizer_words(d, decisions).replace(", ", " and "))
 
 
 def _versus_stock(evidence: dict, d: dict) -> str:
     stock = next((c for c in evidence["comparisons"] if (c["task"], c["start"], c["family"], c["k"], c["arm"],
                   c["versus"]) == (d["task"], d["start"], d["family"], d["k"], "none", "reference")), None)
-    text = f"{_short(d)} **{d['rule']}** {_iv(d['gap'])}"
+    text = f"{_short(d, evidence['decisions'])} **{d['rule']}** {_iv(d['gap'])}"
     return text + (f" (stock Ultralytics {_iv(stock['best'])})" if stock and d["rule"] != "none" else "")
 
 
@@ -193,11 +190,13 @@ def _iv(d: dict | None) -> str:
 
 
 def summary(evidence: dict) -> list[str]:
-    """What the procedure decided, in sentences: where an alternative replaced the default, where MuSGD got a
-    key of its own, where the last epoch would decide otherwise, and the device interactions excluding 0."""
-    moved = [f"{d['task']} {d['start']} {d['family']}{'' if d['family'] in OWN_KEYS else '-family'} at k = "
-             f"{d['k']}: {d['rule']} ({d['rule']} - {default_rule(d['family'])} {_iv(d['versus'][d['rule']])})"
-             for d in evidence["decisions"] if d["basis"] == "measured"]
+    """What the procedures decided, in sentences: each hypothesis's fate on fresh runs (7K), where 7J's test gave
+    MuSGD a key of its own, where the last epoch would decide otherwise, and the device interactions excluding 0."""
+    fate = {status: [f"{d['task']} {d['start']} {d['family']}{'' if d['family'] in OWN_KEYS else '-family'} at k = "
+                     f"{d['k']}: {d['confirmation']['hypothesis']} (fresh: {_iv(d['confirmation']['best'])}; "
+                     f"7J on every run: {_iv(d['versus'].get(d['confirmation']['hypothesis']))})"
+                     for d in evidence["decisions"] if d["basis"] == status]
+            for status in (CONFIRMED, REJECTED, AWAITING)}
     own = [f"{d['task']} {d['start']} at k = {d['k']}" for d in evidence["decisions"] if d.get("musgd", {}).get("own_key")]
     last = [f"{d['task']} {d['start']} {d['family']} at k = {d['k']}: {d['on_last']['rule']}"
             for d in evidence["decisions"] if "on_last" in d]
@@ -207,9 +206,10 @@ def summary(evidence: dict) -> list[str]:
     grouped = [f"{c['task']} {c['start']} {c['family']} k = {c['k']} {c['arm']} - {c['versus']}: "
                f"{_iv(c['interaction_grouped'])}" for c in evidence["comparisons"] if "interaction_grouped" in c
                and stats.Interval.from_json(c["interaction_grouped"]).excludes_zero]
-    return ["**Decided**: the default everywhere but " + ("; ".join(moved) or "nowhere") + ".",
-            "**MuSGD decided from its own pairs** (7J point 2): " + ("; ".join(own) or "nowhere") + ".",
-            "**Where the last epoch would decide otherwise** (7J point 4): " + ("; ".join(last) or "nowhere") + ".",
+    return ["**Decided** (7K): the default everywhere but where a hypothesis was confirmed on fresh runs.",
+            *(f"**{status.capitalize()}**: " + ("; ".join(cells) or "none") + "." for status, cells in fate.items()),
+            "**7J's test gave MuSGD its own pairs** (7J point 2): " + ("; ".join(own) or "nowhere") + ".",
+            "**Where the last epoch would decide otherwise** (7K point 4): " + ("; ".join(last) or "nowhere") + ".",
             "**Device x policy interactions with an interval excluding 0** (7I's Welch test, the one its step 6 "
             "gates on): " + ("; ".join(device) or "none") + ".",
             "**The same, as the difference of the machine-grouped estimates (+-1.96)**: "
@@ -218,14 +218,16 @@ def summary(evidence: dict) -> list[str]:
 
 def render(evidence: dict) -> str:
     """docs/scaling.md's generated tables: auto's decisions, MuSGD's own test, the interactions, every cell."""
-    lines = summary(evidence) + ["", "auto's rule per measured cell (the procedure above; paired differences of "
+    lines = summary(evidence) + ["", "auto's rule per measured cell (7K on 7J's exploration; paired differences of "
                                  "best.pt's mAP50-95, or top-1 for classify, with 95 % intervals over the machine "
-                                 "kinds, 7J point 1):", "",
-             "| task | start | family | k | auto | basis | auto - reference | alternatives - the default |",
-             "|---|---|---|---|---|---|---|---|"]
+                                 "kinds, 7J point 1; the last two columns over every saved run):", "",
+             "| task | start | family | k | auto | basis | fresh: hypothesis - linear | auto - reference | "
+             "alternatives - the default |", "|---|---|---|---|---|---|---|---|---|"]
     for d in evidence["decisions"]:
+        c = d.get("confirmation")
+        fresh = f"{c['hypothesis']} {_iv(c['best'])}" if c else "-"
         lines.append(f"| {d['task']} | {d['start']} | {d['family']} | {d['k']} | **{d['rule']}** | {d['basis']} | "
-                     f"{_iv(d['gap'])} | {_ivs(d['versus'])} |")
+                     f"{fresh} | {_iv(d['gap'])} | {_ivs(d['versus'])} |")
     lines += ["", "MuSGD's own pairs in the SGD family's cells (7J point 2: its own key where an alternative beat "
               "`linear` on them, or the MuSGD - SGD interaction excludes 0):", "",
               "| task | start | k | own key | alternatives - linear, MuSGD alone | MuSGD - SGD interaction |",

@@ -11,8 +11,8 @@ import subprocess
 
 import pytest
 
-from orchestrator.scaling import evidence, measured, stats
-from orchestrator.scaling.rules import Arm, arm_of
+from orchestrator.scaling import confirm, evidence, measured, stats
+from orchestrator.scaling.rules import Arm, arm_of, default_rule
 from orchestrator.scaling.stats import Interval
 
 
@@ -96,7 +96,8 @@ def test_no_decision_rests_on_a_device():
     switches the mechanism reproduces it; none was run, so nothing in the decisions is keyed by the device (the
     keys are task, start, family or MuSGD's own, and k)."""
     doc = evidence.load()
-    allowed = {"task", "start", "family", "k", "rule", "basis", "gap", "versus", "musgd", "on_last", "trainings"}
+    allowed = {"task", "start", "family", "k", "rule", "basis", "gap", "versus", "musgd", "on_last", "confirmation",
+               "explored"}
     assert all(set(d) <= allowed for d in doc["decisions"])
     assert {d["family"] for d in doc["decisions"]} <= {"SGD", "Adam", "MuSGD"}
 
@@ -190,10 +191,9 @@ def test_every_saved_fidelity_result_is_evidence_or_left_out_with_why():
     assert all(why for why in measured.LEFT_OUT.values())
 
 
-def test_the_results_said_to_be_run_after_the_declaration_are_those_git_shows():
-    """The first page's and the README's 'x of n trainings ran after the declaration' count the files in
-    AFTER_DECLARATION: each is committed after the commit that declared the procedure (7J), or not yet
-    committed; every other source was committed before it."""
+def test_the_fresh_results_are_those_git_shows_after_the_declaration():
+    """7K decides from FRESH alone: each is first committed after the commit that declared 7K (or not yet
+    committed); every other source was committed before it."""
     git = shutil.which("git")
     repo = measured.REPO
     if git is None or subprocess.run([git, "cat-file", "-e", f"{measured.DECLARED}^{{commit}}"], cwd=repo,
@@ -205,4 +205,67 @@ def test_the_results_said_to_be_run_after_the_declaration_are_those_git_shows():
                                capture_output=True, text=True).stdout.split()
         after = not added or (added[-1] != declared and subprocess.run(
             [git, "merge-base", "--is-ancestor", declared, added[-1]], cwd=repo).returncode == 0)
-        assert (name in measured.AFTER_DECLARATION) == after, name
+        assert (name in measured.FRESH) == after, name
+    assert measured.FRESH <= set(measured.SOURCES)
+
+
+def test_the_hypotheses_are_7js_departures_from_the_runs_before_the_declaration():
+    """7K point 2: HYPOTHESES is what 7J took, apart from the default, from the saved runs that predate 7K."""
+    rows, _ = measured.load_trainings()
+    before = measured.name_arms([r for r in rows if r["source"] not in measured.FRESH])
+    explored = measured.decisions(measured._pairs(before))
+    departures = {(d["task"], d["start"], d["family"], d["k"]): d["rule"] for d in explored
+                  if d["rule"] != default_rule(d["family"])}
+    assert departures == measured.HYPOTHESES
+
+
+def test_fresh_runs_use_fresh_seeds_only():
+    """7K point 3: the fresh results train seeds no earlier run of a hypothesis's cell used."""
+    rows = measured.name_arms(measured.load_trainings()[0])
+    cell = lambda r: (*r["setup"].split("|")[:2], r["optimizer"], r["k"])  # noqa: E731
+    fresh = [r for r in rows if r["source"] in measured.FRESH]
+    assert all(r["seed"] in measured.FRESH_SEEDS for r in fresh)
+    earlier = {(cell(r), r["seed"]) for r in rows if r["source"] not in measured.FRESH}
+    assert not {(cell(r), r["seed"]) for r in fresh} & earlier
+
+
+def _cell_arms(runs: dict) -> dict:
+    """One cell's arms {arm: {(setup, optimizer, machine, seed): row}} from {arm: {optimizer: [best.pt by seed]}}."""
+    return {arm: {("s", opt, "cpu-a", seed): {"final": v, "curve": [v - 0.001], "source": "f.json"}
+                  for opt, values in by_opt.items() for seed, v in enumerate(values)}
+            for arm, by_opt in runs.items()}
+
+
+def _explored(rule: str, family: str = "SGD", k: int = 8) -> dict:
+    return {"task": "detect", "start": "scratch", "family": family, "k": k, "rule": rule, "basis": "measured",
+            "gap": None, "versus": {}}
+
+
+def test_a_hypothesis_stands_on_six_fresh_pairs_above_linear_and_falls_to_the_prior_otherwise():
+    """7K point 4: confirmed where 6 fresh pairs put it above linear with an interval above 0; rejected (the
+    prior, linear) where they do not; with fewer pairs it awaits, keeping 7J's choice; a MuSGD cell's prior is
+    its SGD cell's rule."""
+    cell = ("detect", "scratch", "SGD", 8)
+    hyp = {cell: "lr0-sqrt", ("detect", "scratch", "MuSGD", 8): "lr0-sqrt"}
+    gains = {"SGD": [0.02, 0.03, 0.025, 0.02, 0.03, 0.028], "MuSGD": [0.04, -0.03, 0.05, -0.02, 0.01, 0.0]}
+    fresh = {cell: _cell_arms({"linear": {o: [0.5] * 6 for o in gains},
+                               "lr0-sqrt": {o: [0.5 + g for g in gs] for o, gs in gains.items()}})}
+    explored = [_explored("lr0-sqrt"), _explored("lr0-sqrt", "MuSGD")]
+    sgd, mu = confirm.apply(explored, {}, fresh, hyp)
+    assert (sgd["rule"], sgd["basis"]) == ("lr0-sqrt", confirm.CONFIRMED)
+    assert sgd["confirmation"]["best"]["n"] == 6 and sgd["confirmation"]["best"]["ci95"][0] > 0
+    assert (mu["rule"], mu["basis"]) == ("lr0-sqrt", confirm.REJECTED)  # falls to SGD's rule, confirmed here
+    assert "failed on fresh runs" in evidence.basis_text(mu) and "SGD row's rule" in evidence.basis_text(mu)
+    five = {cell: {arm: dict(list(runs.items())[:5]) for arm, runs in fresh[cell].items()}}
+    waiting = confirm.apply([_explored("lr0-sqrt")], {}, five, {cell: "lr0-sqrt"})[0]
+    assert (waiting["rule"], waiting["basis"]) == ("lr0-sqrt", confirm.AWAITING)
+    lost = confirm.apply([_explored("lr0-sqrt")], {}, {cell: _cell_arms(
+        {"linear": {"SGD": [0.5] * 6}, "lr0-sqrt": {"SGD": [0.5 + g for g in gains["MuSGD"]]}})}, {cell: "lr0-sqrt"})[0]
+    assert (lost["rule"], lost["basis"], lost["explored"]) == ("linear", confirm.REJECTED, "lr0-sqrt")
+
+
+def test_a_cell_without_a_hypothesis_takes_the_default_whatever_7j_found():
+    """7K point 5: a departure 7J finds without a declared hypothesis does not reach auto."""
+    row = confirm.apply([_explored("sqrt", "Adam", 4)], {}, {}, {})[0]
+    assert (row["rule"], row["basis"], row["explored"]) == ("linear", "default", "sqrt")
+    assert "7J alone would pass sqrt" in evidence.basis_text(row)

@@ -6,6 +6,8 @@ import json
 
 from conftest import REPO, run_cli, write_job
 
+from orchestrator.scaling import evidence
+
 
 def test_plan_json_contract():
     result = run_cli("plan", REPO / "examples" / "quickstart.yaml", "--devices", "cpu", "--devices", "4",
@@ -59,7 +61,9 @@ def test_a_job_that_starts_from_weights_is_planned_as_fine_tuning(tmp_path):
         assert r.returncode == 0, r.stderr
         return next(x for x in json.loads(r.stdout)[0]["reasons"] if x.startswith("lr0"))
 
-    assert "lr0 x 2.828 = k^0.5: beat the default (lr0-sqrt" in lr0_reason(model="w.pt")
+    tune = next(d for d in evidence.load()["decisions"]
+                if (d["task"], d["start"], d["family"], d["k"]) == ("detect", "pretrained", "SGD", 8))
+    assert f"auto takes {tune['rule']}" in lr0_reason(model="w.pt")  # fine-tuning's row, not from scratch's
     assert ") (fine-tuning at k = 8, " in lr0_reason(model="w.pt")
     assert "(fine-tuning at k = 8" in lr0_reason(overrides={"pretrained": "w.pt"})
     assert "from scratch" in lr0_reason(model="w.pt", overrides={"pretrained": False})
