@@ -44,9 +44,7 @@ def job_manifests(job_file: Path, devices: str | None, sets: list[str], opts, he
     model = job.resolve_path(job.spec.model)
     if model.is_file():  # a model yaml or weights of the user's (not a name Ultralytics knows)
         paths.append(("model", model))
-    if plan.data.synth is None:
-        paths.append(("data", plan.data.yaml_path))
-    problems = folder_problems(paths, here, opts)
+    problems = folder_problems(paths + data_paths(job, plan.data), here, opts)
     if plan.devices.nodes > 1 and not opts.pvc:
         problems.append(f"--pvc: {plan.devices.nodes} nodes share the run (node 0 writes the weights every node "
                         "resumes from): give the claim that holds this folder on every pod (ReadWriteMany)")
@@ -57,6 +55,29 @@ def job_manifests(job_file: Path, devices: str | None, sets: list[str], opts, he
     build = {"job": k8s.job_manifests, "trainjob": lambda *a: [k8s.trainjob_manifest(*a)],
              "rayjob": lambda *a: [k8s.rayjob_manifest(*a)]}[opts.kind]
     return build(relative, plan.devices, list(sets), name, opts)
+
+
+def data_paths(job, data) -> list[tuple[str, Path]]:
+    """What the pods read of the data: a data.yaml and the root and split folders it names (its `path:` may
+    point anywhere), a classify dataset's folder, COCO's files and image folders, an NDJSON file; nothing for
+    generated data (each pod makes its own)."""
+    from orchestrator.jobspec import dataset
+    from orchestrator.jobspec.coco import coco_splits
+    from orchestrator.jobspec.yamlio import read_yaml_file
+
+    spec = job.spec.data
+    if data.synth is not None:
+        return []
+    if data.coco is not None or getattr(spec, "coco", None) is not None:
+        return [(f"data.coco.{split}", p) for split, files in coco_splits(job).items() for p in files]
+    if data.ndjson is not None:
+        return [("data.ndjson", Path(data.ndjson))]
+    if data.yaml_path.is_dir():  # classify: the dataset folder
+        return [("data", data.yaml_path)]
+    cfg = read_yaml_file(data.yaml_path, "dataset yaml")
+    root = dataset.dataset_root(cfg, data.yaml_path)
+    splits = [(f"data {key}", p) for key in ("train", "val", "test") for p in dataset.split_entries(cfg, key, root)]
+    return [("data", data.yaml_path), ("data path", root), *splits]
 
 
 def folder_problems(paths: list[tuple[str, Path]], here: Path, opts) -> list[str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import gzip
 import json
+import shutil
 from pathlib import Path
 
 import jsonschema
@@ -199,6 +200,22 @@ def test_the_job_file_and_runs_folder_must_be_inside_the_folder_the_pods_see(fol
     assert r.returncode == 2 and f"model: {TINY_MODEL} is outside this folder" in r.stderr
     r = run_cli("k8s", "job.yaml", cwd=folder)
     assert r.returncode == 2 and "--image: the container image with yolo-orch installed" in r.stderr
+
+
+def test_a_data_yaml_whose_images_lie_outside_the_folder_is_refused(folder, tmp_path_factory):
+    """The data.yaml inside the folder, its `path:` outside: the pods would find the yaml and no images."""
+    outside = tmp_path_factory.mktemp("images-elsewhere")
+    made = run_cli("data", "synth", "--out", str(outside / "ds"), "--images", "8", "--classes", "2", cwd=folder)
+    assert made.returncode == 0, made.stderr
+    cfg = yaml.safe_load((outside / "ds" / "data.yaml").read_text())
+    (folder / "data.yaml").write_text(yaml.safe_dump({**cfg, "path": str(outside / "ds")}))
+    r = run_cli("k8s", "job.yaml", "--image", IMAGE, "--pvc", "w", "--set", "data=data.yaml", cwd=folder)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert f"data path: {outside / 'ds'} is outside this folder" in r.stderr and "data train: " in r.stderr
+    assert "data: " not in r.stderr  # the yaml itself lies inside
+    shutil.copytree(outside / "ds", folder / "ds")
+    (folder / "data.yaml").write_text(yaml.safe_dump({**cfg, "path": "ds"}))  # the images inside: accepted
+    assert manifests(folder, "--pvc", "w", "--set", "data=data.yaml")
 
 
 def test_the_manifests_say_what_they_claim():
