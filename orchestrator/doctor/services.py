@@ -114,11 +114,12 @@ def check_storage(url: str | None) -> Check:
                 break
     if not url:
         return Check("optuna-storage", PASS, "not configured (sweeps use a SQLite file under the runs folder)", "")
+    from orchestrator.rundir.tracking import sqlite_file
     from orchestrator.urls import redact_text, redact_url
 
     shown = redact_url(url)
-    if url.startswith("sqlite:///"):
-        path = Path(url.split("sqlite:///", 1)[1]).expanduser()
+    if sqlite_file(url) is not None:
+        path = sqlite_file(url).expanduser()
         parent = path.parent
         while not parent.exists() and parent != parent.parent:
             parent = parent.parent

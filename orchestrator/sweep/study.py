@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.errors import EnvError
 from orchestrator.errors import UserError
 from orchestrator.urls import redact_text, redact_url as redact, with_installed_pg_driver
+from orchestrator.rundir.tracking import sqlite_file
 from orchestrator.sqlite_wal import enable_wal, is_damaged
 
 if TYPE_CHECKING:
@@ -82,7 +83,7 @@ def is_sqlite(url: str) -> bool:
 def _prepare_sqlite(url: str) -> None:
     """Create the folder and switch the file to WAL (persistent in the file): concurrent
     workers, trial processes and heartbeat threads then read while one writes."""
-    path = Path(url.split("sqlite:///", 1)[1])
+    path = sqlite_file(url)  # the URL _normalize made: a file path, absolute
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         con = sqlite3.connect(str(path), timeout=SQLITE_TIMEOUT_S)
