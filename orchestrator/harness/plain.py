@@ -27,7 +27,11 @@ def _yolo():
 
 
 def train(cfg: dict) -> None:
-    _yolo()(cfg.pop("model")).train(**cfg)
+    from orchestrator.harness.step_times import attach_plain
+
+    model = _yolo()(cfg.pop("model"))
+    attach_plain(model)  # timings where $YOLO_ORCH_STEP_TIMES names a file (bench/bench_gpu_overhead.py)
+    model.train(**cfg)
 
 
 def init(out: str) -> None:
