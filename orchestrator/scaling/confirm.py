@@ -24,7 +24,7 @@ def apply(explored: list[dict], pairs: dict, fresh: dict, hypotheses: dict) -> l
         family_cell = (d["task"], d["start"], OWN_KEYS.get(d["family"], d["family"]), d["k"])
         prior = decided[family_cell]["rule"] if family_cell in decided else DEFAULT_RULE[family_cell[2]]
         opts = _optimizers(cell, hypotheses)
-        row = {k: v for k, v in d.items() if k not in ("trainings", "on_last")}
+        row = {k: v for k, v in d.items() if k != "on_last"}  # 7J's last-epoch note: 7K's own below
         if cell in hypotheses:
             row.update(_judge(hypotheses[cell], fresh.get(family_cell, {}), DEFAULT_RULE[family_cell[2]], prior, opts))
         else:

@@ -1,5 +1,6 @@
 """The scaling evidence, built from the fidelity benches' saved results (docs/img/bench_*.json) by one
-command, and the decisions `auto` takes from it by the procedure declared in docs/scaling.md section 7:
+command, and the decisions `auto` takes from it by the procedures declared in docs/scaling.md section 7 (7J
+explores every saved run; 7K, confirm.py, judges each hypothesis on the fresh runs alone):
 
     python -m orchestrator.scaling.measured --write      # evidence.json and docs/scaling.md's tables
     python -m orchestrator.scaling.measured --check      # exit 1 where either is stale (the test runs this)
@@ -357,7 +358,8 @@ def _dip(rows: list[dict], epochs: int = 5) -> dict:
 
 
 def build(folder: Path = RESULTS) -> dict:
-    """The evidence file's content: the sources' digests, the cells, the comparisons, auto's decisions."""
+    """The evidence file's content: the sources' digests, the cells, the comparisons, auto's decisions (7K on
+    7J's exploration)."""
     rows, digests = load_trainings(folder)
     digests.update({name: hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in FEW_STEPS})
     named = name_arms(rows)

@@ -17,8 +17,12 @@ DOC = REPO / "docs" / "scaling.md"
 README = REPO / "README.md"
 
 
-def marker(name: str) -> tuple[str, str]:
-    return (f"<!-- {name}: begin (python -m orchestrator.scaling.measured --write) -->", f"<!-- {name}: end -->")
+WRITER = "python -m orchestrator.scaling.measured --write"
+
+
+def marker(name: str, writer: str = WRITER) -> tuple[str, str]:
+    """A generated block's two lines, the first naming the command that writes it."""
+    return (f"<!-- {name}: begin ({writer}) -->", f"<!-- {name}: end -->")
 
 
 def generated(evidence: dict) -> dict[Path, str]:
@@ -171,9 +175,9 @@ def _versus_stock(evidence: dict, d: dict) -> str:
     return text + (f" (stock Ultralytics {_iv(stock['best'])})" if stock and d["rule"] != "none" else "")
 
 
-def replace_block(text: str, name: str, block: str, path: Path) -> str:
+def replace_block(text: str, name: str, block: str, path: Path, writer: str = WRITER) -> str:
     """text with the lines between the block's markers replaced."""
-    begin, end = marker(name)
+    begin, end = marker(name, writer)
     if begin not in text or end not in text:
         raise SystemExit(f"{path}: the markers {begin!r} and {end!r} are missing")
     head, rest = text.split(begin, 1)
