@@ -1,7 +1,7 @@
 """What the scaling-fidelity benchmarks measured, as `auto` and the plan read it: evidence.json, which
 `python -m orchestrator.scaling.measured --write` builds from the saved results (docs/img/bench_*.json)
-by the procedures of docs/scaling.md section 7 (7J explores every saved run, 7K confirms on fresh ones). No number here is typed by hand: a test fails when the
-saved results and evidence.json disagree.
+by the procedures of docs/scaling.md section 7 (7J explores every saved run, 7K confirms on fresh ones).
+No number here is typed by hand: a test fails when the saved results and evidence.json disagree.
 """
 
 from __future__ import annotations

@@ -217,6 +217,9 @@ def test_the_hypotheses_are_7js_departures_from_the_runs_before_the_declaration(
     departures = {(d["task"], d["start"], d["family"], d["k"]): d["rule"] for d in explored
                   if d["rule"] != default_rule(d["family"])}
     assert departures == measured.HYPOTHESES
+    # MuSGD's own hypotheses are where 7J point 2's test gave it its own key, and nowhere else
+    own = {(d["task"], d["start"], "MuSGD", d["k"]) for d in explored if d.get("musgd", {}).get("own_key")}
+    assert own == {cell for cell in measured.HYPOTHESES if cell[2] == "MuSGD"}
 
 
 def test_fresh_runs_use_fresh_seeds_only():
