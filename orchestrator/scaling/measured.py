@@ -41,7 +41,7 @@ SOURCES = (
     "bench_scaling_k8_sgd_cpu_s3-5.json", "bench_finetune_h200.json", "bench_finetune_warmup_cpu.json",
     "bench_finetune_warmup_sgd_k8_cpu.json", "bench_scaling_k8_sgd_cpu_ref_s3-5.json",
     "bench_scaling_k8_musgd_more_cpu.json", "bench_finetune_musgd_k8_cpu.json", "bench_finetune_sgd_k8_30ep_cpu.json",
-    "bench_finetune_confirm_k8_cpu.json", "bench_finetune_confirm_sgd_k4_cpu.json",
+    "bench_finetune_confirm_k8_cpu.json", "bench_finetune_confirm_sgd_k4_cpu.json", "bench_scaling_confirm_musgd_k8_cpu.json",
 )
 # docs/scaling.md 7K, declared in commit DECLARED: the departures from the default 7J took as of then, by cell
 # (task, start, family or own key, k), each confirmed or rejected (confirm.py) on fresh seeds alone, in the
@@ -50,7 +50,8 @@ DECLARED = "40a145e"
 HYPOTHESES = {("detect", "pretrained", "SGD", 4): "none", ("detect", "pretrained", "SGD", 8): "lr0-sqrt (warmup kept)",
               ("detect", "pretrained", "MuSGD", 8): "lr0-sqrt (warmup kept)", ("detect", "scratch", "MuSGD", 8): "lr0-sqrt"}
 FRESH_SEEDS = (10, 11, 12, 13, 14, 15)
-FRESH = frozenset({"bench_finetune_confirm_k8_cpu.json", "bench_finetune_confirm_sgd_k4_cpu.json"})
+FRESH = frozenset({"bench_finetune_confirm_k8_cpu.json", "bench_finetune_confirm_sgd_k4_cpu.json",
+                   "bench_scaling_confirm_musgd_k8_cpu.json"})
 # The saved results of the fidelity benches that are no evidence of a rule, and why (a test checks that every
 # bench_scaling*/bench_finetune* file in docs/img is in SOURCES, FEW_STEPS or here)
 LEFT_OUT = {
