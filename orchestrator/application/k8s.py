@@ -62,14 +62,12 @@ def data_paths(job, data) -> list[tuple[str, Path]]:
     point anywhere), a classify dataset's folder, COCO's files and image folders, an NDJSON file; nothing for
     generated data (each pod makes its own)."""
     from orchestrator.jobspec import dataset
-    from orchestrator.jobspec.coco import coco_splits
     from orchestrator.jobspec.yamlio import read_yaml_file
 
-    spec = job.spec.data
     if data.synth is not None:
         return []
-    if data.coco is not None or getattr(spec, "coco", None) is not None:
-        return [(f"data.coco.{split}", p) for split, files in coco_splits(job).items() for p in files]
+    if data.coco is not None:  # the plan's record: each split's annotation file and images folder, absolute
+        return [(f"data.coco.{split}", Path(p)) for split, files in data.coco.items() for p in files]
     if data.ndjson is not None:
         return [("data.ndjson", Path(data.ndjson))]
     if data.yaml_path.is_dir():  # classify: the dataset folder

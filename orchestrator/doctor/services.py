@@ -118,8 +118,9 @@ def check_storage(url: str | None) -> Check:
     from orchestrator.urls import redact_text, redact_url
 
     shown = redact_url(url)
-    if sqlite_file(url) is not None:
-        path = sqlite_file(url).expanduser()
+    path = sqlite_file(url)
+    if path is not None:
+        path = path.expanduser()
         parent = path.parent
         while not parent.exists() and parent != parent.parent:
             parent = parent.parent

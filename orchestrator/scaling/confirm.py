@@ -23,7 +23,7 @@ def apply(explored: list[dict], pairs: dict, fresh: dict, hypotheses: dict) -> l
         cell = _cell(d)
         family_cell = (d["task"], d["start"], OWN_KEYS.get(d["family"], d["family"]), d["k"])
         prior = decided[family_cell]["rule"] if family_cell in decided else DEFAULT_RULE[family_cell[2]]
-        opts = _optimizers(cell, hypotheses)
+        opts = dict(views(family_cell, hypotheses))[d["family"]]
         row = {k: v for k, v in d.items() if k != "on_last"}  # 7J's last-epoch note: 7K's own below
         if cell in hypotheses:
             row.update(_judge(hypotheses[cell], fresh.get(family_cell, {}), DEFAULT_RULE[family_cell[2]], prior, opts))
@@ -41,14 +41,15 @@ def _cell(row: dict) -> tuple:
     return row["task"], row["start"], row["family"], row["k"]
 
 
-def _optimizers(cell: tuple, hypotheses: dict) -> frozenset[str] | None:
-    """The optimizers whose pairs a cell takes: an own key's its own; its family's without it where the own key
-    has a row of its own (a hypothesis), else the whole family's."""
-    task, start, key, k = cell
-    if key in OWN_KEYS:
-        return frozenset({key})
-    own = {o for o, fam in OWN_KEYS.items() if fam == key and (task, start, o, k) in hypotheses}
-    return frozenset({key}) if own else None
+def views(cell: tuple, hypotheses: dict) -> list[tuple[str, frozenset[str] | None]]:
+    """The keys a family's cell (task, start, family, k) is decided under, each with the optimizers whose pairs
+    it takes: the family pooled, or, where an optimizer with a key of its own holds a hypothesis there (7K point
+    2; 7J point 2 found it), the family's own optimizer and that one apart."""
+    task, start, fam, k = cell
+    own = [o for o, of in OWN_KEYS.items() if of == fam and (task, start, o, k) in hypotheses]
+    if not own:
+        return [(fam, None)]
+    return [(fam, frozenset({fam})), *((o, frozenset({o})) for o in own)]
 
 
 def _judge(hypothesis: str, arms: dict, default: str, prior: str, opts: frozenset[str] | None) -> dict:

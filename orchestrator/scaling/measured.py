@@ -189,7 +189,7 @@ def comparisons(pairs: dict) -> list[dict]:
     out = []
     for (task, start, fam, k), arms in sorted(pairs.items()):
         names = _arm_order(arms)
-        for key, optimizers in _views((task, start, fam, k)):
+        for key, optimizers in confirm.views((task, start, fam, k), HYPOTHESES):
             for i, a in enumerate(names[1:], 1):
                 for b in names[:i]:
                     pooled = compare(arms, a, b, optimizers=optimizers)
@@ -202,15 +202,6 @@ def comparisons(pairs: dict) -> list[dict]:
                         row.update(_interaction(arms, a, b, "by_optimizer", "musgd_interaction", MUSGD_SIDES))
                     out.append(row)
     return out
-
-
-def _views(cell: tuple) -> list[tuple[str, frozenset[str] | None]]:
-    """The keys a cell is decided under, each with the optimizers whose pairs it takes: the family pooled, or
-    where MuSGD has a hypothesis of its own (7K point 2; 7J point 2 found it) SGD's pairs and MuSGD's apart."""
-    task, start, fam, k = cell
-    if fam == "SGD" and (task, start, "MuSGD", k) in HYPOTHESES:
-        return [("SGD", SGD_ONLY), ("MuSGD", MUSGD)]
-    return [(fam, None)]
 
 
 # the two sides of each interaction: (name, the pairs it takes); the first minus the second
@@ -247,7 +238,7 @@ def decisions(pairs: dict) -> list[dict]:
     out = []
     for (task, start, fam, k), arms in sorted(pairs.items()):
         musgd = _musgd_test(arms) if fam == "SGD" else None
-        for key, optimizers in _views((task, start, fam, k)):
+        for key, optimizers in confirm.views((task, start, fam, k), HYPOTHESES):
             row = {"task": task, "start": start, "family": key, "k": k, **_decide(arms, fam, optimizers)}
             out.append({**row, "musgd": musgd} if musgd is not None and key == fam else row)
     return out
